@@ -1,0 +1,196 @@
+"""Reproducible studies behind ``torchdpgmm experiment STUDY``.
+
+Each module in this package that defines a module-level ``STUDIES`` dict (name -> :class:`Study`) is
+discovered automatically, so a new study is one new file, with no central registry to edit.
+
+A study receives an :class:`ExperimentConfig` and returns a :class:`StudyResult`; :func:`run_study`
+writes ``DIR/STUDY.json`` as ``{"study": ..., "config": {...}, "rows": [...]}``, the same rows as
+``DIR/STUDY.csv`` and, when the study supplies a plot function, ``DIR/STUDY.png``. Every number that a
+figure shows is a row of that JSON: nothing is drawn that is not also written.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib
+import json
+import math
+import pkgutil
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+__all__ = [
+    "ExperimentConfig",
+    "StudyResult",
+    "Study",
+    "available_studies",
+    "get_study",
+    "run_study",
+    "mean_ci",
+]
+
+
+@dataclass
+class ExperimentConfig:
+    """Options common to every study; ``options`` holds the study-specific ones."""
+
+    out: Path
+    trials: int | None = None
+    seed: int = 0
+    device: str = "cpu"
+    backend: str = "local"
+    quick: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def generator(self, offset: int = 0) -> torch.Generator:
+        g = torch.Generator(device=self.device)
+        g.manual_seed(int(self.seed) + int(offset))
+        return g
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {
+            "trials": self.trials,
+            "seed": self.seed,
+            "device": self.device,
+            "backend": self.backend,
+            "quick": self.quick,
+        }
+        d.update(self.options)
+        return d
+
+
+@dataclass
+class StudyResult:
+    rows: list[dict[str, Any]]
+    config: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    plot: Callable[[list[dict[str, Any]], Path], None] | None = None
+
+
+@dataclass
+class Study:
+    name: str
+    run: Callable[[ExperimentConfig], StudyResult]
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    default_trials: int | None = None
+
+
+def _discover() -> dict[str, Study]:
+    studies: dict[str, Study] = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        for name, study in getattr(mod, "STUDIES", {}).items():
+            if name in studies:
+                raise RuntimeError(f"study {name!r} defined twice")
+            studies[name] = study
+    return studies
+
+
+_REGISTRY: dict[str, Study] | None = None
+
+
+def available_studies() -> dict[str, Study]:
+    global _REGISTRY
+    if _REGISTRY is None:
+        _REGISTRY = _discover()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def get_study(name: str) -> Study:
+    studies = available_studies()
+    if name not in studies:
+        raise ValueError(f"unknown study {name!r}; available: {', '.join(studies)}")
+    return studies[name]
+
+
+def _jsonable(v: Any) -> Any:
+    if torch.is_tensor(v):
+        v = v.detach().cpu()
+        return v.item() if v.numel() == 1 else v.tolist()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, Path):
+        return str(v)
+    if hasattr(v, "item") and callable(v.item):  # numpy scalars
+        try:
+            return v.item()
+        except Exception:
+            pass
+    return v
+
+
+def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
+    """Run a study and write ``STUDY.json``, ``STUDY.csv`` (and ``STUDY.png``) into ``config.out``."""
+    study = get_study(name)
+    if config.trials is None:
+        config.trials = study.default_trials
+    if config.trials is not None and config.trials < 1:
+        raise ValueError(f"--trials must be >= 1, got {config.trials}")
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    result = study.run(config)
+    elapsed = time.perf_counter() - t0
+    cfg = config.as_dict()
+    cfg.update(result.config)
+    from torchdpgmm import __version__
+
+    payload = {
+        "study": name,
+        "config": _jsonable(cfg),
+        "rows": _jsonable(result.rows),
+        "notes": list(result.notes),
+        "runtime_seconds": elapsed,
+        "environment": {
+            "torchdpgmm": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+        },
+    }
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    rows = payload["rows"]
+    if rows:
+        keys: list[str] = []
+        for r in rows:
+            for k in r:
+                if k not in keys:
+                    keys.append(k)
+        with open(out / f"{name}.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=keys)
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
+    if result.plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        result.plot(rows, out / f"{name}.png")
+    return payload
+
+
+def mean_ci(values: torch.Tensor, dim: int = 0, level: float = 0.95) -> dict[str, torch.Tensor]:
+    """Mean and two-sided Student-t confidence interval over ``dim`` (NaNs are an error)."""
+    from scipy import stats
+
+    v = values.detach().to(torch.float64)
+    n = v.shape[dim]
+    mean = v.mean(dim)
+    if n < 2:
+        half = torch.full_like(mean, float("nan"))
+    else:
+        sem = v.std(dim, unbiased=True) / math.sqrt(n)
+        half = sem * float(stats.t.ppf(0.5 + level / 2, n - 1))
+    return {"mean": mean, "ci_low": mean - half, "ci_high": mean + half, "n": n}
