@@ -126,10 +126,13 @@ class _HermiteTable:
     """Cubic Hermite interpolation of the exact term in ``t = ln gamma`` on a fixed grid, with exact derivatives
     from the same draws (error ~ 1e-8 relative); beyond the top of the grid the term decays like gamma^-2."""
 
-    def __init__(self, lam_eig: torch.Tensor, tr_inv: torch.Tensor, n: int = 256, chunk: int = 32):
-        # grid relative to the class scale tr(Sigma^{-1}): gamma in tr * [1e-4, 1e8] (Hermite error ~ 1e-5 rel.)
-        self.t0 = torch.log(tr_inv) + math.log(1e-4)                     # (..., K)
-        self.dt = math.log(1e12) / (n - 1)
+    def __init__(self, lam_eig: torch.Tensor, tr_inv: torch.Tensor, n: int = 300, chunk: int = 32):
+        # grid relative to the class scale tr(Sigma^{-1}): gamma in tr * [1e-6, 1e8] (Hermite error ~ 1e-5 rel.)
+        self.t0 = torch.log(tr_inv) + math.log(1e-6)                     # (..., K)
+        self.dt = math.log(1e14) / (n - 1)
+        # below the grid, x = lambda/gamma is large and x - ln(1+x) ~ x - ln x: continue with that asymptote
+        self.sum_lam = lam_eig.sum(-1).mean(-1)                          # E tr(Sigma^{-1} G G^T)  (..., K)
+        self.d = lam_eig.shape[-1]
         self.n = n
         t = self.t0.unsqueeze(-1) + self.dt * torch.arange(n, dtype=tr_inv.dtype, device=tr_inv.device)
         g = torch.exp(t)                                                 # (..., K, n)
@@ -159,7 +162,9 @@ class _HermiteTable:
         val = (2 * s3 - 3 * s2 + 1) * h0 + (s3 - 2 * s2 + s) * d0 + (-2 * s3 + 3 * s2) * h1 + (s3 - s2) * d1
         top = u > self.n - 1
         val_top = h[..., -1:] * torch.exp(-2 * (t - t0 - self.dt * (self.n - 1)))
-        return torch.where(top, val_top, val)
+        g0 = torch.exp(t0)
+        val_low = h[..., :1] + 0.5 * (self.sum_lam.unsqueeze(-1) * (1 / gamma - 1 / g0) - self.d * (t0 - t))
+        return torch.where(top, val_top, torch.where(u < 0, val_low, val))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -376,9 +381,10 @@ def _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver, max_iter=None
         if exact:
             c["table"] = _HermiteTable.__new__(_HermiteTable)
             tab = ctx["table"]
-            for a in ("dt", "n"):
+            for a in ("dt", "n", "d"):
                 setattr(c["table"], a, getattr(tab, a))
             c["table"].t0 = tab.t0.expand(*out, K)
+            c["table"].sum_lam = tab.sum_lam.expand(*out, K)
             c["table"].h = tab.h.expand(*out, K, tab.n)
             c["table"].dh = tab.dh.expand(*out, K, tab.n)
 
