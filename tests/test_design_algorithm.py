@@ -194,6 +194,7 @@ def test_exact_kl_term_against_direct_monte_carlo():
     assert abs(est - ref) < 4 * se + 0.05 * ref
     # the Hermite table matches direct evaluation from the same draws
     tab = D._ctx["table"]
+    assert tab is not None
     gs = torch.tensor([[3e-7, 0.3, 2.0, 17.0, 400.0]], dtype=torch.float64).expand(K, 5) * D._ctx["tr_inv"].unsqueeze(-1)
     x = D._ctx["eigs0"].unsqueeze(-3) / gs.unsqueeze(-1).unsqueeze(-1)
     direct = 0.5 * (x - torch.log1p(x)).sum(-1).mean(-1)

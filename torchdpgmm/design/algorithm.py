@@ -376,8 +376,10 @@ def _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver, max_iter=None
         objective = _total(c, eps0, gamma, eps_k, exact=False)
     else:
         exact = variant == "exact-kl"
-        if exact and ctx.get("table") is None:
+        if exact and ctx.get("eigs0") is None:
             raise ValueError("variant='exact-kl' needs kl_draws > 0")
+        if exact and ctx.get("table") is None:   # built lazily: only exact-kl needs the interpolation table
+            ctx["table"] = _HermiteTable(ctx["eigs0"], ctx["tr_inv"])
         if exact:
             c["table"] = _HermiteTable.__new__(_HermiteTable)
             tab = ctx["table"]
@@ -500,7 +502,6 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
             gen = torch.Generator(device=device)
             gen.manual_seed(0)
         ctx["eigs0"] = _wishart_eigs(cov, kl_draws, gen)
-        ctx["table"] = _HermiteTable(ctx["eigs0"], ctx["tr_inv"])
     fitted = None
     try:  # the core's container (eq. 2); optional so this module works before the core lands
         from ..mixture import fit_labeled  # type: ignore
