@@ -132,14 +132,14 @@ def _certificate(W, mask, p):
     return tr * tr, c * tr, Y, r, tr
 
 
-def _newton_active_set(W, mask, p, k, steps, tol, sync_every=4):
+def _newton_active_set(W, mask, p, k, steps, tol, sync_every=3):
     """Active-set Newton ascent of f(p) = tr(M(p)^{1/2}) on the simplex, on at most k support slots.
 
     Start: the top-k points of ``p``. Each step: (i) certificate against *all* N points (dual value f^2,
     feasible primal ``c M^{1/2}``); (ii) equality-constrained Newton step on the slots, with the Hessian of
     tr f(M) by the Daleckii-Krein formula, ``d^2 f[H_a, H_b] = sum_ij K_ij (H_a)_ij (H_b)_ji``, K_ij the divided
     difference of f' = e^{-1/2}/2; a coordinate driven to zero leaves the support; (iii) the most violated point
-    (largest w^T M^{-1/2} w, if above f) enters a free slot. Correctness never depends on the iterates: every
+    (largest w^T M^{-1/2} w, if above f) enters a free slot (or replaces the lightest one). Correctness never depends on the iterates: every
     certificate is a valid bound. Every ``sync_every`` steps one host check stops when all gaps are <= tol.
     Returns the best (lower, upper, Y) found and the number of steps.
     """
@@ -159,25 +159,40 @@ def _newton_active_set(W, mask, p, k, steps, tol, sync_every=4):
     best_upper = torch.full(W.shape[:-2], math.inf, dtype=dt, device=W.device)
     best_Y = torch.zeros(*W.shape[:-2], d, d, dtype=dt, device=W.device)
     ar = torch.arange(k, device=W.device)
+    halves = 0.5 ** torch.arange(6, dtype=dt, device=W.device)
     step = 0
-    for step in range(1, steps + 1):
+    for step in range(steps + 1):
         Ws = torch.gather(W, -2, idx.unsqueeze(-1).expand(*idx.shape, d))
         M = _scatter(ps, Ws)
         e, U = torch.linalg.eigh(_sym(M))
         sq = e.clamp_min(tiny).sqrt()
         f = sq.sum(-1)
-        # certificate against all N points
-        Wh_all = W @ U
-        r_all = torch.where(mask, (Wh_all * Wh_all / sq.unsqueeze(-2)).sum(-1), torch.zeros_like(p))
-        cmax, jmax = r_all.max(-1)
-        upper = cmax * f
-        Y = (U * (cmax.unsqueeze(-1) * sq).unsqueeze(-2)) @ U.transpose(-1, -2)
-        better = upper < best_upper
-        best_Y = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y, best_Y)
-        best_upper = torch.minimum(best_upper, upper)
-        best_lower = torch.maximum(best_lower, f * f)
-        if step % sync_every == 0 and bool((best_upper / best_lower - 1 <= tol).all()):
-            break
+        if step % sync_every == 0 or step == steps:
+            # certificate against all N points (the O(N d^2) part, so only every sync_every steps)
+            Wh_all = W @ U
+            r_all = torch.where(mask, (Wh_all * Wh_all / sq.unsqueeze(-2)).sum(-1), torch.zeros_like(p))
+            cmax, jmax = r_all.max(-1)
+            upper = cmax * f
+            Y = (U * (cmax.unsqueeze(-1) * sq).unsqueeze(-2)) @ U.transpose(-1, -2)
+            better = upper < best_upper
+            best_Y = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y, best_Y)
+            best_upper = torch.minimum(best_upper, upper)
+            best_lower = torch.maximum(best_lower, f * f)
+            if step == steps or bool((best_upper / best_lower - 1 <= tol).all()):
+                break
+            # the most violated point enters the first free slot (if violated and not already in)
+            inslot = (idx == jmax.unsqueeze(-1)) & sm
+            viol = (cmax > f * (1 + 1e-12)) & ~inslot.any(-1)
+            # a free slot, or else the lightest one
+            free = torch.where(sm.all(-1), ps.argmin(-1),
+                               torch.where(sm, torch.full_like(ar, k).expand_as(idx), ar.expand_as(idx)).amin(-1))
+            put = viol.unsqueeze(-1) & (ar == free.unsqueeze(-1))
+            if bool(put.any()):
+                idx = torch.where(put, jmax.unsqueeze(-1), idx)
+                ps = torch.where(put, torch.full_like(ps, 0.02), ps)
+                sm = sm | put
+                ps = ps / ps.sum(-1, keepdim=True)
+                continue
         # Newton step on the slots
         Wh = Ws @ U
         g = 0.5 * (Wh * Wh / sq.unsqueeze(-2)).sum(-1)
@@ -195,25 +210,34 @@ def _newton_active_set(W, mask, p, k, steps, tol, sync_every=4):
         dp = torch.linalg.solve(KKT, rhs.unsqueeze(-1)).squeeze(-1)[..., :k] * smf
         dp = torch.where(torch.isfinite(dp), dp, torch.zeros_like(dp))
         ratio = torch.where(dp < 0, ps / (-dp).clamp_min(1e-300), torch.full_like(ps, math.inf))
-        alpha = ratio.amin(-1).clamp(max=1.0).unsqueeze(-1)
-        ps = (ps + alpha * dp).clamp_min(0)
+        amax = ratio.amin(-1).clamp(max=1.0)
+        # batched backtracking: evaluate f at 6 step lengths amax * 2^-j (one batched eigh), keep the best
+        # (or no step if none increases f)
+        alphas = amax.unsqueeze(-1) * halves                               # (..., J)
+        cand = (ps.unsqueeze(-2) + alphas.unsqueeze(-1) * dp.unsqueeze(-2)).clamp_min(0)   # (..., J, k)
+        fc = torch.linalg.eigvalsh(_sym(_scatter(cand, Ws.unsqueeze(-3)))).clamp_min(tiny).sqrt().sum(-1)
+        jbest = fc.argmax(-1, keepdim=True)
+        fbest = torch.gather(fc, -1, jbest).squeeze(-1)
+        newp = torch.gather(cand, -2, jbest.unsqueeze(-1).expand(*jbest.shape[:-1], 1, k)).squeeze(-2)
+        ps = torch.where((fbest > f).unsqueeze(-1), newp, ps)
         sm = sm & (ps > 1e-12 * ps.amax(-1, keepdim=True))
         ps = torch.where(sm, ps, torch.zeros_like(ps))
-        # the most violated point enters the first free slot (if it is violated and not already in)
-        inslot = (idx == jmax.unsqueeze(-1)) & sm
-        viol = (cmax > f * (1 + 1e-12)) & ~inslot.any(-1) & ~sm.all(-1)
-        free = torch.where(sm, torch.full_like(ar, k).expand_as(idx), ar.expand_as(idx)).amin(-1)
-        put = viol.unsqueeze(-1) & (ar == free.unsqueeze(-1))
-        idx = torch.where(put, jmax.unsqueeze(-1), idx)
-        ps = torch.where(put, torch.full_like(ps, 0.02), ps)
-        sm = sm | put
         ps = ps / ps.sum(-1, keepdim=True)
     return best_lower, best_upper, best_Y, step
 
 
 def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
+    batch = W.shape[:-2]
     n = W.shape[-2]
     d = W.shape[-1]
+    W = W.reshape(-1, n, d)
+    mask = mask.reshape(-1, n)
+    B = W.shape[0]
+    # global outputs; converged problems are written here and dropped from the working batch at checks
+    out_Y = torch.zeros(B, d, d, dtype=W.dtype, device=W.device)
+    out_upper = torch.full((B,), math.inf, dtype=W.dtype, device=W.device)
+    out_lower = torch.full((B,), -math.inf, dtype=W.dtype, device=W.device)
+    gidx = torch.arange(B, device=W.device)
     maskf = mask.to(W.dtype)
     p = maskf / maskf.sum(-1, keepdim=True)
     best_lower = torch.full(W.shape[:-2], -math.inf, dtype=W.dtype, device=W.device)
@@ -239,7 +263,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
     def to_full(pw):
         if work_idx is None:
             return pw
-        return torch.zeros_like(p).scatter(-1, work_idx, pw)
+        return torch.zeros(mask.shape, dtype=pw.dtype, device=pw.device).scatter(-1, work_idx, pw)
 
     while True:
         # one multiplicative step, safeguarded: a step that lowers the dual objective is undone and
@@ -271,8 +295,22 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
                 best_upper = torch.minimum(best_upper, up_n)
                 best_lower = torch.maximum(best_lower, lo_n)
             gap = best_upper / best_lower - 1
-            if it >= max_iter or bool((gap <= tol).all()):   # the one host sync per check
+            conv = gap <= tol
+            if it >= max_iter or bool(conv.all()):   # the one host sync per check
                 break
+            if bool(conv.any()):
+                # retire converged problems: store them, keep iterating on the rest only
+                done = conv.nonzero().squeeze(-1)
+                out_Y[gidx[done]] = best_Y[done]
+                out_upper[gidx[done]] = best_upper[done]
+                out_lower[gidx[done]] = best_lower[done]
+                keep = (~conv).nonzero().squeeze(-1)
+                gidx, W, mask, maskf = gidx[keep], W[keep], mask[keep], maskf[keep]
+                best_Y, best_upper, best_lower = best_Y[keep], best_upper[keep], best_lower[keep]
+                rho_t, f_prev, p_prev, r_prev = rho_t[keep], f_prev[keep], p_prev[keep], r_prev[keep]
+                Wk, mk, pk, pfull = Wk[keep], mk[keep], pk[keep], pfull[keep]
+                if work_idx is not None:
+                    work_idx = work_idx[keep]
             if prune and work_idx is None and n > 4 * ksupp and it >= check_every:
                 # active set: keep the 4*ksupp heaviest points. Exact: every certificate is computed
                 # against all N points, and a pruned point that becomes the binding one un-prunes.
@@ -291,8 +329,12 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
                     pk = 0.5 * pfull + 0.5 * maskf / maskf.sum(-1, keepdim=True)
                     Wk, mk, work_idx = W, mask, None
                     p_prev, r_prev, f_prev = pk, torch.zeros_like(pk), torch.full_like(f_prev, -math.inf)
-    gap = best_upper / best_lower - 1
-    return best_Y, best_upper, best_lower, gap, it
+    out_Y[gidx] = best_Y
+    out_upper[gidx] = best_upper
+    out_lower[gidx] = best_lower
+    gap = out_upper / out_lower - 1
+    return (out_Y.reshape(*batch, d, d), out_upper.reshape(batch), out_lower.reshape(batch),
+            gap.reshape(batch), it)
 
 
 def _solve_cvxpylayers(W, mask, n_jobs=None):
