@@ -198,7 +198,7 @@ def test_exact_kl_term_against_direct_monte_carlo():
     gs = torch.tensor([[3e-7, 0.3, 2.0, 17.0, 400.0]], dtype=torch.float64).expand(K, 5) * D._ctx["tr_inv"].unsqueeze(-1)
     x = D._ctx["eigs0"].unsqueeze(-3) / gs.unsqueeze(-1).unsqueeze(-1)
     direct = 0.5 * (x - torch.log1p(x)).sum(-1).mean(-1)
-    assert torch.allclose(tab(gs), direct, rtol=1e-5)
+    assert torch.allclose(tab(gs), direct, rtol=1e-4)
 
 
 def test_exact_kl_beats_surrogate_designs_on_true_expected_kl():
