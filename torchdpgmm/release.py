@@ -67,8 +67,8 @@ _R_LEAK_NOTE = (
 )
 _WU_NOTE = (
     "Wu et al.'s sensitivities assume N_k >= n/(2K) for every class (see extra['wu_assumption_holds'] "
-    "per trial) and were derived for record changes, not label flips; with the (N_k - 1) covariance "
-    "estimator an adversarial dataset can exceed them by a factor up to n/(n - 2K) for the means."
+    "per trial) and ||x||_1 <= R; under a label flip the class-mean change is at most 2R/N_k, within "
+    "4KR/n exactly when N_k >= n/(2K)."
 )
 
 
