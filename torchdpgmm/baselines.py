@@ -204,6 +204,8 @@ def colored_mean_noise_cov(
     mask: torch.Tensor | None = None,
     **solver_kw: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    # ``fitted`` is the fit of (X, y) itself (data batch); epsilon/delta may carry extra leading dims:
+    # the SDP does not depend on them (DESIGN.md Sec. 3, reduction 1), so it is solved once per dataset.
     """Ravi et al.'s minimum-MSE colored noise covariance for every class mean.
 
     Solves ``min tr(Z) s.t. Z >= v_m v_m^T`` over the label-flip difference vectors (the covering SDP of
@@ -240,10 +242,14 @@ def baseline_release(
     weight_floor: torch.Tensor | None = None,
     calibration: str = "paper",
     solver_kw: dict[str, Any] | None = None,
+    delta_scalar: Any = None,
+    fitted_data=None,
 ) -> tuple[Any, dict[str, Any]]:
     """Perturb ``fitted`` (the eq. 2 fit of ``X, y``) with a baseline mechanism; inputs already validated.
 
-    ``epsilon``, ``delta``, ``data_bound`` and ``n`` are tensors broadcastable to the batch shape.
+    ``epsilon``, ``delta``, ``data_bound`` and ``n`` are tensors broadcastable to the batch shape of
+    ``fitted``; ``X, y, mask`` and ``fitted_data`` (the fit of ``X, y``) may have a smaller batch shape that
+    broadcasts to it (e.g. one dataset per trial, an epsilon grid in front).
     Returns ``(released LabeledGMM, info)`` where ``info`` holds the per-part budgets, the noise scales
     and the sensitivities that were used (all tensors, batch-shaped).
     """
@@ -290,7 +296,8 @@ def baseline_release(
             from torchdpgmm.mechanisms import gaussian as gaussian_noise
 
             ncov, opt = colored_mean_noise_cov(
-                X, y, fitted, eps_m.unsqueeze(-1), dpart.unsqueeze(-1), mask, **(solver_kw or {})
+                X, y, fitted_data if fitted_data is not None else fitted, eps_m.unsqueeze(-1),
+                dpart.unsqueeze(-1), mask, **(solver_kw or {})
             )
             mu = gaussian_noise(fitted.means, ncov, generator=generator)
             info["mean_noise_cov"] = ncov
@@ -300,12 +307,18 @@ def baseline_release(
         else:  # r1smg
             from torchdpgmm.mechanisms import r1smg
 
+            # the core's R1SMG takes one scalar delta
+            dsc = delta_scalar if delta_scalar is not None else delta
+            if torch.is_tensor(dsc):
+                if dsc.numel() != 1:
+                    raise ValueError("mechanism='r1smg' needs a scalar delta")
+                dsc = float(dsc)
             sens_m = sens["means"][..., None].expand(*batch, K)
-            mu = r1smg(fitted.means, sens_m, eps_m[..., None], dpart[..., None], generator=generator)
+            mu = r1smg(fitted.means, sens_m, eps_m[..., None], float(dsc) / len(gparts), generator=generator)
             info["noise_scale"] = {"weights": sw, "means_l2_sensitivity": sens["means"], "covariances": sc,
                                    "kind": "gaussian std (means: R1SMG)"}
         cov = fitted.covariances + symmetric_gaussian_noise((*batch, K, d, d), sc[..., None], generator, dtype, device)
     weights = project_simplex(w_noisy, wfloor)
     covariances = project_psd(cov, cov_floor)
-    model = LabeledGMM(weights, mu, covariances)
+    model = LabeledGMM(weights, mu, covariances, validate_args=False)
     return model, info

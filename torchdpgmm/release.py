@@ -43,22 +43,30 @@ MODES = ("as-published", "sound")
 
 ADJACENCY = "label-flip"
 
-AS_PUBLISHED_NOTES = (
-    "as-published (paper 000): label-level DP only -- neighbouring datasets differ in one label; the "
-    "features themselves are not protected.",
-    "Noise is calibrated to the actual dataset (local sensitivity: Gamma_k, gamma_k, F' and the budget "
-    "split depend on D); noise calibrated to local sensitivity is not differentially private in general.",
-    "A label flip changes two classes at once, so the parallel composition 'max over classes' in "
-    "Theorem 1 / eq. (9) under-counts the privacy loss.",
+_LABEL_NOTE = (
+    "label-level DP only: neighbouring datasets differ in one label; the features themselves are not "
+    "protected (DESIGN.md Sec. 4)."
 )
-_WISHART_NOTE = (
-    "The Wishart mechanism (Jiang et al. 2016) behind eqs. (6)/(9) was shown not to be differentially "
-    "private (Sheffet 2019; Amin et al. 2019) and assumes rows with ||x|| <= 1, which label-level DP "
-    "does not impose."
+_LOCAL_NOTE = (
+    "Noise is calibrated to the actual dataset (local sensitivity: the noise shapes and the budget split "
+    "depend on D); noise calibrated to local sensitivity is not differentially private in general."
+)
+_TWO_CLASS_NOTE = (
+    "A label flip changes two classes at once, so the parallel composition 'max over classes' of "
+    "Theorem 1 / eq. (9) under-counts the privacy loss."
+)
+AS_PUBLISHED_NOTES = (_LABEL_NOTE, _LOCAL_NOTE, _TWO_CLASS_NOTE)
+_PAPER_RULE_NOTE = (
+    "Gaussian noise is calibrated by the paper's rule sigma = Delta sqrt(2 ln(2/delta)) / eps (condition "
+    "(10)), which is not (eps, delta)-DP for large per-part eps (above about 9.4 at delta = 1e-5)."
 )
 _SURROGATE_NOTE = (
     "The objective (12) replaces -E ln|Sigma + W| + ln|Sigma| by -E ln|W| (a surrogate); its interior "
     "optimum gamma = (d+1) tr(Sigma^-1)/d is spurious: the exact expected KL falls monotonically in gamma."
+)
+_EXACT_NOTE = (
+    "variant exact-kl: the budget split minimises the exact expected KL of the Wishart term instead of "
+    "the surrogate of eq. (12); the privacy accounting is unchanged (Theorem 1)."
 )
 _R_LEAK_NOTE = (
     "The data bound R = max_n ||x_n||_1 of Wu et al.'s sensitivities was read from the data (as "
@@ -117,9 +125,12 @@ def _validate(X, y, num_classes, epsilon, delta, mask):
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if torch.is_tensor(v):
             try:
-                torch.broadcast_shapes(v.shape, batch)
+                batch = torch.broadcast_shapes(v.shape, batch)
             except RuntimeError:
-                raise ValueError(f"{name} of shape {tuple(v.shape)} does not broadcast to the batch shape {tuple(batch)}") from None
+                raise ValueError(
+                    f"{name} of shape {tuple(v.shape)} does not broadcast against the data batch shape "
+                    f"{tuple(X.shape[:-2])}"
+                ) from None
     d = X.shape[-1]
     yy = y if mask is None else torch.where(mask, y, torch.full_like(y, num_classes))
     counts = torch.nn.functional.one_hot(yy.long(), num_classes + 1)[..., :num_classes].sum(-2)
@@ -130,7 +141,21 @@ def _validate(X, y, num_classes, epsilon, delta, mask):
             f"y: every class needs at least d + 1 = {d + 1} points (eq. 2c must be nonsingular for the KL and "
             f"the design); the smallest class in the batch has {kmin}"
         )
-    return counts
+    return counts, torch.Size(batch)
+
+
+def _expand_gmm(g, batch):
+    """View of a LabeledGMM broadcast to ``batch`` (no copy)."""
+    from torchdpgmm.mixture import LabeledGMM
+
+    K, d = g.num_classes, g.dim
+    if tuple(g.batch_shape) == tuple(batch):
+        return g
+    counts = None if g.counts is None else g.counts.expand(*batch, K)
+    return LabeledGMM(
+        g.weights.expand(*batch, K), g.means.expand(*batch, K, d), g.covariances.expand(*batch, K, d, d),
+        counts=counts, validate_args=False,
+    )
 
 
 def _expand_batch(v: Any, batch, dtype, device) -> torch.Tensor:
@@ -211,7 +236,7 @@ def release(
     solver_kw = kw.pop("solver_kw", None)
     if mechanism != "kl" and kw:
         raise ValueError(f"unknown keyword arguments for mechanism={mechanism!r}: {sorted(kw)}")
-    counts = _validate(X, y, num_classes, epsilon, delta, mask)
+    counts, batch = _validate(X, y, num_classes, epsilon, delta, mask)
     if data_bound is not None:
         check_epsilon(data_bound, "data_bound")
     if not (isinstance(cov_floor, (int, float)) and cov_floor > 0 and math.isfinite(cov_floor)):
@@ -222,32 +247,42 @@ def release(
         if not isinstance(split, BudgetSplit):
             split = BudgetSplit(*split)
 
-    from torchdpgmm.accounting import PrivacyRecord
+    from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS, PrivacyRecord
     from torchdpgmm.kl import kl_divergence
     from torchdpgmm.mixture import LabeledGMM, fit_labeled
 
     dtype, device = X.dtype, X.device
-    batch = X.shape[:-2]
-    fitted = fit_labeled(X, y, num_classes, mask=mask)
+    data_batch = X.shape[:-2]
+    # fit once per dataset; parameters with extra leading dims (e.g. an epsilon grid) broadcast over it
+    fitted0 = fit_labeled(X, y, num_classes, mask=mask, min_count=X.shape[-1] + 1)
+    fitted = _expand_gmm(fitted0, batch)
     eps_t = _expand_batch(epsilon, batch, dtype, device)
     delta_t = _expand_batch(delta, batch, dtype, device)
     extra: dict[str, Any] = {}
-    notes = list(AS_PUBLISHED_NOTES)
+    notes = [AS_PUBLISHED_CAVEATS[0], _LABEL_NOTE]
 
     if mechanism == "kl":
         from torchdpgmm.design import design_mechanism
         from torchdpgmm.mechanisms import gaussian as gaussian_noise
         from torchdpgmm.mechanisms import random_mapping, wishart
 
+        Xd, yd, md = X, y, mask
+        if tuple(batch) != tuple(data_batch):
+            # the design takes one dataset per problem: broadcast the data (views) to the parameters' batch
+            Xd = X.expand(*batch, *X.shape[-2:])
+            yd = y.expand(*batch, y.shape[-1])
+            md = None if mask is None else mask.expand(*batch, mask.shape[-1])
         design = design_mechanism(
-            X, y, num_classes, eps_t, delta_t, variant=variant, solver=solver, mask=mask, lam=lam,
+            Xd, yd, num_classes, eps_t, delta_t, variant=variant, solver=solver, mask=md, lam=lam,
             generator=generator, **kw,
         )
         d = X.shape[-1]
         means = gaussian_noise(fitted.means, design.mean_noise_cov, generator=generator)
         covs = fitted.covariances + wishart(design.gamma, d, generator=generator)
-        weights = random_mapping(fitted.counts, design.eps0, design=design, lam=lam, generator=generator)
-        model = LabeledGMM(weights, means, covs)
+        released_counts = random_mapping(fitted.counts, design.eps0, lam=lam, generator=generator)
+        weights = released_counts.to(dtype) / released_counts.sum(-1, keepdim=True).to(dtype)
+        model = LabeledGMM(weights, means, covs, counts=released_counts, validate_args=False)
+        extra["released_counts"] = released_counts
         wishart_cost = 1.5 * design.gamma / fitted.counts.to(dtype)
         split_rec = {
             "eps0 (weights, random mapping)": design.eps0,
@@ -258,30 +293,34 @@ def release(
             "solver": solver,
             "lambda": lam,
         }
-        notes += [_WISHART_NOTE, _SURROGATE_NOTE] if variant != "exact-kl" else [_WISHART_NOTE]
+        notes += list(AS_PUBLISHED_CAVEATS[1:]) + [_PAPER_RULE_NOTE, _SURROGATE_NOTE if variant != "exact-kl" else _EXACT_NOTE]
         design_out = design
     else:
         from torchdpgmm.baselines import baseline_release, clip_l1, data_bound_l1
 
-        n_t = (mask.sum(-1) if mask is not None else torch.full(batch, X.shape[-2], device=device)).to(dtype)
+        n_t = (mask.sum(-1) if mask is not None else torch.full(data_batch, X.shape[-2], device=device)).to(dtype)
         if data_bound is None:
             R = data_bound_l1(X, mask)
-            Xb, fit_b = X, fitted
+            Xb, fit_b = X, fitted0
             notes.append(_R_LEAK_NOTE)
             extra["data_bound_source"] = "data (leaks)"
         else:
-            R = _expand_batch(data_bound, batch, dtype, device)
-            Xb = clip_l1(X, R)
-            fit_b = fit_labeled(Xb, y, num_classes, mask=mask)
+            R = torch.as_tensor(data_bound, dtype=dtype, device=device)
+            if R.dim() > len(data_batch):
+                raise ValueError("data_bound must broadcast against the data batch shape X.shape[:-2]")
+            Xb = clip_l1(X, R.expand(data_batch) if R.dim() else R)
+            fit_b = fit_labeled(Xb, y, num_classes, mask=mask, min_count=X.shape[-1] + 1)
             extra["data_bound_source"] = "user (enforced by L1 clipping)"
             extra["fitted_clipped"] = fit_b
-        notes.append(_WU_NOTE)
+        notes += [_WU_NOTE, _TWO_CLASS_NOTE]
         model, info = baseline_release(
-            Xb, y, num_classes, eps_t, delta_t, mechanism, fit_b, data_bound=R, n=n_t, generator=generator,
+            Xb, y, num_classes, eps_t, delta_t, mechanism, _expand_gmm(fit_b, batch), data_bound=R, n=n_t,
+            generator=generator, fitted_data=fit_b,
             mask=mask, split=split, cov_floor=cov_floor, calibration=calibration, solver_kw=solver_kw,
+            delta_scalar=delta,
         )
         extra.update(info)
-        extra["wu_assumption_holds"] = (counts.to(dtype) >= n_t[..., None] / (2 * num_classes)).all(-1)
+        extra["wu_assumption_holds"] = (counts.to(dtype) >= n_t[..., None] / (2 * num_classes)).all(-1).expand(batch)
         split_rec = {
             "weights": info["epsilon_parts"]["weights"],
             "means": info["epsilon_parts"]["means"],
@@ -293,9 +332,12 @@ def release(
         }
         if mechanism in ("gaussian", "colored", "r1smg"):
             split_rec["calibration"] = calibration
+            if calibration == "paper":
+                notes.append(_PAPER_RULE_NOTE)
         design_out = None
         if mechanism == "colored":
             extra["mean_noise_cov"] = info["mean_noise_cov"]
+            notes.append(_LOCAL_NOTE)
             notes.append(
                 "colored: the mean noise covariance is fitted to the label-flip difference vectors of the "
                 "actual dataset (local sensitivity), exactly like the proposed mechanism."
@@ -307,6 +349,7 @@ def release(
         adjacency=ADJACENCY,
         accountant=_accountant_text(mechanism),
         mode="as-published",
+        mechanism=mechanism if mechanism != "kl" else f"kl ({variant})",
         split=split_rec,
         notes=notes,
     )
