@@ -9,7 +9,6 @@ from torchdpgmm.baselines import (
     BudgetSplit,
     clip_l1,
     data_bound_l1,
-    label_flip_differences,
     project_simplex,
     wu_sensitivities,
 )
@@ -78,37 +77,6 @@ def test_wu_mean_sensitivity_is_attained():
     m2 = _np_fit(X, y2, K)[1]
     change = np.abs(m - m2).sum(1).max()
     assert change == pytest.approx(float(wu_sensitivities(n, K, R)["means"]))
-
-
-def test_label_flip_differences_match_refits():
-    rng = np.random.default_rng(4)
-    n, K, d = 15, 3, 2
-    X = rng.normal(size=(n, d))
-    y = np.array([0, 1, 2] * 5)
-    p, m, _ = _np_fit(X, y, K)
-    counts = np.bincount(y, minlength=K)
-    V = label_flip_differences(
-        torch.tensor(X), torch.tensor(y), torch.tensor(m), torch.tensor(counts)
-    ).numpy()  # (K, N, d)
-    assert V.shape == (K, n, d)
-    for k in range(K):
-        for i in range(n):
-            # flip point i out of class k (if it is in k) or into class k (from its own class)
-            y2 = y.copy()
-            y2[i] = (k + 1) % K if y[i] == k else k
-            m2 = _np_fit(X, y2, K)[1]
-            diff = m2[k] - m[k]
-            # same line: v v^T is what the covering constraint uses, so compare up to sign
-            assert np.allclose(np.outer(diff, diff), np.outer(V[k, i], V[k, i]))
-
-
-def test_label_flip_differences_mask_zeroes_padding():
-    X = torch.randn(2, 6, 2, dtype=torch.float64)
-    y = torch.tensor([[0, 1, 0, 1, 0, 1]] * 2)
-    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
-    V = label_flip_differences(X, y, torch.zeros(2, 2, 2, dtype=torch.float64), torch.tensor([[3, 3], [2, 2]]), mask)
-    assert V.shape == (2, 2, 6, 2)
-    assert torch.all(V[1, :, 4:] == 0) and torch.all(V[0, :, 4:] != 0)
 
 
 def _cvx_simplex(v, floor):

@@ -48,7 +48,7 @@ __all__ = [
     "project_psd",
     "symmetric_laplace_noise",
     "symmetric_gaussian_noise",
-    "label_flip_differences",
+    "colored_mean_noise_cov",
     "baseline_release",
 ]
 
@@ -137,11 +137,19 @@ def project_simplex(v: torch.Tensor, floor: Any = 0.0) -> torch.Tensor:
     return torch.clamp(w - theta, min=0.0) + f
 
 
-def project_psd(S: torch.Tensor, floor: Any = 1e-6) -> torch.Tensor:
-    """Frobenius-nearest matrix to ``sym(S)`` with every eigenvalue ``>= floor`` (eigenvalue clamp)."""
+def project_psd(S: torch.Tensor, floor: Any = 1e-6, rel_floor: float = 1e-10) -> torch.Tensor:
+    """Frobenius-nearest matrix to ``sym(S)`` with every eigenvalue ``>= max(floor, rel_floor * lambda_max)``.
+
+    The relative part keeps the condition number below ``1 / rel_floor`` so that the released covariance
+    stays numerically positive definite (Cholesky, log-determinants) even under huge noise. Both floors
+    are functions of the noisy matrix and public constants only, i.e. post-processing.
+    """
     from torchdpgmm.mechanisms.psd import eigenvalue_floor
 
-    return eigenvalue_floor(0.5 * (S + S.transpose(-1, -2)), floor)
+    S = 0.5 * (S + S.transpose(-1, -2))
+    lmax = torch.linalg.matrix_norm(S, ord=2)  # spectral norm >= lambda_max
+    f = torch.clamp(rel_floor * lmax, min=float(floor))
+    return eigenvalue_floor(S, f)
 
 
 def _triu_mask(d: int, device, dtype=torch.bool) -> torch.Tensor:
@@ -171,25 +179,6 @@ def _laplace_vec(shape, scale, generator, dtype, device) -> torch.Tensor:
     return e * scale
 
 
-def label_flip_differences(
-    X: torch.Tensor, y: torch.Tensor, means: torch.Tensor, counts: torch.Tensor, mask: torch.Tensor | None = None
-) -> torch.Tensor:
-    """The N label-flip difference vectors of every class mean, shape ``(..., K, N, d)``.
-
-    Flipping point n out of class k moves ``mu_k`` by ``(x_n - mu_k)/(N_k - 1)``; flipping it into class
-    k moves it by ``(mu_k - x_n)/(N_k + 1)`` (DESIGN.md Sec. 3, condition (10)). Masked rows give 0.
-    """
-    K = means.shape[-2]
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)  # (..., K, N, d)
-    member = torch.nn.functional.one_hot(y.long(), K).transpose(-1, -2).to(torch.bool)  # (..., K, N)
-    Nk = counts.to(X.dtype).unsqueeze(-1)  # (..., K, 1)
-    denom = torch.where(member, Nk - 1.0, Nk + 1.0)
-    v = diff / denom.unsqueeze(-1)
-    if mask is not None:
-        v = v * mask.unsqueeze(-2).unsqueeze(-1).to(v.dtype)
-    return v
-
-
 def _broadcast_param(p: Any, batch_shape, dtype, device) -> torch.Tensor:
     t = torch.as_tensor(p, dtype=dtype, device=device) if not torch.is_tensor(p) else p.to(dtype=dtype, device=device)
     return torch.broadcast_to(t, torch.broadcast_shapes(t.shape, batch_shape))
@@ -198,30 +187,32 @@ def _broadcast_param(p: Any, batch_shape, dtype, device) -> torch.Tensor:
 def colored_mean_noise_cov(
     X: torch.Tensor,
     y: torch.Tensor,
-    fitted,
+    num_classes: int,
     epsilon_means: torch.Tensor,
     delta_means: torch.Tensor,
     mask: torch.Tensor | None = None,
     **solver_kw: Any,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    # ``fitted`` is the fit of (X, y) itself (data batch); epsilon/delta may carry extra leading dims:
-    # the SDP does not depend on them (DESIGN.md Sec. 3, reduction 1), so it is solved once per dataset.
+):
     """Ravi et al.'s minimum-MSE colored noise covariance for every class mean.
 
-    Solves ``min tr(Z) s.t. Z >= v_m v_m^T`` over the label-flip difference vectors (the covering SDP of
-    Algorithm 1 with ``A = I``) and scales it to condition (10): ``Gamma^{-1} = (2 ln(2/delta) / eps^2) Z*``.
-    Returns ``(noise_cov (..., K, d, d), sdp_opt (..., K))``.
+    Solves the covering SDP of (23) with ``A = I``: ``min tr(Z) s.t. Z >= v_m v_m^T`` over the N
+    label-flip difference vectors of each class mean (:func:`torchdpgmm.design.solve_covering_sdp`), and
+    scales it to condition (10): ``Gamma_k^{-1} = (2 ln(2/delta) / eps^2) Z*``. The SDP depends on the
+    data only, so it is solved once per dataset even when ``epsilon_means`` (shape broadcastable to
+    ``X.shape[:-2] + (K,)``) carries extra leading dims. Returns ``(noise_cov (..., K, d, d), sdp result)``.
     """
-    from torchdpgmm.design import solve_covering_sdp
+    from torchdpgmm.design import label_flip_differences, solve_covering_sdp
 
-    counts = fitted.counts
-    V = label_flip_differences(X, y, fitted.means, counts, mask)
+    if mask is not None:  # padding rows may hold anything (even NaN): zero them before any arithmetic
+        X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
+        y = torch.where(mask, y, torch.zeros((), dtype=y.dtype, device=y.device))
+    V, vmask, _, _ = label_flip_differences(X, y, num_classes, mask)
     d = X.shape[-1]
-    eye = torch.eye(d, dtype=X.dtype, device=X.device).expand(*V.shape[:-2], d, d)
-    Z, opt = solve_covering_sdp(V, eye, **solver_kw)
+    eye = torch.eye(d, dtype=X.dtype, device=X.device)
+    res = solve_covering_sdp(V, eye, vmask, **solver_kw)
     L = 2.0 * torch.log(2.0 / delta_means)
-    scale = (L / epsilon_means**2)[..., None, None, None]
-    return scale * Z, opt
+    scale = (L / epsilon_means**2)[..., None, None]
+    return scale * res.X, res
 
 
 def baseline_release(
@@ -295,13 +286,13 @@ def baseline_release(
         elif mechanism == "colored":
             from torchdpgmm.mechanisms import gaussian as gaussian_noise
 
-            ncov, opt = colored_mean_noise_cov(
-                X, y, fitted_data if fitted_data is not None else fitted, eps_m.unsqueeze(-1),
-                dpart.unsqueeze(-1), mask, **(solver_kw or {})
+            ncov, res = colored_mean_noise_cov(
+                X, y, K, eps_m.unsqueeze(-1), dpart.unsqueeze(-1), mask, **(solver_kw or {})
             )
             mu = gaussian_noise(fitted.means, ncov, generator=generator)
             info["mean_noise_cov"] = ncov
-            info["sdp_opt"] = opt
+            info["sdp_opt"] = res.opt
+            info["sdp_gap"] = res.gap
             info["noise_scale"] = {"weights": sw, "means_mse": torch.diagonal(ncov, dim1=-2, dim2=-1).sum(-1),
                                    "covariances": sc, "kind": "gaussian std (means: trace of covariance)"}
         else:  # r1smg

@@ -233,7 +233,8 @@ def release(
     split = kw.pop("split", None)
     cov_floor = kw.pop("cov_floor", 1e-6)
     calibration = kw.pop("calibration", "paper")
-    solver_kw = kw.pop("solver_kw", None)
+    solver_kw = dict(kw.pop("solver_kw", None) or {})
+    solver_kw.setdefault("solver", solver)
     if mechanism != "kl" and kw:
         raise ValueError(f"unknown keyword arguments for mechanism={mechanism!r}: {sorted(kw)}")
     counts, batch = _validate(X, y, num_classes, epsilon, delta, mask)
@@ -241,6 +242,11 @@ def release(
         check_epsilon(data_bound, "data_bound")
     if not (isinstance(cov_floor, (int, float)) and cov_floor > 0 and math.isfinite(cov_floor)):
         raise ValueError(f"cov_floor must be a finite float > 0, got {cov_floor!r}")
+    if mechanism == "r1smg":
+        if X.shape[-1] <= 2:
+            raise ValueError(f"mechanism='r1smg' needs dimension d > 2 (Ji & Li 2024), got d={X.shape[-1]}")
+        if torch.is_tensor(delta) and delta.numel() != 1:
+            raise ValueError("mechanism='r1smg' needs a scalar delta")
     if split is not None:
         from torchdpgmm.baselines import BudgetSplit
 
