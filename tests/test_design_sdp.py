@@ -89,14 +89,16 @@ def test_batched_ragged_equals_separate():
 
 def test_pruning_equals_no_pruning():
     # Newton polishing off, so the multiplicative iteration runs long enough for the active set to kick in
-    X, y = _problem(7, 600, 3)
+    X, y = _problem(7, 300, 3)
     V, vm, A = _class0(X, y)
-    kw = dict(newton_steps=0, tol=1e-7, max_iter=4000)
+    kw = dict(newton_steps=0, tol=1e-5, max_iter=4000)
     a = solve_covering_sdp(V, A, vm, prune=True, **kw)
     b = solve_covering_sdp(V, A, vm, prune=False, **kw)
     assert a.iterations > 40  # the pruning branch was reached
-    assert a.opt.item() == pytest.approx(b.opt.item(), rel=2e-7)
-    assert a.gap.item() <= 1e-7 and b.gap.item() <= 1e-7
+    assert a.opt.item() == pytest.approx(b.opt.item(), rel=2e-5)
+    assert a.gap.item() <= 1e-5 and b.gap.item() <= 1e-5
+    ref = solve_covering_sdp(V, A, vm)  # Newton-polished, gap 1e-6
+    assert a.opt.item() == pytest.approx(ref.opt.item(), rel=2e-5)
 
 
 def test_scaled_lmi_reduction():

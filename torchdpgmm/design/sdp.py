@@ -238,7 +238,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
             gap = best_upper / best_lower - 1
             if it >= max_iter or bool((gap <= tol).all()):   # the one host sync per check
                 break
-            if prune and work_idx is None and n > 4 * ksupp and it >= 2 * check_every:
+            if prune and work_idx is None and n > 4 * ksupp and it >= check_every:
                 # active set: keep the 4*ksupp heaviest points. Exact: every certificate is computed
                 # against all N points, and a pruned point that becomes the binding one un-prunes.
                 kk = 4 * ksupp
