@@ -163,6 +163,25 @@ def _expand_batch(v: Any, batch, dtype, device) -> torch.Tensor:
     return torch.broadcast_to(t, torch.broadcast_shapes(t.shape, batch))
 
 
+def _check_design(design, fitted, eps_t, delta_t, variant, lam):
+    """A caller-supplied design (e.g. ``r.design.at(eps, variant=...)``) must belong to these data."""
+    if design.variant != variant:
+        raise ValueError(f"design.variant={design.variant!r} does not match variant={variant!r}")
+    if float(design.lam) != float(lam):
+        raise ValueError(f"design.lam={design.lam} does not match lam={lam}")
+    if tuple(design.eps0.shape) != tuple(eps_t.shape):
+        raise ValueError(f"design batch shape {tuple(design.eps0.shape)} does not match {tuple(eps_t.shape)}")
+    if not torch.equal(design.counts.to(fitted.counts.dtype).expand_as(fitted.counts), fitted.counts) or not torch.allclose(
+        design.means.expand_as(fitted.means), fitted.means, rtol=1e-10, atol=1e-12
+    ):
+        raise ValueError("design was computed on other data (class counts / means differ)")
+    if not torch.allclose(design.epsilon.expand_as(eps_t), eps_t) or not torch.allclose(
+        design.delta.to(delta_t.dtype).expand_as(delta_t), delta_t
+    ):
+        raise ValueError("design was computed for another (epsilon, delta)")
+    return design
+
+
 def release(
     X: torch.Tensor,
     y: torch.Tensor,
@@ -188,7 +207,9 @@ def release(
     mode : ``"as-published"`` or ``"sound"`` (dispatches to :func:`torchdpgmm.sound.release_sound`).
     generator : the only source of randomness.
     mask : ``(..., N)`` boolean, ``True`` on real rows (ragged batches).
-    **kw : ``lam`` (smoothing lambda of eq. 15, default 1e-3) and design options for ``"kl"``;
+    **kw : ``lam`` (smoothing lambda of eq. 15, default 1e-3) and design options for ``"kl"``
+        (``design=`` a precomputed :class:`~torchdpgmm.design.MechanismDesign` of the same data, e.g.
+        ``previous.design.at(eps, variant=...)`` to skip the SDP; it is checked against the data);
         for baselines ``data_bound`` (R; ``None`` = read from the data, leaks), ``split``
         (:class:`~torchdpgmm.baselines.BudgetSplit`), ``cov_floor`` (default 1e-6), ``calibration``
         (default ``"paper"``), ``solver_kw`` (colored SDP options).
@@ -226,6 +247,9 @@ def release(
             raise ValueError("mode='sound' needs clip_bound=B (the public L2 bound on every row)")
         return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask, **kw)
 
+    design_in = kw.pop("design", None)
+    if design_in is not None and mechanism != "kl":
+        raise ValueError("design= is only meaningful for mechanism='kl'")
     lam = kw.pop("lam", 1e-3)
     if not (isinstance(lam, (int, float)) and 0.0 < float(lam) < 1.0):
         raise ValueError(f"lam must lie in (0, 1), got {lam!r}")
@@ -272,16 +296,15 @@ def release(
         from torchdpgmm.mechanisms import gaussian as gaussian_noise
         from torchdpgmm.mechanisms import random_mapping, wishart
 
-        Xd, yd, md = X, y, mask
-        if tuple(batch) != tuple(data_batch):
-            # the design takes one dataset per problem: broadcast the data (views) to the parameters' batch
-            Xd = X.expand(*batch, *X.shape[-2:])
-            yd = y.expand(*batch, y.shape[-1])
-            md = None if mask is None else mask.expand(*batch, mask.shape[-1])
-        design = design_mechanism(
-            Xd, yd, num_classes, eps_t, delta_t, variant=variant, solver=solver, mask=md, lam=lam,
-            generator=generator, **kw,
-        )
+        # epsilon / delta broadcast against the data batch inside the design; the SDP is solved once per
+        # dataset and class whatever their shape (DESIGN.md Sec. 3, reduction 1)
+        if design_in is None:
+            design = design_mechanism(
+                X, y, num_classes, eps_t, delta_t, variant=variant, solver=solver, mask=mask, lam=lam,
+                generator=generator, **kw,
+            )
+        else:
+            design = _check_design(design_in, fitted, eps_t, delta_t, variant, lam)
         d = X.shape[-1]
         means = gaussian_noise(fitted.means, design.mean_noise_cov, generator=generator)
         covs = fitted.covariances + wishart(design.gamma, d, generator=generator)
