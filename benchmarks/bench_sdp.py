@@ -192,6 +192,7 @@ def main(argv=None):
     ap.add_argument("--lmi-cap", type=float, default=150.0, help="skip an LMI solve estimated above this (s)")
     ap.add_argument("--literal-trials", type=int, default=2)
     ap.add_argument("--batch", type=int, default=100, help="problems in the amortised dual measurement")
+    ap.add_argument("--sizes", default=None, help="comma list of dxN, e.g. 3x5000,5x1000 (default: the grid)")
     ap.add_argument("--skip-b", action="store_true")
     ap.add_argument("--skip-c", action="store_true")
     a = ap.parse_args(argv)
@@ -201,6 +202,8 @@ def main(argv=None):
     else:
         sizes = [(3, 1000), (5, 1000), (10, 1000), (3, 5000), (5, 5000), (10, 5000)]
         repeats, lit_T, ours_T, Nb, Kb, db, batch = a.repeats, a.literal_trials, 100, 1000, 5, 3, a.batch
+    if a.sizes:
+        sizes = [tuple(int(v) for v in z.split("x")) for z in a.sizes.split(",")]
     meta = {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
             "machine": platform.machine(), "cpu_count": os.cpu_count(), "loadavg_start": os.getloadavg(),
             "quick": a.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
