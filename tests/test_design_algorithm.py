@@ -142,6 +142,7 @@ def test_neighbour_counts_and_mapping_pmf():
     p = mapping_pmf(counts.double(), torch.tensor([0.7], dtype=torch.float64), 1e-3)
     assert p.sum().item() == pytest.approx(1 - 1e-3)
     assert (p[0, 0] / p[0, 1]).item() == pytest.approx(math.exp(0.7))
+    assert p[0, 0].item() == pytest.approx((1 - 1e-3) * math.exp(0.7) / (math.exp(0.7) + 6))
 
 
 def test_global_is_optimal_against_scipy():

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 
 from .._validation import check_delta, check_epsilon, check_finite, check_labels
+from ..mechanisms.mapping import mapping_pmf as _core_mapping_pmf
+from ..mechanisms.mapping import neighbour_counts
 from .sdp import label_flip_differences, solve_covering_sdp
 
 __all__ = ["MechanismDesign", "design_mechanism", "neighbour_counts", "mapping_pmf", "VARIANTS"]
@@ -34,35 +36,12 @@ VARIANTS = ("as-published", "global", "exact-kl")
 # random mapping of the weights (eqs. 14-15), "minimal valid reading"
 # ----------------------------------------------------------------------------------------------
 
-def neighbour_counts(counts: torch.Tensor) -> torch.Tensor:
-    """Class counts of the K(K-1) label-flip neighbours S'(D) (eq. 14): ``(..., K(K-1), K)``.
-
-    Row ``(i, j)``, i != j, in row-major order, moves one point from class i to class j.
-    (Private stand-in for ``torchdpgmm.mechanisms.random_mapping.neighbour_counts`` of the core.)
-    """
-    K = counts.shape[-1]
-    eye = torch.eye(K, dtype=counts.dtype, device=counts.device)
-    moves = (eye.unsqueeze(0) - eye.unsqueeze(1)).reshape(K * K, K)      # row (i, j): e_j - e_i
-    keep = ~torch.eye(K, dtype=torch.bool, device=counts.device).reshape(-1)
-    moves = moves[keep]
-    return counts.unsqueeze(-2) + moves
-
-
 def mapping_pmf(counts: torch.Tensor, eps0: torch.Tensor, lam: float) -> torch.Tensor:
-    """Probabilities of ``{pi(D)} u S'(D)`` under f (eq. 15), shape ``(..., 1 + K(K-1))``, column 0 = pi(D).
-
-    Reading used (the lead's "minimal valid reading" of (26)-(27)): with probability ``1 - lam`` a randomized
-    response over the block, ``pi(D)`` with mass ``e^eps0 / (e^eps0 + K(K-1))`` and each neighbour
-    ``1 / (e^eps0 + K(K-1))``; with probability ``lam`` a uniform draw from the lattice S (which may also
-    land in the block; that share, ``lam / |S|`` each, is *not* included here).
-    """
-    K = counts.shape[-1]
-    m = K * (K - 1)
-    eps0 = torch.as_tensor(eps0, dtype=counts.dtype, device=counts.device)
-    z = torch.exp(eps0) + m
-    p_true = torch.exp(eps0) / z
-    p_nb = (1.0 / z).unsqueeze(-1).expand(*p_true.shape, m)
-    return (1 - lam) * torch.cat([p_true.unsqueeze(-1), p_nb], -1)
+    """Probabilities of ``{pi(D)} u S'(D)`` under f (eq. 15) from its randomized-response part,
+    ``(1 - lam) f'``, shape ``(..., 1 + K(K-1))``, column 0 = pi(D). f' is the core's reading of (26)-(27)
+    (:func:`torchdpgmm.mechanisms.mapping.mapping_pmf`): ``pi(D)`` with mass ``e^eps0 / (e^eps0 + K(K-1))``,
+    each neighbour ``1 / (e^eps0 + K(K-1))``. The uniform share ``lam / |S|`` per point is not included."""
+    return (1 - lam) * _core_mapping_pmf(counts, eps0)
 
 
 def _uniform_composition_kl(counts: torch.Tensor) -> torch.Tensor:
