@@ -204,11 +204,12 @@ def test_exact_kl_term_against_direct_monte_carlo():
 
 def test_exact_kl_beats_surrogate_designs_on_true_expected_kl():
     X, y = _data(3, 2, 400, 3, 3)
-    for eps in (0.1, 0.3, 1.0, 4.0):
-        e = design_mechanism(X, y, 3, eps, 1e-5, variant="exact-kl")
-        for v in ("as-published", "global"):
-            o = e.at(eps, variant=v)
-            assert torch.all(e.expected_kl <= o.expected_kl + 1e-9)
+    eps = torch.tensor([[0.1], [0.3], [1.0], [4.0]], dtype=torch.float64)
+    e = design_mechanism(X, y, 3, eps, 1e-5, variant="exact-kl")
+    assert e.expected_kl.shape == (4, 2)
+    for v in ("as-published", "global"):
+        o = e.at(eps, variant=v)
+        assert torch.all(e.expected_kl <= o.expected_kl + 1e-9)
 
 
 def test_epsilon_sweep_matches_fresh_designs_and_broadcasts():
