@@ -474,8 +474,7 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
         raise ValueError(f"lam must lie in (0, 1), got {lam!r}")
     if not torch.is_tensor(X) or X.dim() < 2:
         raise ValueError("X must be a tensor of shape (..., N, d)")
-    if not X.dtype.is_floating_point:
-        X = X.to(torch.float64)
+    X = X.to(torch.float64)   # statistics, the SDP and the split search run in float64 (DESIGN.md §2)
     if not torch.is_tensor(y) or y.shape != X.shape[:-1]:
         raise ValueError(f"y must be a tensor of shape {tuple(X.shape[:-1])}, got "
                          f"{tuple(y.shape) if torch.is_tensor(y) else type(y).__name__}")

@@ -396,7 +396,8 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     ``min tr(Y) s.t. Y >= w_m w_m^T`` with ``X = C^{-1} Y C^{-T}``. Its dual (DESIGN.md §3, reduction 2) is
     ``max_{p in simplex} tr(M(p)^{1/2})^2``, ``M(p) = sum_m p_m w_m w_m^T``; for any p,
     ``Y = (max_m w_m^T M^{-1/2} w_m) M^{1/2}`` is feasible, which certifies the gap.
-    Vectors are rescaled to unit maximum norm internally (the optimum scales quadratically).
+    Vectors are rescaled to unit maximum norm internally (the optimum scales quadratically). Computation and
+    results are float64 whatever the input dtype.
     """
     if solver not in ("dual", "cvxpylayers"):
         raise ValueError(f"solver must be 'dual' or 'cvxpylayers', got {solver!r}")
@@ -404,6 +405,9 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
         raise ValueError(f"V must be (..., N, d) and A (..., d, d); got {tuple(V.shape)} and {tuple(A.shape)}")
     if mask is None:
         mask = torch.ones(V.shape[:-1], dtype=torch.bool, device=V.device)
+    # always float64: a certified 1e-6 gap is out of reach in float32 (and feasibility is a privacy matter)
+    V = V.to(torch.float64)
+    A = A.to(torch.float64)
     batch = torch.broadcast_shapes(V.shape[:-2], A.shape[:-2], mask.shape[:-1])
     n, d = V.shape[-2:]
     V = V.expand(*batch, n, d)
