@@ -1,13 +1,11 @@
 """Small shared pieces of the EM family: noise, post-processing, clipping, information criteria.
 
-The core mechanisms live in :mod:`torchdpgmm.mechanisms` (owned by the core issue). Until that module is
-present on this branch we fall back to local implementations with the same signatures, so the EM code
-keeps one call site per mechanism.
+Noise primitives and the PSD shift come from the core (:mod:`torchdpgmm.mechanisms`); this module only
+adapts them (symmetric-matrix noise, clipping, the paper-004 weight normalisation).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -29,28 +27,18 @@ __all__ = [
 ]
 
 
-def _laplace_local(x: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
-    """x + Laplace(0, scale) noise, drawn by inverse CDF of uniforms (explicit generator)."""
-    scale = torch.as_tensor(scale, dtype=x.dtype, device=x.device)
-    u = torch.rand(torch.broadcast_shapes(x.shape, scale.shape), dtype=x.dtype, device=x.device,
-                   generator=generator) - 0.5
-    # inverse CDF: -b sgn(u) log(1 - 2|u|); clamp keeps log finite at |u| = 1/2
-    tiny = torch.finfo(x.dtype).tiny
-    noise = -scale * torch.sign(u) * torch.log((1.0 - 2.0 * u.abs()).clamp(min=tiny))
-    return x + noise
-
-
-try:  # pragma: no cover - depends on the core branch being merged
-    from torchdpgmm.mechanisms import laplace as _core_laplace  # type: ignore
-except Exception:  # noqa: BLE001
-    _core_laplace = None
+from torchdpgmm.accounting import PrivacyRecord  # noqa: E402  (re-exported for the EM modules)
+from torchdpgmm.mechanisms.laplace import laplace_noise as _laplace_noise
+from torchdpgmm.mechanisms.psd import shift_psd as _core_shift_psd
 
 
 def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``x + Lap(0, scale)`` element-wise (``scale`` broadcasts); core mechanism when available."""
-    if _core_laplace is not None:
-        return _core_laplace(x, scale, generator=generator)
-    return _laplace_local(x, scale, generator)
+    """``x + Lap(0, scale)`` element-wise (``scale`` broadcasts against ``x``).
+
+    Uses the core's unvalidated sampler :func:`torchdpgmm.mechanisms.laplace.laplace_noise` (inputs are
+    validated once at the public entry point, so the iteration loop stays free of host syncs)."""
+    scale = torch.as_tensor(scale, dtype=x.dtype, device=x.device)
+    return x + _laplace_noise(torch.broadcast_shapes(x.shape, scale.shape), scale, generator)
 
 
 def gaussian_noise(x: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -79,16 +67,10 @@ def gaussian_symmetric(S: torch.Tensor, std: Any, generator: torch.Generator | N
 
 
 def shift_psd(S: torch.Tensor, floor: float = 0.0) -> torch.Tensor:
-    """``S + rho I`` with ``rho = max(0, floor - lambda_min(S))`` (Wu et al. 2016; paper 004 eq. 11).
-
-    ``floor = 0`` is the paper's ``min{r >= 0 : S + r I >= 0}``; a small positive floor keeps the result
-    invertible (the paper's PSD matrix can be singular, and the next E-step needs ``Lambda^{-1}``).
-    """
-    S = 0.5 * (S + S.transpose(-1, -2))
-    lam_min = torch.linalg.eigvalsh(S)[..., 0]
-    rho = (floor - lam_min).clamp(min=0.0)
-    eye = torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
-    return S + rho[..., None, None] * eye
+    """``S + rho I`` with ``rho = max(0, floor - lambda_min(S))`` (Wu et al. 2016; paper 004 eq. 11), via
+    :func:`torchdpgmm.mechanisms.psd.shift_psd`. ``floor = 0`` is the paper's ``min{r >= 0 : S + r I >= 0}``;
+    a small positive floor keeps the result invertible (the next E-step needs the inverse)."""
+    return _core_shift_psd(S, floor)
 
 
 def normalise_weights_minmax(w: torch.Tensor, zeta: float = 1e-3) -> torch.Tensor:
@@ -128,28 +110,6 @@ def project_l1_ball(v: torch.Tensor, radius: Any) -> torch.Tensor:
     radius = torch.as_tensor(radius, dtype=v.dtype, device=v.device)
     n1 = v.abs().sum(-1, keepdim=True)
     return v * torch.where(n1 > radius, radius / n1.clamp(min=torch.finfo(v.dtype).tiny), torch.ones_like(n1))
-
-
-try:  # pragma: no cover - depends on the core branch
-    from torchdpgmm.accounting import PrivacyRecord  # type: ignore
-except Exception:  # noqa: BLE001
-
-    @dataclass
-    class PrivacyRecord:  # minimal stand-in with the fields of torchdpgmm.accounting.PrivacyRecord
-        epsilon: float
-        delta: float = 0.0
-        adjacency: str = "replace-one"
-        accountant: str = "linear"
-        mode: str = "as_published"
-        split: dict[str, Any] = field(default_factory=dict)
-        notes: list[str] = field(default_factory=list)
-
-        def to_dict(self) -> dict[str, Any]:
-            return {
-                "epsilon": self.epsilon, "delta": self.delta, "adjacency": self.adjacency,
-                "accountant": self.accountant, "mode": self.mode, "split": dict(self.split),
-                "notes": list(self.notes),
-            }
 
 
 def num_params_gmm(G: int, d: int) -> int:

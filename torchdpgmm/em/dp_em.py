@@ -149,7 +149,7 @@ def fit_dp_em(
         epsilon, delta: total budget over all ``max_iter`` iterations.
         variant: ``"LLG"`` or ``"GGG"`` (see module doc).
         data_bound: public bound B on ``||x||_2``; rows are clipped to it and divided by it ("sound"
-            mode). ``None`` scales by the data's own maximum norm ("as_published": the paper scales the
+            mode). ``None`` scales by the data's own maximum norm ("as-published": the paper scales the
             data into the unit ball; a data-dependent scale is not private, the record says so).
         accountant: ``"moments"`` (supplement MGFs) or ``"linear"`` (basic composition).
         init_params: start ``(weights, means, covariances)`` in the *original* data units; default is a
@@ -176,7 +176,7 @@ def fit_dp_em(
     sens = dp_em_sensitivities(d)
     notes: list[str] = []
     if data_bound is None:
-        mode = "as_published"
+        mode = "as-published"
         scale = torch.linalg.vector_norm(X, dim=-1).amax(-1).clamp(min=torch.finfo(X.dtype).tiny)
         notes.append("rows scaled by the data's own maximum L2 norm: this scale is data-dependent and "
                      "not protected (pass data_bound for the sound mode)")
@@ -230,6 +230,7 @@ def fit_dp_em(
     notes.append("initialisation is data-independent (random) unless init_params were given; "
                  "init_params computed from the data are not covered by this record")
     record = PrivacyRecord(
+        mechanism=f"DP-EM ({variant}, Park et al. 2017)",
         epsilon=float(epsilon), delta=float(delta), adjacency="replace-one record",
         accountant=("moments accountant (paper 002 supplement MGFs, " + conversion + " tail bound)")
         if accountant == "moments" else "linear composition",

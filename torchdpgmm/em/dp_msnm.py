@@ -153,6 +153,7 @@ def fit_dp_msnm(
         xi, eta = xi_new, eta_new
     ll = msnm_e_step(X, weights, xi, Lam, eta, mask)[3]
     record = PrivacyRecord(
+        mechanism="DP-MSNM (paper 004, Laplace)",
         epsilon=float(epsilon), delta=0.0, adjacency="one record removed (paper 004: D' = D minus x_n)",
         accountant="linear (sequential) composition", mode=mode,
         split={"Lambda": split[0], "xi": split[1], "eta": split[2], "pi": 1.0 - sum(split), "iterations": T,

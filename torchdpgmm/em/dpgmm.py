@@ -59,7 +59,7 @@ def resolve_l1_bound(X, mask, R):
     notes = []
     if R is None:
         R_t = X.abs().sum(-1).masked_fill(~mask, 0.0).amax(-1)
-        mode = "as_published"
+        mode = "as-published"
         notes.append("R = max_i ||x_i||_1 taken from the data (as re-implementations do): this leaks "
                      "privacy; pass R for the sound mode")
         return X, R_t, mode, notes
@@ -150,6 +150,7 @@ def fit_dpgmm(
     if not enforce_min_count:
         notes.append("N_k >= n/(2K) was not enforced; see extras['min_count_violated']")
     record = PrivacyRecord(
+        mechanism="DPGMM (Wu et al. 2016, Laplace)",
         epsilon=float(epsilon), delta=0.0, adjacency="one record removed or replaced (Wu et al.)",
         accountant="linear (sequential) composition", mode=mode,
         split={"pi": split[0], "mu": split[1], "Sigma": split[2], "iterations": T,
