@@ -129,6 +129,38 @@ def sample_skew_normal_mixture(
     return x, lab
 
 
+# Asymptotic series of m + phi(m)/Phi(m) for m -> -inf: with z = -m, u = 1/z^2,
+# phi(m)/Phi(m) = z * sum_j c_j u^j (inverse of the Mills-ratio series), c = 1, 1, -2, 10, -74, ...
+_MILLS_INV = (1.0, 1.0, -2.0, 10.0, -74.0, 706.0, -8162.0, 110410.0, -1708394.0, 29752066.0)
+_TAIL = 20.0
+
+
+def truncated_normal_moment_terms(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``h = m + Delta(m)`` and ``g = 1 + m h`` with ``Delta = phi(m)/Phi(m)``, accurate for all ``m``.
+
+    For a normal ``N(mu, s^2)`` truncated to ``[0, inf)`` and ``m = mu/s``: ``E tau = s h`` and
+    ``E tau^2 = s^2 g``, i.e. ``r1 = sigma_tau h`` and ``r2 = sigma_tau^2 g``. ``Delta`` comes from
+    ``log phi(m) - log_ndtr(m)`` (Phi underflows); for ``m < -20`` both ``h`` and ``g`` would lose all digits
+    to cancellation, so the asymptotic series is used there (error < 1e-14 relative)."""
+    log_phi = -0.5 * m * m - 0.5 * _LOG_2PI
+    Delta = torch.exp(log_phi - torch.special.log_ndtr(m))
+    h_direct = m + Delta
+    g_direct = 1.0 + m * h_direct
+    z = (-m).clamp(min=_TAIL)
+    u = 1.0 / (z * z)
+    # S(u) - 1 = sum_{j>=1} c_j u^j ; h = z (S - 1) ; g = 1 - (S - 1)/u = -sum_{j>=2} c_j u^{j-1}
+    s1 = torch.zeros_like(u)
+    for c in reversed(_MILLS_INV[1:]):
+        s1 = (s1 + c) * u
+    h_tail = z * s1
+    g_poly = torch.zeros_like(u)
+    for c in reversed(_MILLS_INV[2:]):
+        g_poly = (g_poly + c) * u
+    g_tail = -g_poly
+    tail = m < -_TAIL
+    return torch.where(tail, h_tail, h_direct), torch.where(tail, g_tail, g_direct)
+
+
 def msnm_e_step(X, weights, xi, Lambda, eta, mask=None):
     """E-step of paper 004: returns ``r0, r1, r2`` (each ``(..., N, K)``) and the total log-likelihood ``(...)``.
 
@@ -137,11 +169,11 @@ def msnm_e_step(X, weights, xi, Lambda, eta, mask=None):
     joint = logf + torch.log(weights).unsqueeze(-2)
     lse = torch.logsumexp(joint, -1)
     r0 = torch.exp(joint - lse.unsqueeze(-1))
-    log_phi = -0.5 * m * m - 0.5 * _LOG_2PI
-    Delta = torch.exp(log_phi - torch.special.log_ndtr(m))  # phi(m) / Phi(m) in log space
+    # r1 = mu + s Delta = s (m + Delta); r2 = mu^2 + s^2 + mu s Delta = s^2 (1 + m (m + Delta))
+    h, g = truncated_normal_moment_terms(m)
     s = sigma_tau.unsqueeze(-2)
-    r1 = mu_tau + s * Delta
-    r2 = mu_tau * mu_tau + s * s + mu_tau * s * Delta
+    r1 = s * h
+    r2 = s * s * g
     if mask is not None:
         r0 = r0 * mask.unsqueeze(-1).to(r0.dtype)
         lse = torch.where(mask, lse, torch.zeros_like(lse))
