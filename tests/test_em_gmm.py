@@ -70,7 +70,7 @@ def test_m_step_matches_direct_formulas():
 def test_fit_matches_sklearn_same_start():
     from sklearn.mixture import GaussianMixture
 
-    X = _data(0, B=3, N=300, d=3)
+    X = _data(0, B=2, N=300, d=3)
     g = torch.Generator().manual_seed(3)
     start = fit_gmm(X, 3, max_iter=0, generator=g)
     iters = 25

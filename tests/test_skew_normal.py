@@ -78,8 +78,12 @@ def test_e_step_matches_integration_over_tau():
         dens = []
         for k in range(2):
             # hierarchical representation (paper 004 eq. 6): x | tau ~ N(xi + eta tau, Lambda), tau half-normal
+            Linv = np.linalg.inv(Lam[k])
+            cst = 1.0 / (2 * math.pi * math.sqrt(np.linalg.det(Lam[k])))
+
             def joint(t, p=0):
-                return t ** p * multivariate_normal(xi[k] + eta[k] * t, Lam[k]).pdf(x) * 2 * norm.pdf(t)
+                r = x - xi[k] - eta[k] * t
+                return t ** p * cst * math.exp(-0.5 * r @ Linv @ r) * 2 * math.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
             m0 = integrate.quad(joint, 0, np.inf, epsabs=0, epsrel=1e-12)[0]
             m1 = integrate.quad(joint, 0, np.inf, args=(1,), epsabs=0, epsrel=1e-12)[0]
             m2 = integrate.quad(joint, 0, np.inf, args=(2,), epsabs=0, epsrel=1e-12)[0]

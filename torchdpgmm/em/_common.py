@@ -33,19 +33,18 @@ from torchdpgmm.mechanisms.psd import shift_psd as _core_shift_psd
 
 
 def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``x + Lap(0, scale)`` element-wise (``scale`` broadcasts against ``x``).
+    """``x + Lap(0, scale)`` element-wise (``scale`` must broadcast to ``x.shape``).
 
     Uses the core's unvalidated sampler :func:`torchdpgmm.mechanisms.laplace.laplace_noise` (inputs are
     validated once at the public entry point, so the iteration loop stays free of host syncs)."""
     scale = torch.as_tensor(scale, dtype=x.dtype, device=x.device)
-    return x + _laplace_noise(torch.broadcast_shapes(x.shape, scale.shape), scale, generator)
+    return x + _laplace_noise(x.shape, scale, generator)  # scale must broadcast to x.shape
 
 
 def gaussian_noise(x: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
     """``x + N(0, std^2)`` i.i.d. element-wise (spherical Gaussian mechanism)."""
     std = torch.as_tensor(std, dtype=x.dtype, device=x.device)
-    z = torch.randn(torch.broadcast_shapes(x.shape, std.shape), dtype=x.dtype, device=x.device,
-                    generator=generator)
+    z = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)  # std broadcasts to x
     return x + std * z
 
 

@@ -78,17 +78,31 @@ def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None =
     return mask
 
 
-def gaussian_log_prob(X: torch.Tensor, means: torch.Tensor, covariances: torch.Tensor) -> torch.Tensor:
+def gaussian_log_prob(X: torch.Tensor, means: torch.Tensor, covariances: torch.Tensor,
+                      center: torch.Tensor | None = None) -> torch.Tensor:
     """``log N(x_i | mu_k, Sigma_k)`` for ``X (..., N, d)``, ``means (..., K, d)``, ``covariances
-    (..., K, d, d)``; returns ``(..., N, K)``. Uses a batched Cholesky factor and triangular solves."""
+    (..., K, d, d)``; returns ``(..., N, K)``.
+
+    The Mahalanobis term is expanded as a quadratic form so that all K components are two batched
+    matrix products with outputs of shape ``(..., N, K)``:
+    ``(z - m)^T P (z - m) = vec(z z^T) . vec(P) - 2 z^T P m + m^T P m`` with ``P = Sigma^{-1}``,
+    ``z = x - xbar``, ``m = mu - xbar`` (``xbar`` the dataset mean, which keeps the cancellation small).
+    ``P`` and ``log|Sigma|`` come from a batched Cholesky factorisation. ``center (..., 1, d)`` overrides
+    ``xbar`` (any point works; a central one is most accurate)."""
     d = X.shape[-1]
     L = torch.linalg.cholesky(covariances)  # (..., K, d, d)
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)  # (..., K, N, d)
-    z = torch.linalg.solve_triangular(L, diff.transpose(-1, -2), upper=False)  # (..., K, d, N)
-    maha = (z * z).sum(-2)  # (..., K, N)
+    P = torch.cholesky_inverse(L)  # (..., K, d, d)
+    xbar = X.mean(-2, keepdim=True) if center is None else center
+    Z = X - xbar
+    M = means - xbar  # (..., K, d)
+    ZZ = (Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d)  # (..., N, d^2)
+    Pf = P.reshape(*P.shape[:-2], d * d)  # (..., K, d^2)
+    PM = (P @ M.unsqueeze(-1)).squeeze(-1)  # (..., K, d)
+    quad = ZZ @ Pf.transpose(-1, -2) - 2.0 * (Z @ PM.transpose(-1, -2))  # (..., N, K)
+    mPm = (M * PM).sum(-1)  # (..., K)
+    maha = (quad + mPm.unsqueeze(-2)).clamp(min=0.0)
     logdet = 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)  # (..., K)
-    out = -0.5 * (d * _LOG_2PI + logdet.unsqueeze(-1) + maha)
-    return out.transpose(-1, -2)
+    return -0.5 * (d * _LOG_2PI + logdet.unsqueeze(-2) + maha)
 
 
 def e_step(
@@ -101,7 +115,12 @@ def e_step(
     """Log responsibilities ``(..., N, K)`` and total log-likelihood ``(...)`` over unmasked points.
 
     Masked rows get responsibilities ``-inf`` in log space (zero weight)."""
-    joint = gaussian_log_prob(X, means, covariances) + torch.log(weights).unsqueeze(-2)
+    center = None
+    if mask is not None:
+        X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
+        w = mask.to(X.dtype).unsqueeze(-1)
+        center = (X * w).sum(-2, keepdim=True) / w.sum(-2, keepdim=True).clamp(min=1.0)
+    joint = gaussian_log_prob(X, means, covariances, center) + torch.log(weights).unsqueeze(-2)
     lse = torch.logsumexp(joint, dim=-1)  # (..., N)
     log_resp = joint - lse.unsqueeze(-1)
     if mask is not None:
@@ -130,21 +149,31 @@ def m_step(
     mask: torch.Tensor | None = None,
     reg_covar: float = 1e-6,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """MLE M-step from responsibilities ``resp (..., N, K)`` (not log). Mirrors scikit-learn's
-    ``_estimate_gaussian_parameters`` (``N_k + 10 eps``, centred scatter, ``+ reg I``), then
-    normalises the weights."""
+    """MLE M-step from responsibilities ``resp (..., N, K)`` (not log), as scikit-learn's
+    ``_estimate_gaussian_parameters``: ``N_k + 10 eps``, ``Sigma_k = sum r (x - mu)(x - mu)^T / N_k +
+    reg I``, weights ``N_k / sum N_k``.
+
+    The scatter is accumulated as ``sum r z z^T`` with ``z = x - xbar`` (``xbar`` the dataset mean) by
+    two batched matrix products and then centred, ``S2/N_k - m m^T``: shifting by ``xbar`` first keeps
+    the cancellation small."""
     if mask is not None:
         resp = resp * mask.unsqueeze(-1).to(resp.dtype)
+        w = mask.to(X.dtype).unsqueeze(-1)
+        xbar = (X * w).sum(-2, keepdim=True) / w.sum(-2, keepdim=True).clamp(min=1.0)
+    else:
+        xbar = X.mean(-2, keepdim=True)
+    d = X.shape[-1]
+    Z = X - xbar
     eps = torch.finfo(resp.dtype).eps
     Nk = resp.sum(-2) + 10.0 * eps  # (..., K)
-    means = torch.einsum("...nk,...nd->...kd", resp, X) / Nk.unsqueeze(-1)
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)  # (..., K, N, d)
-    rT = resp.transpose(-1, -2).unsqueeze(-1)  # (..., K, N, 1)
-    cov = torch.matmul((rT * diff).transpose(-1, -2), diff) / Nk[..., None, None]
-    d = X.shape[-1]
-    cov = cov + reg_covar * torch.eye(d, dtype=X.dtype, device=X.device)
+    rT = resp.transpose(-1, -2)  # (..., K, N)
+    mc = (rT @ Z) / Nk.unsqueeze(-1)  # (..., K, d), centred at xbar
+    ZZ = (Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d)
+    S2 = (rT @ ZZ).reshape(*Nk.shape, d, d) / Nk[..., None, None]
+    cov = S2 - mc.unsqueeze(-1) * mc.unsqueeze(-2)
+    cov = 0.5 * (cov + cov.transpose(-1, -2)) + reg_covar * torch.eye(d, dtype=X.dtype, device=X.device)
     weights = Nk / Nk.sum(-1, keepdim=True)
-    return weights, means, cov
+    return weights, mc + xbar, cov
 
 
 def _batched_multinomial(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

@@ -136,8 +136,8 @@ def _plot(rows: list[dict[str, Any]], path) -> None:
         ax.set_xlabel("G")
         ax.set_ylabel("AIC / BIC (median over trials)")
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.95, bottom=0.07, wspace=0.25, hspace=0.3)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
