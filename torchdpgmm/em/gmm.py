@@ -105,6 +105,55 @@ def gaussian_log_prob(X: torch.Tensor, means: torch.Tensor, covariances: torch.T
     return -0.5 * (d * _LOG_2PI + logdet.unsqueeze(-2) + maha)
 
 
+def _centred(X: torch.Tensor, mask: torch.Tensor | None):
+    """``(Z, ZZ, xbar)``: rows shifted by the (masked) mean, their flattened outer products, the mean."""
+    if mask is not None:
+        X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
+        w = mask.to(X.dtype).unsqueeze(-1)
+        xbar = (X * w).sum(-2, keepdim=True) / w.sum(-2, keepdim=True).clamp(min=1.0)
+    else:
+        xbar = X.mean(-2, keepdim=True)
+    Z = X - xbar
+    if mask is not None:
+        Z = Z * mask.unsqueeze(-1).to(X.dtype)
+    d = X.shape[-1]
+    ZZ = (Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d)
+    return Z, ZZ, xbar
+
+
+def _e_step_pre(Z, ZZ, weights, M, covariances, mask):
+    """E-step on precomputed centred data (``M`` = means - xbar)."""
+    d = Z.shape[-1]
+    L = torch.linalg.cholesky(covariances)
+    P = torch.cholesky_inverse(L)
+    PM = (P @ M.unsqueeze(-1)).squeeze(-1)
+    quad = ZZ @ P.reshape(*P.shape[:-2], d * d).transpose(-1, -2) - 2.0 * (Z @ PM.transpose(-1, -2))
+    maha = (quad + (M * PM).sum(-1).unsqueeze(-2)).clamp(min=0.0)
+    logdet = 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+    joint = -0.5 * (d * _LOG_2PI + logdet.unsqueeze(-2) + maha) + torch.log(weights).unsqueeze(-2)
+    lse = torch.logsumexp(joint, dim=-1)
+    log_resp = joint - lse.unsqueeze(-1)
+    if mask is not None:
+        lse = torch.where(mask, lse, torch.zeros_like(lse))
+        log_resp = torch.where(mask.unsqueeze(-1), log_resp, torch.full_like(log_resp, -math.inf))
+    return log_resp, lse.sum(-1)
+
+
+def _m_step_pre(Z, ZZ, resp, mask, reg_covar):
+    """M-step on precomputed centred data; returns means relative to xbar."""
+    if mask is not None:
+        resp = resp * mask.unsqueeze(-1).to(resp.dtype)
+    d = Z.shape[-1]
+    eps = torch.finfo(resp.dtype).eps
+    Nk = resp.sum(-2) + 10.0 * eps
+    rT = resp.transpose(-1, -2)
+    mc = (rT @ Z) / Nk.unsqueeze(-1)
+    S2 = (rT @ ZZ).reshape(*Nk.shape, d, d) / Nk[..., None, None]
+    cov = S2 - mc.unsqueeze(-1) * mc.unsqueeze(-2)
+    cov = 0.5 * (cov + cov.transpose(-1, -2)) + reg_covar * torch.eye(d, dtype=Z.dtype, device=Z.device)
+    return Nk / Nk.sum(-1, keepdim=True), mc, cov
+
+
 def e_step(
     X: torch.Tensor,
     weights: torch.Tensor,
@@ -115,18 +164,8 @@ def e_step(
     """Log responsibilities ``(..., N, K)`` and total log-likelihood ``(...)`` over unmasked points.
 
     Masked rows get responsibilities ``-inf`` in log space (zero weight)."""
-    center = None
-    if mask is not None:
-        X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
-        w = mask.to(X.dtype).unsqueeze(-1)
-        center = (X * w).sum(-2, keepdim=True) / w.sum(-2, keepdim=True).clamp(min=1.0)
-    joint = gaussian_log_prob(X, means, covariances, center) + torch.log(weights).unsqueeze(-2)
-    lse = torch.logsumexp(joint, dim=-1)  # (..., N)
-    log_resp = joint - lse.unsqueeze(-1)
-    if mask is not None:
-        lse = torch.where(mask, lse, torch.zeros_like(lse))
-        log_resp = torch.where(mask.unsqueeze(-1), log_resp, torch.full_like(log_resp, -math.inf))
-    return log_resp, lse.sum(-1)
+    Z, ZZ, xbar = _centred(X, mask)
+    return _e_step_pre(Z, ZZ, weights, means - xbar, covariances, mask)
 
 
 def mixture_log_likelihood(X, weights, means, covariances, mask=None) -> torch.Tensor:
@@ -156,23 +195,8 @@ def m_step(
     The scatter is accumulated as ``sum r z z^T`` with ``z = x - xbar`` (``xbar`` the dataset mean) by
     two batched matrix products and then centred, ``S2/N_k - m m^T``: shifting by ``xbar`` first keeps
     the cancellation small."""
-    if mask is not None:
-        resp = resp * mask.unsqueeze(-1).to(resp.dtype)
-        w = mask.to(X.dtype).unsqueeze(-1)
-        xbar = (X * w).sum(-2, keepdim=True) / w.sum(-2, keepdim=True).clamp(min=1.0)
-    else:
-        xbar = X.mean(-2, keepdim=True)
-    d = X.shape[-1]
-    Z = X - xbar
-    eps = torch.finfo(resp.dtype).eps
-    Nk = resp.sum(-2) + 10.0 * eps  # (..., K)
-    rT = resp.transpose(-1, -2)  # (..., K, N)
-    mc = (rT @ Z) / Nk.unsqueeze(-1)  # (..., K, d), centred at xbar
-    ZZ = (Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d)
-    S2 = (rT @ ZZ).reshape(*Nk.shape, d, d) / Nk[..., None, None]
-    cov = S2 - mc.unsqueeze(-1) * mc.unsqueeze(-2)
-    cov = 0.5 * (cov + cov.transpose(-1, -2)) + reg_covar * torch.eye(d, dtype=X.dtype, device=X.device)
-    weights = Nk / Nk.sum(-1, keepdim=True)
+    Z, ZZ, xbar = _centred(X, mask)
+    weights, mc, cov = _m_step_pre(Z, ZZ, resp, mask, reg_covar)
     return weights, mc + xbar, cov
 
 
@@ -317,9 +341,11 @@ def fit_gmm(
     prev = torch.full(Xr.shape[:-2], -math.inf, dtype=X.dtype, device=X.device)
     done = torch.zeros(Xr.shape[:-2], dtype=torch.bool, device=X.device)
     it = 0
+    Z, ZZ, xbar = _centred(Xr, mr)  # computed once: every E- and M-step reuses them
+    means = means - xbar
     for it in range(1, max_iter + 1):
-        log_resp, ll = e_step(Xr, weights, means, covs, mr)
-        w_new, m_new, c_new = m_step(Xr, log_resp.exp(), mr, reg_covar)
+        log_resp, ll = _e_step_pre(Z, ZZ, weights, means, covs, mr)
+        w_new, m_new, c_new = _m_step_pre(Z, ZZ, log_resp.exp(), mr, reg_covar)
         if tol is None:
             weights, means, covs = w_new, m_new, c_new
             continue
@@ -332,7 +358,8 @@ def fit_gmm(
         prev = cur
         if bool(done.all()):
             break
-    _, ll = e_step(Xr, weights, means, covs, mr)
+    _, ll = _e_step_pre(Z, ZZ, weights, means, covs, mr)
+    means = means + xbar
     best = ll.argmax(-1)  # (...,)
     weights = _select_best(weights, best, batch_ndim)
     means = _select_best(means, best, batch_ndim)
