@@ -44,3 +44,18 @@ def test_bench_em_smoke(tmp_path):
     res = json.loads(out.read_text())
     assert res["max_rel_loglik_diff"] < 1e-6
     assert res["torch_threads"] >= 1
+
+
+def test_load_ais():
+    import pytest
+
+    from torchdpgmm.data.ais import AIS_NUMERIC_COLUMNS, load_ais
+
+    X = load_ais()
+    assert X.shape == (202, len(AIS_NUMERIC_COLUMNS)) and X.dtype == torch.float64
+    pair, cols = load_ais(["BMI", "Bfat"], return_columns=True)
+    assert cols == ("BMI", "Bfat")
+    # first row of the CSV: BMI 20.56, Bfat 19.75
+    assert pair[0].tolist() == [20.56, 19.75]
+    with pytest.raises(ValueError, match="columns"):
+        load_ais(["sex"])

@@ -105,52 +105,69 @@ def gaussian_log_prob(X: torch.Tensor, means: torch.Tensor, covariances: torch.T
     return -0.5 * (d * _LOG_2PI + logdet.unsqueeze(-2) + maha)
 
 
-def _centred(X: torch.Tensor, mask: torch.Tensor | None):
-    """``(Z, ZZ, xbar)``: rows shifted by the (masked) mean, their flattened outer products, the mean."""
+def _pairs(d: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Upper-triangle index pairs (i <= j) and the 0/1 matrix ``E (d(d+1)/2, d*d)`` that scatters them back
+    to a symmetric, flattened d x d matrix."""
+    iu = torch.triu_indices(d, d, device=device)
+    E = torch.zeros(iu.shape[1], d * d, device=device, dtype=torch.float64)
+    t = torch.arange(iu.shape[1], device=device)
+    E[t, iu[0] * d + iu[1]] = 1.0
+    E[t, iu[1] * d + iu[0]] = 1.0
+    return iu[0], iu[1], E
+
+
+def _features(X: torch.Tensor, mask: torch.Tensor | None):
+    """Per-row features ``F = [z_i z_j (i <= j), z, m]`` (``z = x - xbar``; ``m`` = 1 for real rows and 0
+    for padding, where also z = 0), as ``F (..., N, f)`` and its transpose ``Ft (..., f, N)``, and ``xbar``
+    (the masked mean). The joint log-densities of all K components are then one product ``C @ Ft`` and
+    the M-step's sufficient statistics one product ``resp @ F``."""
     if mask is not None:
-        X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
-        w = mask.to(X.dtype).unsqueeze(-1)
-        xbar = (X * w).sum(-2, keepdim=True) / w.sum(-2, keepdim=True).clamp(min=1.0)
+        mf = mask.to(X.dtype).unsqueeze(-1)
+        X = X * mf
+        xbar = X.sum(-2, keepdim=True) / mf.sum(-2, keepdim=True).clamp(min=1.0)
+        Z = (X - xbar) * mf
     else:
+        mf = torch.ones(*X.shape[:-1], 1, dtype=X.dtype, device=X.device)
         xbar = X.mean(-2, keepdim=True)
-    Z = X - xbar
-    if mask is not None:
-        Z = Z * mask.unsqueeze(-1).to(X.dtype)
-    d = X.shape[-1]
-    ZZ = (Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d)
-    return Z, ZZ, xbar
+        Z = X - xbar
+    i0, i1, _ = _pairs(X.shape[-1], X.device)
+    F = torch.cat([Z[..., i0] * Z[..., i1], Z, mf], dim=-1)
+    return F, F.transpose(-1, -2).contiguous(), xbar
 
 
-def _e_step_pre(Z, ZZ, weights, M, covariances, mask):
-    """E-step on precomputed centred data (``M`` = means - xbar)."""
-    d = Z.shape[-1]
+def _joint_pre(Ft, weights, M, covariances):
+    """``log pi_k + log N(x_n | mu_k, Sigma_k)`` as ``(..., K, N)`` = ``C @ Ft`` (``M`` = means - xbar):
+    ``-1/2 (z-m)^T P (z-m) = sum_{i<=j} c_ij z_i z_j + (P m)^T z - 1/2 m^T P m`` with ``c_ii = -P_ii/2``,
+    ``c_ij = -P_ij`` (i < j). Padded rows (all-zero features) give 0."""
+    d = M.shape[-1]
     L = torch.linalg.cholesky(covariances)
-    P = torch.cholesky_inverse(L)
-    PM = (P @ M.unsqueeze(-1)).squeeze(-1)
-    quad = ZZ @ P.reshape(*P.shape[:-2], d * d).transpose(-1, -2) - 2.0 * (Z @ PM.transpose(-1, -2))
-    maha = (quad + (M * PM).sum(-1).unsqueeze(-2)).clamp(min=0.0)
+    P = torch.cholesky_inverse(L)  # Sigma^{-1}
+    PM = (P @ M.unsqueeze(-1)).squeeze(-1)  # (..., K, d)
     logdet = 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
-    joint = -0.5 * (d * _LOG_2PI + logdet.unsqueeze(-2) + maha) + torch.log(weights).unsqueeze(-2)
-    lse = torch.logsumexp(joint, dim=-1)
-    log_resp = joint - lse.unsqueeze(-1)
-    if mask is not None:
-        lse = torch.where(mask, lse, torch.zeros_like(lse))
-        log_resp = torch.where(mask.unsqueeze(-1), log_resp, torch.full_like(log_resp, -math.inf))
-    return log_resp, lse.sum(-1)
+    const = torch.log(weights) - 0.5 * (d * _LOG_2PI + logdet + (M * PM).sum(-1))  # (..., K)
+    i0, i1, _ = _pairs(d, M.device)
+    quad = -P[..., i0, i1] * torch.where(i0 == i1, 0.5, 1.0).to(P.dtype)
+    C = torch.cat([quad, PM, const.unsqueeze(-1)], dim=-1)  # (..., K, f)
+    return C @ Ft
 
 
-def _m_step_pre(Z, ZZ, resp, mask, reg_covar):
-    """M-step on precomputed centred data; returns means relative to xbar."""
-    if mask is not None:
-        resp = resp * mask.unsqueeze(-1).to(resp.dtype)
-    d = Z.shape[-1]
+def _loglik_pre(joint, mf):
+    """Total log-likelihood from K-major joint log-densities; ``mf (..., N)`` float mask."""
+    return (torch.logsumexp(joint, dim=-2) * mf).sum(-1)
+
+
+def _m_step_pre(F, resp, d, reg_covar):
+    """M-step from ``resp (..., K, N)``: ``G = resp @ F`` holds ``(S2 upper triangle, S1, N_k)``; padded
+    rows have all-zero features so they drop out. Means are relative to xbar."""
+    G = resp @ F  # (..., K, f)
+    _, _, E = _pairs(d, F.device)
+    nu = E.shape[0]
     eps = torch.finfo(resp.dtype).eps
-    Nk = resp.sum(-2) + 10.0 * eps
-    rT = resp.transpose(-1, -2)
-    mc = (rT @ Z) / Nk.unsqueeze(-1)
-    S2 = (rT @ ZZ).reshape(*Nk.shape, d, d) / Nk[..., None, None]
+    Nk = G[..., -1] + 10.0 * eps
+    mc = G[..., nu:nu + d] / Nk.unsqueeze(-1)
+    S2 = (G[..., :nu] @ E.to(F.dtype)).reshape(*Nk.shape, d, d) / Nk[..., None, None]
     cov = S2 - mc.unsqueeze(-1) * mc.unsqueeze(-2)
-    cov = 0.5 * (cov + cov.transpose(-1, -2)) + reg_covar * torch.eye(d, dtype=Z.dtype, device=Z.device)
+    cov = 0.5 * (cov + cov.transpose(-1, -2)) + reg_covar * torch.eye(d, dtype=F.dtype, device=F.device)
     return Nk / Nk.sum(-1, keepdim=True), mc, cov
 
 
@@ -164,8 +181,14 @@ def e_step(
     """Log responsibilities ``(..., N, K)`` and total log-likelihood ``(...)`` over unmasked points.
 
     Masked rows get responsibilities ``-inf`` in log space (zero weight)."""
-    Z, ZZ, xbar = _centred(X, mask)
-    return _e_step_pre(Z, ZZ, weights, means - xbar, covariances, mask)
+    _, Ft, xbar = _features(X, mask)
+    joint = _joint_pre(Ft, weights, means - xbar, covariances).transpose(-1, -2)
+    lse = torch.logsumexp(joint, dim=-1)
+    log_resp = joint - lse.unsqueeze(-1)
+    if mask is not None:
+        lse = torch.where(mask, lse, torch.zeros_like(lse))
+        log_resp = torch.where(mask.unsqueeze(-1), log_resp, torch.full_like(log_resp, -math.inf))
+    return log_resp, lse.sum(-1)
 
 
 def mixture_log_likelihood(X, weights, means, covariances, mask=None) -> torch.Tensor:
@@ -195,8 +218,10 @@ def m_step(
     The scatter is accumulated as ``sum r z z^T`` with ``z = x - xbar`` (``xbar`` the dataset mean) by
     two batched matrix products and then centred, ``S2/N_k - m m^T``: shifting by ``xbar`` first keeps
     the cancellation small."""
-    Z, ZZ, xbar = _centred(X, mask)
-    weights, mc, cov = _m_step_pre(Z, ZZ, resp, mask, reg_covar)
+    F, _, xbar = _features(X, mask)
+    if mask is not None:
+        resp = resp * mask.unsqueeze(-1).to(resp.dtype)
+    weights, mc, cov = _m_step_pre(F, resp.transpose(-1, -2), X.shape[-1], reg_covar)
     return weights, mc + xbar, cov
 
 
@@ -341,11 +366,14 @@ def fit_gmm(
     prev = torch.full(Xr.shape[:-2], -math.inf, dtype=X.dtype, device=X.device)
     done = torch.zeros(Xr.shape[:-2], dtype=torch.bool, device=X.device)
     it = 0
-    Z, ZZ, xbar = _centred(Xr, mr)  # computed once: every E- and M-step reuses them
+    F, Ft, xbar = _features(Xr, mr)  # computed once: every E- and M-step reuses them
+    mf = mr.to(X.dtype)
+    d = X.shape[-1]
     means = means - xbar
     for it in range(1, max_iter + 1):
-        log_resp, ll = _e_step_pre(Z, ZZ, weights, means, covs, mr)
-        w_new, m_new, c_new = _m_step_pre(Z, ZZ, log_resp.exp(), mr, reg_covar)
+        joint = _joint_pre(Ft, weights, means, covs)  # (..., K, N)
+        resp = torch.softmax(joint, dim=-2)  # padded rows: uniform, but their features are 0
+        w_new, m_new, c_new = _m_step_pre(F, resp, d, reg_covar)
         if tol is None:
             weights, means, covs = w_new, m_new, c_new
             continue
@@ -353,12 +381,12 @@ def fit_gmm(
         weights = torch.where(keep[..., None], weights, w_new)
         means = torch.where(keep[..., None, None], means, m_new)
         covs = torch.where(keep[..., None, None, None], covs, c_new)
-        cur = ll / n
+        cur = _loglik_pre(joint, mf) / n
         done = done | ((cur - prev).abs() < tol)
         prev = cur
         if bool(done.all()):
             break
-    _, ll = _e_step_pre(Z, ZZ, weights, means, covs, mr)
+    ll = _loglik_pre(_joint_pre(Ft, weights, means, covs), mf)
     means = means + xbar
     best = ll.argmax(-1)  # (...,)
     weights = _select_best(weights, best, batch_ndim)
