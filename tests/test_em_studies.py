@@ -4,8 +4,16 @@ from pathlib import Path
 
 import torch
 
-torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    # the machine is shared and small: with 2 threads under load these tiny batched ops slow down ~100x
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def test_ais_study_quick(tmp_path):
