@@ -229,6 +229,8 @@ def fit_dp_em(
     }
     notes.append("initialisation is data-independent (random) unless init_params were given; "
                  "init_params computed from the data are not covered by this record")
+    notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
+                 "and must not be published with the model")
     record = PrivacyRecord(
         mechanism=f"DP-EM ({variant}, Park et al. 2017)",
         epsilon=float(epsilon), delta=float(delta), adjacency="replace-one record",

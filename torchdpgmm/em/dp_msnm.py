@@ -152,6 +152,8 @@ def fit_dp_msnm(
         Lam = shift_psd(Lam_new, psd_floor)
         xi, eta = xi_new, eta_new
     ll = msnm_e_step(X, weights, xi, Lam, eta, mask)[3]
+    notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
+                 "and must not be published with the model")
     record = PrivacyRecord(
         mechanism="DP-MSNM (paper 004, Laplace)",
         epsilon=float(epsilon), delta=0.0, adjacency="one record removed (paper 004: D' = D minus x_n)",

@@ -149,6 +149,8 @@ def fit_dpgmm(
     ll = mixture_log_likelihood(X, weights, means, covs, mask)
     if not enforce_min_count:
         notes.append("N_k >= n/(2K) was not enforced; see extras['min_count_violated']")
+    notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
+                 "and must not be published with the model")
     record = PrivacyRecord(
         mechanism="DPGMM (Wu et al. 2016, Laplace)",
         epsilon=float(epsilon), delta=0.0, adjacency="one record removed or replaced (Wu et al.)",
