@@ -44,6 +44,11 @@ def test_baseline_shapes_seeding_and_record(data, mech):
     assert torch.equal(r1.model.means, r2.model.means) and torch.equal(r1.kl, r2.kl)
     assert not torch.equal(r1.model.means, r3.model.means)
     assert bool(torch.isfinite(r1.kl).all()) and bool((r1.kl > 0).all())
+    # the same dataset in two trials of one batch gets independent noise
+    Xr, yr = _replicated(X, y, 2)
+    rr = release(Xr, yr, 3, 1.0, 1e-5, mechanism=mech, generator=_g(5))
+    assert not torch.allclose(rr.model.means[0], rr.model.means[1])
+    assert not torch.allclose(rr.model.covariances[0], rr.model.covariances[1])
     # the KL is the labeled-GMM KL of the released vs the non-private model (independent numpy check)
     Xn, yn = X[0].numpy(), y[0].numpy()
     fit = _np_fit(Xn, yn, 3)
@@ -285,6 +290,10 @@ def test_kl_release_batched_seeded_and_recorded(data, variant):
     assert torch.equal(r1.model.means, r2.model.means) and torch.equal(r1.kl, r2.kl)
     assert not torch.equal(r1.model.covariances, r3.model.covariances)
     assert bool(torch.isfinite(r1.kl).all())
+    Xr, yr = _replicated(X, y, 2)
+    rr = release(Xr, yr, 3, 1.0, 1e-5, variant=variant, generator=_g(5))
+    assert not torch.allclose(rr.model.means[0], rr.model.means[1])
+    assert not torch.allclose(rr.model.covariances[0], rr.model.covariances[1])
     # released weights are on the lattice S: counts >= 1 summing to N
     c = r1.extra["released_counts"]
     assert bool((c >= 1).all()) and bool((c.sum(-1) == 150).all())

@@ -50,8 +50,10 @@ DEFAULTS = {"n": 1000, "k": 5, "d": 3, "delta": 1e-5, "lam": 1e-3, "epsilon": 1.
 
 
 def _bytes_per_trial(n: int, k: int, d: int, n_eps: int) -> float:
-    # dominant working set: label-flip difference vectors (K, N, d) per epsilon value, with headroom
-    return 8.0 * 16 * n_eps * k * n * d
+    # dominant working set: the label-flip difference vectors (K, N, d) of the SDP and the fit's (K, N, d)
+    # intermediates (once per dataset, whatever the epsilon grid), plus per-epsilon (K, d, d) parameters;
+    # a factor 16 of headroom for solver temporaries
+    return 8.0 * 16 * (k * n * d + n_eps * k * d * d * 8)
 
 
 def kl_sweep(
