@@ -248,6 +248,7 @@ def release(
         return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask, **kw)
 
     design_in = kw.pop("design", None)
+    design_generator = kw.pop("design_generator", None)
     if design_in is not None and mechanism != "kl":
         raise ValueError("design= is only meaningful for mechanism='kl'")
     lam = kw.pop("lam", 1e-3)
@@ -299,9 +300,12 @@ def release(
         # epsilon / delta broadcast against the data batch inside the design; the SDP is solved once per
         # dataset and class whatever their shape (DESIGN.md Sec. 3, reduction 1)
         if design_in is None:
+            # the design is a deterministic function of the data and the parameters: its common-random-
+            # number draws (exact-kl) come from its own fixed generator unless design_generator= is given,
+            # so `generator` drives the release noise only (and design= reproduces the same release)
             design = design_mechanism(
                 X, y, num_classes, eps_t, delta_t, variant=variant, solver=solver, mask=mask, lam=lam,
-                generator=generator, **kw,
+                generator=design_generator, **kw,
             )
         else:
             design = _check_design(design_in, fitted, eps_t, delta_t, variant, lam)
