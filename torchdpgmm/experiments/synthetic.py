@@ -81,7 +81,18 @@ def kl_sweep(
     from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET, run_chunked, synthetic_data
     from torchdpgmm.release import release
 
+    from tqdm.auto import tqdm
+
+    from torchdpgmm.montecarlo import chunk_size_for_budget
+
     E = len(epsilons)
+    budget = memory_budget or DEFAULT_MEMORY_BUDGET
+    bpt = _bytes_per_trial(n, k, d, E)
+    n_chunks = -(-trials // chunk_size_for_budget(trials, bpt, budget))
+    if progress is None:  # a bar on long runs: many trials or several chunks
+        progress = trials >= 50 or n_chunks > 1
+    bar = tqdm(total=n_chunks * len(mechanisms), desc=f"N={n} K={k} d={d}", unit="mechanism x chunk",
+               disable=not progress, leave=False)
 
     def one_chunk(T: int, g: torch.Generator) -> dict[str, torch.Tensor]:
         data = synthetic_data(T, n, k, d, generator=g, device=device)
@@ -100,18 +111,15 @@ def kl_sweep(
             if mech == "kl" and base_design is None:
                 base_design = r.design
             out[label] = r.kl.transpose(0, 1).contiguous()  # (T, E)
+            bar.set_postfix_str(label)
+            bar.update(1)
         return out
 
-    return run_chunked(
-        one_chunk,
-        trials,
-        seed=seed,
-        bytes_per_trial=_bytes_per_trial(n, k, d, E),
-        memory_budget=memory_budget or DEFAULT_MEMORY_BUDGET,
-        device=device,
-        progress=progress,
-        desc=f"N={n} K={k} d={d}",
-    )
+    try:
+        return run_chunked(one_chunk, trials, seed=seed, bytes_per_trial=bpt, memory_budget=budget,
+                           device=device, progress=False)
+    finally:
+        bar.close()
 
 
 def _rows(kls: dict[str, torch.Tensor], mechanisms, x_name: str, x_values, fixed: dict[str, Any], eps_axis: bool):
