@@ -224,7 +224,7 @@ def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> Stu
     trials = int(cfg.trials or 100)
     n, k, d = int(o["n"]), int(o["k"]), int(o["d"])
     if cfg.quick:
-        eps, trials, n = [0.5, 2.0], min(trials, 3), min(n, 100)
+        eps, trials, n = [0.5, 2.0], min(trials, 3), min(n, 60)
     kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], mechs, cfg.seed, cfg.device, o.get("solver", "dual"))
     fixed = {"n": n, "k": k, "d": d, "delta": o["delta"], "lam": o["lam"]}
     rows = _rows(kls, mechs, "epsilon", eps, fixed, True)
