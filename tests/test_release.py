@@ -236,7 +236,6 @@ def _bad_calls(X, y):
         (dict(mechanism="laplace", bogus=1), ValueError, "unknown keyword"),
         (dict(lam=1.5), ValueError, "lam"),
         (dict(epsilon=torch.ones(4, dtype=torch.float64)), ValueError, "broadcast"),
-        (dict(mode="sound", mechanism="laplace", clip_bound=1.0), ValueError, "sound"),
         (dict(mechanism="r1smg", X=X[..., :2]), ValueError, "d > 2"),
     ]
 
@@ -275,6 +274,9 @@ def test_sound_mode_refuses_or_dispatches(data, monkeypatch):
     g = _g(0)
     assert release(X, y, 3, 0.7, 1e-5, mode="sound", clip_bound=2.5, generator=g) == "sound-release"
     assert calls["K"] == 3 and calls["eps"] == 0.7 and calls["clip"] == 2.5 and calls["gen"] is g
+    assert calls["kw"]["mechanism"] == "kl"
+    release(X, y, 3, 0.7, 1e-5, mode="sound", mechanism="laplace", clip_bound=2.5, generator=g)
+    assert calls["kw"]["mechanism"] == "laplace"
     with pytest.raises(ValueError, match="clip_bound"):
         release(X, y, 3, 0.7, 1e-5, mode="sound", generator=g)
 
@@ -359,3 +361,12 @@ def test_kl_release_noise_matches_design(kl_base):
     e0 = float(base.design.eps0[0])
     p = (1 - 1e-3) * math.exp(e0) / (math.exp(e0) + 6)
     assert float(kept) == pytest.approx(p, abs=6 * math.sqrt(p * (1 - p) / T) + 1e-3)
+
+
+def test_sound_mode_with_the_real_module(data):
+    sound = pytest.importorskip("torchdpgmm.sound")
+    if not hasattr(sound, "release_sound"):
+        pytest.skip("torchdpgmm.sound has no release_sound")
+    X, y = data
+    r = release(X, y, 3, 1.0, 1e-5, mode="sound", clip_bound=30.0, generator=_g(0))
+    assert r.privacy.mode == "sound" and r.model.batch_shape == (3,)

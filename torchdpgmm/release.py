@@ -231,11 +231,6 @@ def release(
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
     if mode == "sound":
-        if mechanism != "kl":
-            raise ValueError(
-                f"mode='sound' is only defined for mechanism='kl' (got {mechanism!r}); the baselines exist "
-                "only in the as-published, label-level setting"
-            )
         try:
             from torchdpgmm.sound import release_sound
         except ImportError as exc:
@@ -245,7 +240,9 @@ def release(
             ) from exc
         if "clip_bound" not in kw:
             raise ValueError("mode='sound' needs clip_bound=B (the public L2 bound on every row)")
-        return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask, **kw)
+        # the sound module validates its own inputs (before any noise) and owns its mechanisms
+        return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask,
+                             mechanism=mechanism, **kw)
 
     design_in = kw.pop("design", None)
     design_generator = kw.pop("design_generator", None)
