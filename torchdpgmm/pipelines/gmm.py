@@ -43,6 +43,10 @@ def histogram_counts(weights: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def synthesize(model, n: int, generator: torch.Generator | None = None):
-    """``n`` synthetic points per release, class-conditionally with the released histogram: ``(X (..., n, d), y (..., n))``."""
+    """``n`` synthetic points per release, class-conditionally with the released histogram.
+
+    Returns ``(X (..., n, d), y (..., n), mask (..., n))`` as :meth:`LabeledGMM.sample_counts` (the
+    counts sum to ``n`` in every trial, so ``mask`` is all True).
+    """
     counts = histogram_counts(model.weights, n)
     return model.sample_counts(counts, generator=generator)
