@@ -336,7 +336,11 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
             groups.append(({"epsilon": e, "mechanism": m}, Xs[j], ys[j]))
     # references: real data and non-private GMM synthetic data (T seeds each)
     groups.append(({"epsilon": None, "mechanism": "real-data"}, F.X_train.expand(T, N, d), F.y_train.expand(T, N)))
-    Xn, yn, _ = fitted.sample_counts(fitted.counts.expand(T, K), generator=config.generator(400))
+    from torchdpgmm.mixture import LabeledGMM
+
+    fittedT = LabeledGMM(fitted.weights.expand(T, K), fitted.means.expand(T, K, d),
+                         fitted.covariances.expand(T, K, d, d), counts=fitted.counts.expand(T, K), validate_args=False)
+    Xn, yn, _ = fittedT.sample_counts(generator=config.generator(400))
     groups.append(({"epsilon": None, "mechanism": "non-private-gmm"}, Xn, yn))
     Xall = torch.cat([g[1] for g in groups]).to(torch.float32)
     yall = torch.cat([g[2] for g in groups])

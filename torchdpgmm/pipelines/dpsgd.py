@@ -70,7 +70,11 @@ def train_dpsgd(
     Xt = X_test.to(torch.float32).cpu()
     y = y.to(torch.int64).cpu()
     yt = y_test.to(torch.int64).cpu()
-    with torch.random.fork_rng(devices=[]):
+    import warnings
+
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        # Opacus warns about its insecure RNG and full backward hooks on every run: not actionable here
+        warnings.simplefilter("ignore")
         torch.manual_seed(seed)
         sizes = [X.shape[1], *hidden, num_classes]
         layers: list[torch.nn.Module] = []
@@ -83,20 +87,16 @@ def train_dpsgd(
         loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=batch_size, shuffle=True)
         gen = torch.Generator().manual_seed(seed + 1)
         engine = PrivacyEngine(accountant=accountant)
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model, opt, loader = engine.make_private_with_epsilon(
-                module=model,
-                optimizer=opt,
-                data_loader=loader,
-                target_epsilon=float(epsilon),
-                target_delta=float(delta),
-                epochs=int(epochs),
-                max_grad_norm=float(max_grad_norm),
-                noise_generator=gen,
-            )
+        model, opt, loader = engine.make_private_with_epsilon(
+            module=model,
+            optimizer=opt,
+            data_loader=loader,
+            target_epsilon=float(epsilon),
+            target_delta=float(delta),
+            epochs=int(epochs),
+            max_grad_norm=float(max_grad_norm),
+            noise_generator=gen,
+        )
 
         def acc() -> float:
             with torch.no_grad():
