@@ -28,6 +28,8 @@ import torch
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
 
 ALL_MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
+#: the mnist studies also run the exact-KL variant of the design and the sound record-level mode
+MNIST_MECHANISMS = ("kl", "kl-exact", "laplace", "gaussian", "colored", "r1smg", "kl-sound")
 DELTA = 1e-5
 
 _LABEL_VS_RECORD = (
@@ -46,6 +48,18 @@ def _names(s: str) -> list[str]:
     return [v.strip() for v in s.split(",") if v.strip()]
 
 
+def _eps_axis(ax, values) -> None:
+    """Log x axis labelled at the swept values only (no overlapping minor labels)."""
+    import matplotlib.ticker as mt
+
+    vals = sorted({float(v) for v in values if v is not None})
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(mt.NullFormatter())
+    if vals:
+        ax.set_xticks(vals)
+        ax.set_xticklabels([f"{v:g}" for v in vals])
+
+
 def _set_threads(config: ExperimentConfig) -> None:
     n = int(config.options.get("threads") or 0)
     if n > 0:
@@ -59,12 +73,46 @@ def _summ(values: torch.Tensor, prefix: str) -> dict[str, Any]:
     return {prefix: float(s["mean"]), f"{prefix}_ci_low": float(s["ci_low"]), f"{prefix}_ci_high": float(s["ci_high"])}
 
 
+#: study mechanism name -> (release mechanism, keyword arguments)
+MECHANISM_ALIASES = {
+    "kl-exact": ("kl", {"variant": "exact-kl"}),
+    "kl-global": ("kl", {"variant": "global"}),
+}
+
+
+def _stack_releases(rels):
+    """Stack releases with batch ``(T,)`` into one object with ``.model`` / ``.kl`` of batch ``(E, T)``."""
+    from types import SimpleNamespace
+
+    from torchdpgmm.mixture import LabeledGMM
+
+    ms = [r.model for r in rels]
+    counts = None if any(m.counts is None for m in ms) else torch.stack([m.counts for m in ms])
+    model = LabeledGMM(torch.stack([m.weights for m in ms]), torch.stack([m.means for m in ms]),
+                       torch.stack([m.covariances for m in ms]), counts=counts, validate_args=False)
+    return SimpleNamespace(model=model, kl=torch.stack([r.kl for r in rels]), privacy=rels[0].privacy)
+
+
 def _release(X, y, K, eps, delta, mechanism, generator, mask=None, **kw):
+    """One release call for the whole (epsilon x trial) grid ``eps (E, T)``.
+
+    ``kl-sound`` (record-level, :func:`torchdpgmm.sound.release_sound`) takes a scalar epsilon, so it loops
+    over the E values, each call batched over the T trials.
+    """
     from torchdpgmm.release import release
 
     if mechanism == "kl-sound":
-        return release(X, y, K, eps, delta, mechanism="kl", mode="sound", generator=generator, mask=mask, **kw)
-    return release(X, y, K, eps, delta, mechanism=mechanism, generator=generator, mask=mask)
+        eps = torch.as_tensor(eps, dtype=torch.float64)
+        if eps.dim() == 0:
+            return release(X, y, K, float(eps), delta, mechanism="kl", mode="sound", generator=generator, mask=mask, **kw)
+        T = eps.shape[-1]
+        Xb = X.expand(T, *X.shape[-2:]) if X.dim() == 2 else X
+        yb = y.expand(T, y.shape[-1]) if y.dim() == 1 else y
+        rels = [release(Xb, yb, K, float(e), delta, mechanism="kl", mode="sound", generator=generator, mask=mask, **kw)
+                for e in eps[:, 0].tolist()]
+        return _stack_releases(rels)
+    mech, extra = MECHANISM_ALIASES.get(mechanism, (mechanism, {}))
+    return release(X, y, K, eps, delta, mechanism=mech, generator=generator, mask=mask, **extra)
 
 
 def _try_release(notes: list[str], *args, **kw):
@@ -168,7 +216,8 @@ def _plot_iris(rows, path: Path) -> None:
     for m in dict.fromkeys(r["mechanism"] for r in klr):
         rr = [r for r in klr if r["mechanism"] == m and isinstance(r.get("kl"), (int, float))]
         ax.plot([r["epsilon"] for r in rr], [r["kl"] for r in rr], marker="o", label=m)
-    ax.set_xscale("log"), ax.set_yscale("log"), ax.set_xlabel("epsilon"), ax.set_ylabel("KL(released || fitted)")
+    _eps_axis(ax, [r["epsilon"] for r in klr])
+    ax.set_yscale("log"), ax.set_xlabel("epsilon"), ax.set_ylabel("KL(released || fitted)")
     ax.set_title("Iris (Fig. 6)"), ax.legend(fontsize=7)
     for ax, k in zip(axes[1:], ks):
         h = [r for r in rows if r.get("kind") == "histogram" and r["class"] == k]
@@ -229,7 +278,7 @@ def run_mnist(config: ExperimentConfig) -> StudyResult:
     o = config.options
     ds, F = _features(config)
     eps_list = [1.0, 2.0] if config.quick else _floats(o.get("epsilons", "0.25,0.5,1,2,5,10"))
-    mechs = ["kl", "gaussian", "kl-sound"] if config.quick else _names(o.get("mechanisms", ",".join(ALL_MECHANISMS) + ",kl-sound"))
+    mechs = ["kl", "gaussian", "kl-sound"] if config.quick else _names(o.get("mechanisms", ",".join(MNIST_MECHANISMS)))
     delta = float(o.get("delta", DELTA))
     T = 2 if config.quick else int(config.trials or 20)
     K = 10
@@ -277,8 +326,9 @@ def _plot_mnist(rows, path: Path) -> None:
     base = [r for r in rows if r["mechanism"] == "non-private"]
     if base:
         a2.axhline(base[0]["gmm_accuracy"], color="k", ls="--", label="non-private")
-    a1.set_xscale("log"), a1.set_yscale("log"), a1.set_xlabel("epsilon"), a1.set_ylabel("KL (Fig. 10)")
-    a2.set_xscale("log"), a2.set_xlabel("epsilon"), a2.set_ylabel("test accuracy (Fig. 11)")
+    _eps_axis(a1, [r["epsilon"] for r in rows]), _eps_axis(a2, [r["epsilon"] for r in rows])
+    a1.set_yscale("log"), a1.set_xlabel("epsilon"), a1.set_ylabel("KL (Fig. 10)")
+    a2.set_xlabel("epsilon"), a2.set_ylabel("test accuracy (Fig. 11)")
     a1.legend(fontsize=7), a2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -289,11 +339,12 @@ def _plot_mnist(rows, path: Path) -> None:
 def _mlp_args(p) -> None:
     _mnist_common_args(p)
     p.set_defaults(epsilons="0.5,1,2,5")
-    p.add_argument("--mechanisms", default="kl,kl-sound", help="mechanisms whose releases feed the MLP (default kl,kl-sound)")
+    p.add_argument("--mechanisms", default="kl,kl-exact,kl-sound",
+                   help="mechanisms whose releases feed the MLP (default kl,kl-exact,kl-sound)")
     p.add_argument("--long-epochs", type=int, default=20, help="epochs of the longer-trained variant (default 20)")
     p.add_argument("--long-lr", type=float, default=0.01, help="learning rate of the longer variant (default 0.01)")
     p.add_argument("--dpsgd", default="auto", choices=["auto", "off"], help="DP-SGD rows via Opacus when installed")
-    p.add_argument("--dpsgd-grid", default="0.05:20,0.2:5,0.2:20",
+    p.add_argument("--dpsgd-grid", default="0.2:5,0.2:20,0.5:5,0.5:20",
                    help="DP-SGD configurations lr:epochs (batch 128, clip 1); the best by test accuracy is 'tuned'")
 
 
@@ -306,7 +357,7 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
     o = config.options
     ds, F = _features(config)
     eps_list = [1.0] if config.quick else _floats(o.get("epsilons", "0.5,1,2,5"))
-    mechs = ["kl", "kl-sound"] if config.quick else _names(o.get("mechanisms", "kl,kl-sound"))
+    mechs = ["kl", "kl-sound"] if config.quick else _names(o.get("mechanisms", "kl,kl-exact,kl-sound"))
     delta = float(o.get("delta", DELTA))
     T = 2 if config.quick else int(config.trials or 5)
     K, N, d = 10, F.X_train.shape[0], F.X_train.shape[1]
@@ -383,7 +434,7 @@ def _dpsgd_rows(config, F, eps_list, delta, notes) -> list[dict[str, Any]]:
     if not opacus_available():
         notes.append("DP-SGD NOT RUN: opacus is not installed (pip install 'torchdpgmm[opacus]'); no DP-SGD rows.")
         return [{"kind": "dpsgd", "mechanism": "dp-sgd", "status": "opacus not installed"}]
-    grid = [(0.2, 1)] if config.quick else [(float(a), int(b)) for a, b in (c.split(":") for c in _names(o.get("dpsgd_grid", "0.05:20,0.2:5,0.2:20")))]
+    grid = [(0.2, 1)] if config.quick else [(float(a), int(b)) for a, b in (c.split(":") for c in _names(o.get("dpsgd_grid", "0.2:5,0.2:20,0.5:5,0.5:20")))]
     notes.append(f"DP-SGD: Opacus {opacus_version()}, MLP d->256->128->10, batch 128 (Poisson), clip 1.0, RDP accountant; "
                  f"grid lr:epochs {grid}; 'tuned' = best final test accuracy over the grid (tuning not privacy-accounted: "
                  "generous to DP-SGD). Records: add/remove adjacency.")
@@ -535,8 +586,12 @@ def run_record_level(config: ExperimentConfig) -> StudyResult:
             if not any("sound" in n_ for n_ in notes):
                 notes.append(f"sound mode not available: {exc}")
             continue
-        row = {"clip_bound": b, "mechanism": "kl-sound", "epsilon": eps, "trials": T}
-        row.update(_summ(srel.kl[torch.isfinite(srel.kl)], "kl"))
+        from torchdpgmm.pipelines.record import clip_records
+
+        fit_cb = fit_labeled(clip_records(X, b), y, K)
+        row = {"clip_bound": b, "mechanism": "kl-sound (replace-one)", "epsilon": eps, "trials": T,
+               "clipped_fraction": float((norms > b).to(torch.float64).mean())}
+        row.update(_summ(kl_divergence(srel.model, fit_cb), "kl"))
         row.update(_summ(kl_divergence(srel.model, full_fit), "kl_vs_unclipped"))
         rows.append(row)
     return StudyResult(rows=rows, config={"clip_bounds": bounds, "epsilon": eps, "delta": delta, "trials": T, "n": n,
@@ -551,7 +606,8 @@ def _plot_record(rows, path: Path) -> None:
         rr = [r for r in rows if r["mechanism"] == m]
         ax.plot([r["clip_bound"] for r in rr], [r["kl"] for r in rr], marker="o", label=f"{m}: vs clipped fit")
         ax.plot([r["clip_bound"] for r in rr], [r["kl_vs_unclipped"] for r in rr], ls="--", marker="x", label=f"{m}: vs raw fit")
-    ax.set_xscale("log"), ax.set_yscale("log"), ax.set_xlabel("clipping bound B"), ax.set_ylabel("KL")
+    _eps_axis(ax, [r["clip_bound"] for r in rows])
+    ax.set_yscale("log"), ax.set_xlabel("clipping bound B"), ax.set_ylabel("KL")
     ax.set_title("record-level DP, eps=1 (Fig. 13)"), ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -563,7 +619,8 @@ STUDIES = {
                   add_arguments=_iris_args, default_trials=100),
     "mnist": Study("mnist", run_mnist, "MNIST-style PCA -> DP-GMM classifier: KL and test accuracy vs epsilon (Figs 10-11)",
                    add_arguments=lambda p: (_mnist_common_args(p), p.add_argument(
-                       "--mechanisms", default=",".join(ALL_MECHANISMS) + ",kl-sound", help="comma list of mechanisms")),
+                       "--mechanisms", default=",".join(MNIST_MECHANISMS),
+                       help="comma list of mechanisms (kl-exact: design variant exact-kl; kl-sound: record-level sound mode)")),
                    default_trials=20),
     "mnist-mlp": Study("mnist-mlp", run_mnist_mlp,
                        "DP-GMM synthetic data -> MLP accuracy vs iteration, references and DP-SGD (Fig. 12)",
