@@ -67,10 +67,11 @@ def _set_threads(config: ExperimentConfig) -> None:
 
 
 def _summ(values: torch.Tensor, prefix: str) -> dict[str, Any]:
-    """Mean and 95% t-interval over the last dimension of a 1-d tensor of trials (NaN-free)."""
+    """Mean, 95% t-interval and median over a 1-d tensor of trials (NaN-free); KL is heavy-tailed, so both."""
     v = values.detach().to(torch.float64).reshape(-1).cpu()
     s = mean_ci(v, dim=0)
-    return {prefix: float(s["mean"]), f"{prefix}_ci_low": float(s["ci_low"]), f"{prefix}_ci_high": float(s["ci_high"])}
+    return {prefix: float(s["mean"]), f"{prefix}_ci_low": float(s["ci_low"]), f"{prefix}_ci_high": float(s["ci_high"]),
+            f"{prefix}_median": float(v.median()) if v.numel() else float("nan")}
 
 
 #: study mechanism name -> (release mechanism, keyword arguments)
