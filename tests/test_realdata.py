@@ -162,3 +162,30 @@ def test_record_level_study_quick(tmp_path):
     rows = [r for r in d["rows"] if r["mechanism"].startswith("kl-record")]
     assert [r["clip_bound"] for r in rows] == [2.0, 20.0]
     assert all(r["kl"] > 0 and math.isfinite(r["kl"]) for r in rows)
+
+
+def test_dpsgd_rows_say_when_opacus_is_missing(monkeypatch, tmp_path):
+    import torchdpgmm.pipelines.dpsgd as dpsgd
+    from torchdpgmm.experiments import ExperimentConfig
+    from torchdpgmm.experiments.realdata import _dpsgd_rows
+
+    monkeypatch.setattr(dpsgd, "opacus_available", lambda: False)
+    notes: list[str] = []
+    rows = _dpsgd_rows(ExperimentConfig(out=tmp_path, quick=True), None, [1.0], 1e-5, notes)
+    assert rows == [{"kind": "dpsgd", "mechanism": "dp-sgd", "status": "opacus not installed"}]
+    assert any("DP-SGD NOT RUN" in n and "opacus" in n for n in notes)
+
+
+def test_train_dpsgd_spends_at_most_target():
+    pytest.importorskip("opacus")
+    from torchdpgmm.pipelines.dpsgd import train_dpsgd
+
+    g = torch.Generator().manual_seed(2)
+    y = torch.randint(0, 3, (300,), generator=g)
+    X = torch.randn(300, 4, generator=g) + y.unsqueeze(-1).float()
+    r = train_dpsgd(X, y, X[:100], y[:100], epsilon=2.0, delta=1e-5, epochs=2, lr=0.2, batch_size=64,
+                    hidden=(16, 8), num_classes=3, seed=1, eval_every=2)
+    assert 0 < r["epsilon_spent"] <= 2.0 + 1e-6 and r["noise_multiplier"] > 0
+    assert r["iterations"][0] == 0 and r["iterations"][-1] == r["steps"] and len(r["accuracy"]) == len(r["iterations"])
+    with pytest.raises(ValueError, match="epsilon"):
+        train_dpsgd(X, y, X, y, epsilon=0.0, delta=1e-5)
