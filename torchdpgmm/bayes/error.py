@@ -121,17 +121,18 @@ def bhattacharyya_bound(prior1, mean1, cov1, mean2, cov2) -> torch.Tensor:
 
 
 def chernoff_exponent(s, mean1, cov1, mean2, cov2) -> torch.Tensor:
-    """Chernoff exponent ``k(s) = s(1-s)/2 dmu' (s S1 + (1-s) S2)^-1 dmu
-    + 1/2 log(|s S1 + (1-s) S2| / (|S1|^s |S2|^(1-s)))`` (Duda-Hart-Stork eq. 2.8.2); ``k(1/2) = K``."""
+    """Chernoff exponent with ``int p1^s p2^(1-s) dx = exp(-k(s))`` for Gaussians:
+    ``k(s) = s(1-s)/2 dmu' ((1-s) S1 + s S2)^-1 dmu + 1/2 log(|(1-s) S1 + s S2| / (|S1|^(1-s) |S2|^s))``
+    (Duda-Hart-Stork eq. 2.8.2 with ``beta = s``); ``k(1/2)`` is the Bhattacharyya distance ``K``."""
     s = torch.as_tensor(s, dtype=mean1.dtype, device=mean1.device)
     sm = s[..., None, None]
-    A = sm * cov1 + (1 - sm) * cov2
+    A = (1 - sm) * cov1 + sm * cov2
     dmu = (mean2 - mean1).unsqueeze(-1)
     quad = (dmu.transpose(-1, -2) @ torch.linalg.solve(A, dmu)).squeeze(-1).squeeze(-1)
     ld = torch.linalg.slogdet(A)[1]
     l1 = torch.linalg.slogdet(cov1)[1]
     l2 = torch.linalg.slogdet(cov2)[1]
-    return 0.5 * s * (1 - s) * quad + 0.5 * (ld - s * l1 - (1 - s) * l2)
+    return 0.5 * s * (1 - s) * quad + 0.5 * (ld - (1 - s) * l1 - s * l2)
 
 
 def chernoff_bound(prior1, mean1, cov1, mean2, cov2, num_iter: int = 80) -> tuple[torch.Tensor, torch.Tensor]:
