@@ -324,3 +324,8 @@ def test_theorem41_bad_input():
         B.theorem41_bounds([0.0, 1.0], [1.0, 1.0], [10, 10], [0.1] * 4, 1.5)
     with pytest.raises(ValueError, match="quantiles"):
         B.theorem41_bounds([0.0, 1.0], [1.0, 1.0], [10, 10], [0.1] * 4, 0.5, quantiles="x")
+
+
+def test_core_xi_repair_equals_literal_reference():
+    S = _random_noisy(batch=100, d=5, seed=11)
+    assert torch.allclose(B.xi_repair(S), B.xi_repair_reference(S), atol=1e-10)

@@ -196,7 +196,7 @@ def xi_release(
         f"epsilon split mean {mean_fraction:g} / covariance {1 - mean_fraction:g} per class; "
         "classes are disjoint (parallel composition); class counts treated as public as in the paper.",
     ]
-    privacy = _privacy_record(epsilon, notes)
+    privacy = _privacy_record(epsilon, mean_fraction, cov_bound, notes)
     return XiRelease(
         model=GaussianClasses(weights, mean_p, cov_p),
         nonprivate=GaussianClasses(weights, mean_0, cov_0),
@@ -209,15 +209,16 @@ def xi_release(
     )
 
 
-def _privacy_record(epsilon: float, notes: list[str]):
-    try:
-        from torchdpgmm.accounting import PrivacyRecord
-    except ImportError:
-        return {"epsilon": float(epsilon), "delta": 0.0, "adjacency": "replace-one", "mechanism": "laplace",
-                "notes": list(notes)}
-    try:
-        return PrivacyRecord(epsilon=float(epsilon), delta=0.0, adjacency="replace-one",
-                             accountant="basic composition", mode="xi2011", notes=list(notes))
-    except TypeError:
-        return {"epsilon": float(epsilon), "delta": 0.0, "adjacency": "replace-one", "mechanism": "laplace",
-                "notes": list(notes)}
+def _privacy_record(epsilon: float, mean_fraction: float, cov_bound: str, notes: list[str]):
+    from torchdpgmm.accounting import PrivacyRecord
+
+    return PrivacyRecord(
+        epsilon=float(epsilon),
+        delta=0.0,
+        adjacency="replace-one (labels and class sizes fixed)",
+        accountant="basic composition within a class, parallel composition across classes",
+        mode="as-published",
+        mechanism=f"xi2011-laplace ({cov_bound} covariance sensitivity)",
+        split={"mean": mean_fraction * float(epsilon), "covariance": (1 - mean_fraction) * float(epsilon)},
+        notes=list(notes),
+    )
