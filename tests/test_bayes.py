@@ -329,3 +329,21 @@ def test_theorem41_bad_input():
 def test_core_xi_repair_equals_literal_reference():
     S = _random_noisy(batch=100, d=5, seed=11)
     assert torch.allclose(B.xi_repair(S), B.xi_repair_reference(S), atol=1e-10)
+
+
+@pytest.mark.parametrize("repair", ["xi", "floor", "shift"])
+def test_release_repairs_give_pd_and_agree_when_pd(repair):
+    m = _two_class(d=3)
+    g = torch.Generator().manual_seed(12)
+    x, y = B.sample_classes(m, 60, g, (50,))
+    lo, hi = B.truncation_box(m.means, m.covariances)
+    rel = B.xi_release(x, y, 2, 1.0, lo, hi, repair=repair, generator=torch.Generator().manual_seed(0))
+    ref = B.xi_release(x, y, 2, 1.0, lo, hi, repair="xi", generator=torch.Generator().manual_seed(0))
+    assert bool((torch.linalg.eigvalsh(rel.model.covariances) > 0).all())
+    assert bool((~rel.was_pd).any()) and bool(rel.was_pd.any())
+    # same noise; matrices that were already PD are left alone by every repair (shift/floor: up to 1e-6 margin)
+    w = (hi - lo)
+    scale = (w.unsqueeze(-1) * w.unsqueeze(-2))
+    diff = ((rel.model.covariances - ref.model.covariances) / scale).abs().amax((-1, -2))
+    assert float(diff[rel.was_pd].max()) < 1e-5
+    assert torch.allclose(rel.model.means, ref.model.means)

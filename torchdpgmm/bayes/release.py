@@ -29,6 +29,7 @@ import torch
 
 from torchdpgmm._validation import check_epsilon, check_finite, check_labels
 from torchdpgmm.bayes._compat import laplace, xi_repair
+from torchdpgmm.mechanisms.psd import eigenvalue_floor, shift_psd
 from torchdpgmm.bayes.sensitivity import range_adjusted_sensitivities
 
 __all__ = [
@@ -137,6 +138,7 @@ def xi_release(
     *,
     mean_fraction: float = 0.5,
     cov_bound: str = "upper",
+    repair: str = "xi",
     mask: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> XiRelease:
@@ -144,11 +146,16 @@ def xi_release(
 
     ``x (...,N,d)``, ``y (...,N)`` (labels in ``[0, K)``), public box ``lo, hi (...,K,d)`` (e.g.
     :func:`truncation_box` of the generating parameters). ``cov_bound`` picks Theorem 3.7's ``"upper"``
-    bound (default, what the paper proves) or the attained ``"exact"`` one. Every class needs ``n_k >= 2``.
+    bound (default, what the paper proves) or the attained ``"exact"`` one. ``repair`` maps the noisy
+    covariance to a positive definite one: ``"xi"`` (step 3(a)-(c), default), or the core's other repairs
+    ``"floor"`` (eigenvalues clipped at 1e-6 in normalised units) and ``"shift"`` (``S + rho I``, margin
+    1e-6); all are post-processing. Every class needs ``n_k >= 2``.
     """
     check_epsilon(epsilon)
     if not 0.0 < mean_fraction < 1.0:
         raise ValueError(f"mean_fraction must lie in (0, 1), got {mean_fraction!r}")
+    if repair not in ("xi", "floor", "shift"):
+        raise ValueError(f"repair must be 'xi', 'floor' or 'shift', got {repair!r}")
     if cov_bound not in ("upper", "lower", "exact"):
         raise ValueError(f"cov_bound must be 'upper', 'lower' or 'exact', got {cov_bound!r}")
     if not torch.is_tensor(x) or x.dim() < 2:
@@ -182,7 +189,12 @@ def xi_release(
     c_noisy = _mirror_upper(laplace(c_u, cov_scale[..., None, None], generator=generator))
     evals = torch.linalg.eigvalsh(c_noisy)
     was_pd = (evals > 0).all(-1)
-    c_rep = xi_repair(c_noisy)
+    if repair == "xi":
+        c_rep = xi_repair(c_noisy)
+    elif repair == "floor":
+        c_rep = eigenvalue_floor(c_noisy, 1e-6)
+    else:
+        c_rep = shift_psd(c_noisy, margin=1e-6)
 
     def back(m, c):
         return lo + widths * m, widths.unsqueeze(-1) * c * widths.unsqueeze(-2)
@@ -193,7 +205,7 @@ def xi_release(
     notes = [
         "Xi et al. (2011) Laplace release: truncation to the public box, normalisation to [0,1]^d, "
         f"mean sensitivity d/n_k, covariance sensitivity Theorem 3.7 ({cov_bound}), "
-        f"epsilon split mean {mean_fraction:g} / covariance {1 - mean_fraction:g} per class; "
+        f"PD repair {repair}; epsilon split mean {mean_fraction:g} / covariance {1 - mean_fraction:g} per class; "
         "classes are disjoint (parallel composition); class counts treated as public as in the paper.",
     ]
     privacy = _privacy_record(epsilon, mean_fraction, cov_bound, notes)

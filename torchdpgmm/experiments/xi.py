@@ -90,6 +90,7 @@ def xi_trials(
     mean_fraction: float = 0.5,
     k: float = 6.0,
     private: bool = True,
+    repair: str = "xi",
 ) -> dict[str, torch.Tensor]:
     """``trials`` repetitions of Section 5 steps 1-4 at training size ``n``: per-trial Bayes error of the
     Laplace-released model (``dp``) and of the noise-free model from the same truncated data
@@ -101,7 +102,7 @@ def xi_trials(
     for t in _chunks(trials, n, d):
         x, y = sample_classes(model, n, generator, (t,))
         rel = xi_release(x, y, 2, epsilon, lo, hi, cov_bound=cov_bound, mean_fraction=mean_fraction,
-                         generator=generator)
+                         repair=repair, generator=generator)
         cs = _test_chunk(t, d)
         nonpriv.append(bayes_error_mc(model, rel.nonprivate, num_test, generator, chunk_size=cs))
         if private:
@@ -215,6 +216,8 @@ def _fig_args(p: argparse.ArgumentParser, correlated: bool) -> None:
     p.add_argument("--cov-bound", choices=["upper", "exact"], default="upper",
                    help="covariance sensitivity: Theorem 3.7's upper bound (default) or the attained exact one")
     p.add_argument("--mean-fraction", type=float, default=0.5, help="share of epsilon spent on the means (0.5)")
+    p.add_argument("--repair", choices=["xi", "floor", "shift"], default="xi",
+                   help="PD repair: the paper's step 3 (xi, default), eigenvalue floor, or shift S + rho I")
     if correlated:
         p.add_argument("--sigmas", type=float, nargs="+", default=[1, 2, 3, 4, 5], help="sigma values (1..5)")
         p.add_argument("--prior", type=float, default=TABLE1_PRIOR, help="class-1 prior (default 0.5, as Table 1)")
@@ -228,6 +231,7 @@ def _fig_rows(figure: str, models: list[tuple[dict, GaussianClasses]], cfg: Expe
     num_test = int(o.get("num_test", 50_000))
     cov_bound = o.get("cov_bound", "upper")
     mean_fraction = float(o.get("mean_fraction", 0.5))
+    repair = o.get("repair", "xi")
     if cfg.quick:
         sizes, trials, num_test = sizes[:2], min(trials, 6), 2_000
     g = cfg.generator()
@@ -236,9 +240,9 @@ def _fig_rows(figure: str, models: list[tuple[dict, GaussianClasses]], cfg: Expe
         opt = _optimal_error(m, num_test, g)
         for eps in eps_list:
             for n in sizes:
-                r = xi_trials(m, n, trials, eps, num_test, g, cov_bound, mean_fraction)
+                r = xi_trials(m, n, trials, eps, num_test, g, cov_bound, mean_fraction, repair=repair)
                 row = {"figure": figure, **info, "epsilon": eps, "n": n, "trials": trials,
-                       "cov_bound": cov_bound, "mean_fraction": mean_fraction}
+                       "cov_bound": cov_bound, "mean_fraction": mean_fraction, "repair": repair}
                 row.update(_summary("dp_error", r["dp"]))
                 row.update(_summary("nonprivate_error", r["nonprivate"]))
                 row["repaired_fraction"] = float(r["repaired"].mean())
