@@ -64,3 +64,11 @@ def test_compare_quick_or_clear_error(tmp_path, capsys):
     rows = json.loads((tmp_path / "xi-compare.json").read_text())["rows"]
     assert {r["mechanism"] for r in rows} == {"xi-upper", "xi-exact", "nonprivate", "kl", "laplace"}
     assert all(0.0 <= r["bayes_error_mean"] <= 1.0 for r in rows)
+
+
+def test_theorem41_study_quick(tmp_path):
+    assert main(["experiment", "xi-theorem41", "--out", str(tmp_path), "--quick", "--p", "0.95"]) == 0
+    rows = json.loads((tmp_path / "xi-theorem41.json").read_text())["rows"]
+    by = {(r["quantiles"], r["form"]): r for r in rows}
+    assert by[("corrected", "interval")]["holds"] and by[("corrected", "paper")]["holds"]
+    assert not by[("paper", "interval")]["holds"]  # printed quantiles: coverage ~0.33 < 0.95^8

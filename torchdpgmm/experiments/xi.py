@@ -444,12 +444,64 @@ def _plot_compare(rows, path: Path) -> None:
     plt.close(fig)
 
 
+# ------------------------------------------------------------------------------------------ Theorem 4.1
+def _theorem_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mu", type=float, nargs=2, default=[1.0, 2.0], help="class means (1 2)")
+    p.add_argument("--var", type=float, nargs=2, default=[1.0, 1.5], help="class variances (1 1.5)")
+    p.add_argument("--n", type=int, nargs=2, default=[30, 40], help="class sizes (30 40)")
+    p.add_argument("--lam", type=float, nargs=4, default=[0.05, 0.05, 0.1, 0.1],
+                   help="Laplace scales of the two means and the two variances")
+    p.add_argument("--p", type=float, nargs="+", default=[0.5, 0.8, 0.9, 0.95, 0.99], help="levels p")
+
+
+def run_theorem41(cfg: ExperimentConfig) -> StudyResult:
+    """Coverage of Theorem 4.1's range ``(K^L(p), K^U(p))`` by simulation (trial-batched)."""
+    from torchdpgmm.bayes import bhattacharyya_distance_1d, theorem41_bounds
+    from torchdpgmm.mechanisms import laplace
+
+    o = cfg.options
+    trials = cfg.trials or 20_000
+    if cfg.quick:
+        trials = min(trials, 2_000)
+    mu = torch.tensor(o.get("mu", [1.0, 2.0]), dtype=DT)
+    var = torch.tensor(o.get("var", [1.0, 1.5]), dtype=DT)
+    n = [int(v) for v in o.get("n", [30, 40])]
+    lam = torch.tensor(o.get("lam", [0.05, 0.05, 0.1, 0.1]), dtype=DT)
+    g = cfg.generator()
+    xs = [mu[i] + var[i].sqrt() * torch.randn(trials, n[i], dtype=DT, generator=g) for i in range(2)]
+    xbar = torch.stack([v.mean(-1) for v in xs], -1)
+    s2 = torch.stack([v.var(-1, unbiased=False) for v in xs], -1)
+    rel = laplace(torch.cat([xbar, s2], -1), lam, generator=g)
+    m_hat, v_hat = rel[:, :2], rel[:, 2:]
+    ok = (v_hat > 0).all(-1)
+    tiny = torch.finfo(DT).tiny
+    K = bhattacharyya_distance_1d(m_hat[:, 0], v_hat[:, 0].clamp(min=tiny), m_hat[:, 1], v_hat[:, 1].clamp(min=tiny))
+    rows = []
+    for p in o.get("p", [0.5, 0.8, 0.9, 0.95, 0.99]):
+        for q in ("corrected", "paper"):
+            for form in ("interval", "paper"):
+                kl, ku = theorem41_bounds(mu, var, torch.tensor(n), lam, float(p), quantiles=q, form=form)
+                cover = (ok & (K > kl) & (K < ku)).to(DT).mean()
+                rows.append({"p": float(p), "quantiles": q, "form": form, "K_L": float(kl), "K_U": float(ku),
+                             "coverage": float(cover), "claimed_p8": float(p) ** 8,
+                             "holds": bool(cover >= float(p) ** 8), "trials": trials})
+    print("\n".join(f"p={r['p']:<5} {r['quantiles']:<10}{r['form']:<9} K in ({r['K_L']:.3f}, {r['K_U']:.3f}) "
+                    f"coverage {r['coverage']:.4f} vs p^8 {r['claimed_p8']:.4f}" for r in rows))
+    notes = ["corrected: central intervals of probability p ((1-p)/2 and (1+p)/2 quantiles); paper: the printed "
+             "quantiles (Z(1-p/2), chi2(p/2), chi2(1-p/2), Laplace p/2), whose intervals have probability 1-p. "
+             "A released variance <= 0 counts as not covered."]
+    return StudyResult(rows, {"trials": trials}, notes, None)
+
+
 STUDIES = {
     "xi-table1": Study("xi-table1", run_table1,
                        "Xi et al. Table 1: Bayes error without noise, n=500, d in {5,10,15,20}, sigma 1..5",
                        _table1_args, default_trials=50),
     "xi-fig1": Study("xi-fig1", run_fig1, "Xi et al. Fig. 1: 5-d mixture, eps=0.1, Bayes error vs training size",
                      lambda p: _fig_args(p, False), default_trials=50),
+    "xi-theorem41": Study("xi-theorem41", run_theorem41,
+                          "Theorem 4.1 of Xi et al.: coverage of (K^L(p), K^U(p)) by simulation, printed vs corrected quantiles",
+                          _theorem_args, default_trials=20_000),
     "xi-compare": Study("xi-compare", run_compare,
                         "Bayes error of Xi et al.'s Laplace release vs the KL-optimal release and its baselines",
                         _compare_args, default_trials=50),
