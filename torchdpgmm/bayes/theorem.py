@@ -40,7 +40,7 @@ def bhattacharyya_distance_1d(mu1, var1, mu2, var2):
     return (mu1 - mu2) ** 2 / (4 * s) + 0.5 * torch.log(s) - 0.25 * torch.log(4 * var1 * var2)
 
 
-def _t(x, ref=None):
+def _t(x):
     if torch.is_tensor(x):
         return x.to(torch.float64)
     return torch.as_tensor(x, dtype=torch.float64)

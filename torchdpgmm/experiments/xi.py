@@ -9,7 +9,6 @@ the paper's last experiment is not available offline and is not reproduced.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any, Callable
 
