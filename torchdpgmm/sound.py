@@ -250,6 +250,7 @@ def sound_statistics(
     min_count: float = 2.0,
     eig_floor: float | None = None,
     noise_multiplier: float = 1.0,
+    num_draws: int | None = None,
 ) -> tuple[dict[str, torch.Tensor], SoundRecord]:
     """Release (weights, means, covariances, counts) under record-level DP; returns tensors and a record.
 
@@ -257,6 +258,8 @@ def sound_statistics(
     Returns ``{"weights" (...,K), "means" (...,K,d), "covariances" (...,K,d,d), "counts" (...,K)}``.
     ``noise_multiplier`` scales every noise standard deviation; values < 1 break the guarantee and exist
     only so that the auditor's tests can build a deliberately broken mechanism (the record says so).
+    ``num_draws=n`` returns n independent releases of the same data (new leading dim), computing the
+    clipped statistics once: the fast path for Monte Carlo privacy audits.
     """
     # ---- validation, before any noise is drawn --------------------------------------------------
     if clip_bound is None:
@@ -323,6 +326,12 @@ def sound_statistics(
     counts = onehot.sum(-2)  # (...,K)
     sums = onehot.transpose(-1, -2) @ Z  # (...,K,d)
     second = torch.einsum("...nk,...ni,...nj->...kij", onehot, Z, Z)  # (...,K,d,d)
+    if num_draws is not None:
+        if not (isinstance(num_draws, int) and num_draws >= 1):
+            raise ValueError(f"num_draws must be a positive int, got {num_draws!r}")
+        counts = counts.expand((num_draws,) + counts.shape)
+        sums = sums.expand((num_draws,) + sums.shape)
+        second = second.expand((num_draws,) + second.shape)
     batch = counts.shape[:-1]
 
     notes = [
