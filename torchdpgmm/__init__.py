@@ -20,7 +20,6 @@ _LAZY = {
     "fit_labeled": "torchdpgmm.mixture",
     "gaussian_kl": "torchdpgmm.kl",
     "kl_divergence": "torchdpgmm.kl",
-    "expected_kl_objective": "torchdpgmm.kl",
     "PrivacyRecord": "torchdpgmm.accounting",
     "design_mechanism": "torchdpgmm.design",
     "release": "torchdpgmm.release",

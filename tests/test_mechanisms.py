@@ -1,0 +1,122 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from torchdpgmm import mechanisms as M
+from torchdpgmm.mechanisms import psd
+
+
+def test_laplace_distribution(gen):
+    x = torch.zeros(200000, dtype=torch.float64)
+    out = M.laplace(x, 2.0, gen)
+    assert stats.kstest(out.numpy(), stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+    assert torch.isfinite(out).all()
+
+
+def test_laplace_broadcasts_scale_and_is_seeded():
+    x = torch.zeros(3, 1000, dtype=torch.float64)
+    scale = torch.tensor([[0.1], [1.0], [10.0]], dtype=torch.float64)
+    a = M.laplace(x, scale, torch.Generator().manual_seed(3))
+    b = M.laplace(x, scale, torch.Generator().manual_seed(3))
+    assert torch.equal(a, b)
+    mad = a.abs().mean(-1)  # E|Lap(b)| = b
+    np.testing.assert_allclose(mad.numpy(), [0.1, 1.0, 10.0], rtol=0.15)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_laplace_rejects_bad_scale(bad):
+    with pytest.raises(ValueError, match="scale"):
+        M.laplace(torch.zeros(3), bad)
+
+
+def test_colored_gaussian_covariance(gen):
+    C = torch.tensor([[2.0, 0.8, 0.0], [0.8, 1.0, 0.3], [0.0, 0.3, 0.5]], dtype=torch.float64)
+    mean = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+    out = M.gaussian(mean.expand(100000, 3), C, gen)
+    np.testing.assert_allclose(out.mean(0).numpy(), mean.numpy(), atol=0.02)
+    np.testing.assert_allclose(np.cov(out.numpy().T), C.numpy(), atol=0.03)
+
+
+def test_gaussian_rank_one_noise(gen):
+    u = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    out = M.gaussian(torch.zeros(1000, 2, dtype=torch.float64), torch.outer(u, u), gen)
+    # all noise lies on the line spanned by u
+    assert torch.allclose(out[:, 1], 2 * out[:, 0], atol=1e-10)
+
+
+def test_wishart_moments_match_scipy(gen):
+    d = 3
+    gammas = torch.tensor([0.5, 4.0], dtype=torch.float64)
+    W = M.wishart(gammas.expand(40000, 2), d, gen)  # (40000, 2, 3, 3)
+    for j, g in enumerate(gammas.tolist()):
+        ref = stats.wishart(df=d + 1, scale=np.eye(d) / g)
+        np.testing.assert_allclose(W[:, j].mean(0).numpy(), ref.mean(), atol=0.05 * (d + 1) / g)
+        np.testing.assert_allclose(W[:, j].var(0).numpy(), ref.var(), rtol=0.08)
+
+
+def test_wishart_validates():
+    with pytest.raises(ValueError, match="gamma"):
+        M.wishart(torch.tensor([1.0, 0.0]), 2)
+    with pytest.raises(ValueError, match="d must"):
+        M.wishart(1.0, 0)
+
+
+def test_r1smg_noise_is_rank_one_with_right_variance(gen):
+    d, eps, delta, sens = 5, 1.0, 1e-5, 0.3
+    x = torch.zeros(200000, d, dtype=torch.float64)
+    out = M.r1smg(x, sens, eps, delta, gen)
+    sigma = M.r1smg_sigma(eps, delta, sens, d).item()
+    # independent closed form of sigma
+    psi = (delta * math.gamma((d - 1) / 2) / (math.sqrt(math.pi) * math.gamma(d / 2))) ** (2 / (d - 2))
+    assert math.isclose(sigma, 2 * sens ** 2 / (eps * psi), rel_tol=1e-10)
+    # E||noise||^2 = sigma (z^2 has mean 1, ||u|| = 1)
+    sq = out.pow(2).sum(-1)
+    assert abs(sq.mean().item() - sigma) < 4 * sq.std().item() / math.sqrt(len(sq))
+    with pytest.raises(ValueError, match="M > 2"):
+        M.r1smg(torch.zeros(2, 2), 1.0, 1.0, 1e-5)
+
+
+def _rand_sym(gen, batch, d):
+    A = torch.randn(*batch, d, d, generator=gen, dtype=torch.float64)
+    return A + A.transpose(-1, -2)
+
+
+def test_eigenvalue_floor(gen):
+    S = _rand_sym(gen, (20,), 4)
+    R = psd.eigenvalue_floor(S, 1e-3)
+    assert torch.allclose(R, R.transpose(-1, -2))
+    assert (torch.linalg.eigvalsh(R) >= 1e-3 - 1e-12).all()
+
+
+def test_xi_repair_invariants(gen):
+    S = _rand_sym(gen, (50,), 4)
+    noisy = S.clone()
+    noisy[..., 1, 0] += 5.0  # asymmetric noise: the upper triangle wins (step 3a)
+    R = psd.xi_repair(noisy)
+    assert torch.allclose(R, R.transpose(-1, -2))
+    assert (torch.linalg.eigvalsh(R) > 0).all()
+    assert (torch.linalg.cholesky_ex(R).info == 0).all()
+    # independent check of step (b) for one matrix with numpy
+    sym = np.triu(noisy[0].numpy()) + np.triu(noisy[0].numpy(), 1).T
+    ev, V = np.linalg.eigh(sym)
+    ev2 = np.where(ev > 0, ev, ev[ev > 0].min())
+    np.testing.assert_allclose(R[0].numpy(), V @ np.diag(ev2) @ V.T, atol=1e-10)
+
+
+def test_xi_repair_leaves_pd_unchanged(gen):
+    A = torch.randn(10, 3, 3, generator=gen, dtype=torch.float64)
+    S = A @ A.transpose(-1, -2) + torch.eye(3, dtype=torch.float64)
+    torch.testing.assert_close(psd.xi_repair(S), S)
+
+
+def test_shift_psd(gen):
+    S = _rand_sym(gen, (30,), 3)
+    R = psd.shift_psd(S)
+    lam = torch.linalg.eigvalsh(R)[..., 0]
+    lam0 = torch.linalg.eigvalsh(S)[..., 0]
+    # rho = min{r >= 0 : S + rI >= 0}: lambda_min becomes exactly 0 where it was negative
+    assert torch.allclose(lam, torch.where(lam0 < 0, torch.zeros_like(lam0), lam0), atol=1e-10)
+    assert (torch.linalg.eigvalsh(psd.shift_psd(S, margin=1e-3))[..., 0] >= 1e-3 - 1e-10).all()

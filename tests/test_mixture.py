@@ -1,0 +1,120 @@
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+import torchdpgmm as tdg
+
+
+def _numpy_fit(X, y, K):
+    w, m, c = [], [], []
+    for k in range(K):
+        Xk = X[y == k]
+        w.append(len(Xk) / len(X))
+        m.append(Xk.mean(0))
+        c.append(np.cov(Xk.T, ddof=1))
+    return np.array(w), np.array(m), np.array(c)
+
+
+def test_fit_labeled_matches_numpy_on_batch(gen):
+    T, N, d, K = 7, 60, 3, 4
+    X = torch.randn(T, N, d, generator=gen, dtype=torch.float64) * 3 + 1
+    y = torch.randint(0, K, (T, N), generator=gen)
+    model = tdg.fit_labeled(X, y, K)
+    assert model.batch_shape == (T,)
+    for t in range(T):
+        w, m, c = _numpy_fit(X[t].numpy(), y[t].numpy(), K)
+        np.testing.assert_allclose(model.weights[t].numpy(), w, rtol=1e-12)
+        np.testing.assert_allclose(model.means[t].numpy(), m, rtol=1e-10)
+        np.testing.assert_allclose(model.covariances[t].numpy(), c, rtol=1e-10, atol=1e-12)
+        np.testing.assert_array_equal(model.counts[t].numpy(), np.bincount(y[t].numpy(), minlength=K))
+
+
+def test_fit_labeled_mask_equals_unpadded(gen):
+    d, K = 2, 3
+    X = torch.randn(2, 50, d, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, K, (2, 50), generator=gen)
+    y[:, :6] = torch.tensor([0, 0, 1, 1, 2, 2])
+    lengths = [50, 31]
+    mask = torch.arange(50) < torch.tensor(lengths).unsqueeze(-1)
+    Xp = X.clone()
+    Xp[1, 31:] = float("nan")  # padding may hold anything
+    yp = y.clone()
+    yp[1, 31:] = 99
+    batched = tdg.fit_labeled(Xp, yp, K, mask=mask)
+    for t, n in enumerate(lengths):
+        single = tdg.fit_labeled(X[t, :n], y[t, :n], K)
+        torch.testing.assert_close(batched.means[t], single.means)
+        torch.testing.assert_close(batched.covariances[t], single.covariances)
+        torch.testing.assert_close(batched.weights[t], single.weights)
+
+
+def test_multi_dim_batch(gen):
+    X = torch.randn(2, 3, 40, 2, generator=gen, dtype=torch.float64)
+    y = torch.arange(40).remainder(2).expand(2, 3, 40)
+    m = tdg.fit_labeled(X, y, 2)
+    assert m.batch_shape == (2, 3) and m.means.shape == (2, 3, 2, 2)
+    assert m.log_prob(X).shape == (2, 3, 40)
+
+
+@pytest.mark.parametrize(
+    "X, y, K, msg",
+    [
+        (torch.tensor([[0.0, float("nan")], [1, 1], [2, 2], [3, 3]]), torch.tensor([0, 0, 1, 1]), 2, "non-finite"),
+        (torch.zeros(4, 2), torch.tensor([0, 0, 1, 2]), 2, "labels must lie"),
+        (torch.randn(4, 2), torch.tensor([0, 1, 1, 1]), 2, "at least 2"),
+        (torch.randn(4, 2), torch.tensor([0, 0, 1]), 2, "shape"),
+        (torch.randn(4, 2), torch.tensor([0.0, 0, 1, 1]), 2, "integer"),
+    ],
+)
+def test_fit_labeled_rejects_bad_input(X, y, K, msg):
+    with pytest.raises((ValueError, TypeError), match=msg):
+        tdg.fit_labeled(X, y, K)
+
+
+def test_log_prob_and_predict_match_scipy(gen):
+    w = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+    mu = torch.randn(3, 2, generator=gen, dtype=torch.float64) * 2
+    A = torch.randn(3, 2, 2, generator=gen, dtype=torch.float64)
+    S = A @ A.transpose(-1, -2) + 0.5 * torch.eye(2, dtype=torch.float64)
+    model = tdg.LabeledGMM(w, mu, S)
+    x = torch.randn(20, 2, generator=gen, dtype=torch.float64) * 2
+    comp = np.stack([np.log(w[k].item()) + stats.multivariate_normal(mu[k].numpy(), S[k].numpy()).logpdf(x.numpy())
+                     for k in range(3)], -1)
+    np.testing.assert_allclose(model.class_log_prob(x).numpy(), comp, rtol=1e-10)
+    np.testing.assert_allclose(model.log_prob(x).numpy(), np.logaddexp.reduce(comp, -1), rtol=1e-10)
+    np.testing.assert_array_equal(model.predict(x).numpy(), comp.argmax(-1))
+
+
+def test_sample_moments_and_reproducibility():
+    w = torch.tensor([0.3, 0.7], dtype=torch.float64)
+    mu = torch.tensor([[0.0, 0.0], [5.0, -1.0]], dtype=torch.float64)
+    S = torch.stack([torch.eye(2), torch.tensor([[2.0, 0.5], [0.5, 1.0]])]).double()
+    model = tdg.LabeledGMM(w, mu, S)
+    g1 = torch.Generator().manual_seed(7)
+    g2 = torch.Generator().manual_seed(7)
+    x, y = model.sample(40000, g1)
+    x2, y2 = model.sample(40000, g2)
+    assert torch.equal(x, x2) and torch.equal(y, y2)
+    frac = (y == 1).double().mean()
+    assert abs(frac - 0.7) < 4 * (0.21 / 40000) ** 0.5
+    fit = tdg.fit_labeled(x, y, 2)
+    torch.testing.assert_close(fit.means, mu, atol=0.05, rtol=0)
+    torch.testing.assert_close(fit.covariances, S, atol=0.08, rtol=0)
+
+
+def test_sample_counts_exact_histogram(gen):
+    model = tdg.LabeledGMM(torch.tensor([[0.5, 0.5], [0.5, 0.5]]).double(), torch.zeros(2, 2, 3).double(),
+                           torch.eye(3).double().expand(2, 2, 3, 3))
+    counts = torch.tensor([[3, 5], [4, 2]])
+    x, y, mask = model.sample_counts(counts, gen)
+    assert x.shape == (2, 8, 3) and mask.sum(-1).tolist() == [8, 6]
+    for t in range(2):
+        np.testing.assert_array_equal(np.bincount(y[t][mask[t]].numpy(), minlength=2), counts[t].numpy())
+
+
+def test_model_validation():
+    with pytest.raises(ValueError, match="sum to 1"):
+        tdg.LabeledGMM(torch.tensor([0.5, 0.6]), torch.zeros(2, 1), torch.ones(2, 1, 1))
+    with pytest.raises(ValueError, match="positive definite"):
+        tdg.LabeledGMM(torch.tensor([0.5, 0.5]), torch.zeros(2, 1), torch.tensor([[[1.0]], [[-1.0]]]))

@@ -1,0 +1,21 @@
+"""Noise and release mechanisms, each batched over leading dims and seeded by a ``torch.Generator``.
+
+- :func:`gaussian` — i.i.d. / colored Gaussian (eq. 5)
+- :func:`laplace` — Laplace
+- :func:`wishart` — Wishart ``W_d(I/gamma, d+1)`` (eq. 6)
+- :func:`r1smg` — rank-one singular multivariate Gaussian (Ji & Li 2024)
+- :func:`random_mapping` — the weights' random mapping (eqs. 14-15, 25-27)
+- :mod:`~torchdpgmm.mechanisms.psd` — PSD repairs
+"""
+from torchdpgmm.mechanisms import psd
+from torchdpgmm.mechanisms.gaussian import gaussian, gaussian_noise, psd_sqrt
+from torchdpgmm.mechanisms.laplace import laplace, laplace_noise
+from torchdpgmm.mechanisms.r1smg import r1smg, r1smg_sigma
+from torchdpgmm.mechanisms import mapping
+from torchdpgmm.mechanisms.mapping import random_mapping
+from torchdpgmm.mechanisms.wishart import wishart, wishart_noise
+
+__all__ = [
+    "gaussian", "gaussian_noise", "psd_sqrt", "laplace", "laplace_noise", "wishart", "wishart_noise",
+    "r1smg", "r1smg_sigma", "random_mapping", "mapping", "psd",
+]

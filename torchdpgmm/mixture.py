@@ -1,0 +1,279 @@
+"""Batched labeled Gaussian mixture models (paper 000, Sec. II, eq. 2).
+
+A *labeled* GMM is the joint law ``p(x, y) = pi_y N(x; mu_y, Sigma_y)`` of a feature vector and its
+class label. :class:`LabeledGMM` follows the batching contract of ``torch.distributions``: parameters
+carry arbitrary leading batch dimensions ``...`` and every method maps over them.
+
+Shapes: ``weights (..., K)``, ``means (..., K, d)``, ``covariances (..., K, d, d)``,
+``counts (..., K)`` (optional, the class histogram the model was fitted on or released with).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from torchdpgmm._validation import as_float_tensor, check_finite, check_labels
+
+__all__ = ["LabeledGMM", "fit_labeled", "class_counts"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+class LabeledGMM:
+    """A batch of labeled Gaussian mixtures ``p(x, y) = pi_y N(x; mu_y, Sigma_y)``.
+
+    Args:
+        weights: mixture weights ``pi`` of shape ``(..., K)``; each row on the simplex.
+        means: class means ``mu_k`` of shape ``(..., K, d)``.
+        covariances: class covariances ``Sigma_k`` of shape ``(..., K, d, d)``, symmetric positive definite.
+        counts: optional class counts ``N_k`` of shape ``(..., K)``.
+        validate_args: check shapes, finiteness, the simplex and positive definiteness (one host
+            synchronisation; switch off inside hot loops once inputs are known to be valid).
+    """
+
+    def __init__(
+        self,
+        weights: torch.Tensor,
+        means: torch.Tensor,
+        covariances: torch.Tensor,
+        counts: torch.Tensor | None = None,
+        validate_args: bool = True,
+    ) -> None:
+        means = as_float_tensor(means, "means")
+        weights = as_float_tensor(weights, "weights", dtype=means.dtype).to(means.device)
+        covariances = as_float_tensor(covariances, "covariances", dtype=means.dtype).to(means.device)
+        if means.dim() < 2:
+            raise ValueError(f"means must have shape (..., K, d), got {tuple(means.shape)}")
+        K, d = means.shape[-2:]
+        if weights.shape[-1:] != (K,):
+            raise ValueError(f"weights must have shape (..., {K}), got {tuple(weights.shape)}")
+        if covariances.shape[-3:] != (K, d, d):
+            raise ValueError(f"covariances must have shape (..., {K}, {d}, {d}), got {tuple(covariances.shape)}")
+        batch = torch.broadcast_shapes(weights.shape[:-1], means.shape[:-2], covariances.shape[:-3])
+        self.weights = weights.expand(*batch, K)
+        self.means = means.expand(*batch, K, d)
+        self.covariances = covariances.expand(*batch, K, d, d)
+        if counts is not None:
+            counts = torch.as_tensor(counts, device=means.device)
+            if counts.shape[-1:] != (K,):
+                raise ValueError(f"counts must have shape (..., {K}), got {tuple(counts.shape)}")
+            counts = counts.expand(*batch, K)
+        self.counts = counts
+        self._scale_tril: torch.Tensor | None = None
+        if validate_args:
+            self._validate()
+
+    # ------------------------------------------------------------------ basic properties
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self.weights.shape[:-1]
+
+    @property
+    def num_classes(self) -> int:
+        return self.means.shape[-2]
+
+    @property
+    def dim(self) -> int:
+        return self.means.shape[-1]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.means.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.means.device
+
+    @property
+    def scale_tril(self) -> torch.Tensor:
+        """Cholesky factors ``L_k`` with ``Sigma_k = L_k L_k^T``, shape ``(..., K, d, d)``."""
+        if self._scale_tril is None:
+            self._scale_tril = torch.linalg.cholesky(self.covariances)
+        return self._scale_tril
+
+    def _validate(self) -> None:
+        check_finite(self.weights, "weights")
+        check_finite(self.means, "means")
+        check_finite(self.covariances, "covariances")
+        if bool((self.weights < 0).any()):
+            raise ValueError("weights must be non-negative")
+        s = self.weights.sum(-1)
+        if not bool(torch.allclose(s, torch.ones_like(s), atol=1e-6)):
+            raise ValueError("weights must sum to 1 over the last dimension")
+        if not bool(torch.allclose(self.covariances, self.covariances.transpose(-1, -2), rtol=1e-6, atol=1e-8)):
+            raise ValueError("covariances must be symmetric")
+        L, info = torch.linalg.cholesky_ex(self.covariances)
+        if bool((info != 0).any()):
+            raise ValueError("covariances must be positive definite")
+        self._scale_tril = L
+
+    def __repr__(self) -> str:
+        return (f"LabeledGMM(batch_shape={tuple(self.batch_shape)}, num_classes={self.num_classes}, "
+                f"dim={self.dim}, dtype={self.dtype}, device={self.device})")
+
+    # ------------------------------------------------------------------ conversions
+    def to(self, *args: Any, **kwargs: Any) -> "LabeledGMM":
+        """Move (and/or cast) the parameters, like ``torch.Tensor.to``; counts only change device."""
+        means = self.means.to(*args, **kwargs)
+        counts = None if self.counts is None else self.counts.to(means.device)
+        return LabeledGMM(self.weights.to(means), means, self.covariances.to(means), counts, validate_args=False)
+
+    def __getitem__(self, idx: Any) -> "LabeledGMM":
+        """Index the batch dimensions (e.g. ``model[3]`` is trial 3)."""
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        counts = None if self.counts is None else self.counts[idx]
+        return LabeledGMM(self.weights[idx], self.means[idx], self.covariances[idx], counts, validate_args=False)
+
+    # ------------------------------------------------------------------ densities
+    def class_log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """``log pi_k + log N(x; mu_k, Sigma_k)`` for every class: ``x (..., n, d) -> (..., n, K)``."""
+        x = x.to(self.dtype)
+        L = self.scale_tril                                   # (..., K, d, d)
+        diff = x.unsqueeze(-3) - self.means.unsqueeze(-2)     # (..., K, n, d)
+        z = torch.linalg.solve_triangular(L, diff.transpose(-1, -2), upper=False)  # (..., K, d, n)
+        maha = z.pow(2).sum(-2)                               # (..., K, n)
+        logdet = 2.0 * torch.diagonal(L, dim1=-2, dim2=-1).log().sum(-1)  # (..., K)
+        log_norm = -0.5 * (maha + logdet.unsqueeze(-1) + self.dim * _LOG_2PI)
+        return (log_norm + self.weights.log().unsqueeze(-1)).transpose(-1, -2)
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """Marginal log-density ``log sum_k pi_k N(x; mu_k, Sigma_k)``: ``(..., n, d) -> (..., n)``."""
+        return torch.logsumexp(self.class_log_prob(x), dim=-1)
+
+    def joint_log_prob(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``log p(x, y) = log pi_y + log N(x; mu_y, Sigma_y)``: ``(..., n, d), (..., n) -> (..., n)``."""
+        return self.class_log_prob(x).gather(-1, y.long().unsqueeze(-1)).squeeze(-1)
+
+    def predict_proba(self, x: torch.Tensor) -> torch.Tensor:
+        """Posterior class probabilities ``p(y = k | x)``: ``(..., n, d) -> (..., n, K)``."""
+        return torch.softmax(self.class_log_prob(x), dim=-1)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        """Maximum-posterior class (the Bayes classifier of the model): ``(..., n, d) -> (..., n)``."""
+        return self.class_log_prob(x).argmax(-1)
+
+    # ------------------------------------------------------------------ sampling
+    def _draw_given_labels(self, y: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        B = int(math.prod(self.batch_shape))
+        K, d = self.num_classes, self.dim
+        n = y.shape[-1]
+        yf = y.reshape(B, n)
+        rows = torch.arange(B, device=self.device).unsqueeze(-1)
+        mu = self.means.reshape(B, K, d)[rows, yf]                 # (B, n, d)
+        L = self.scale_tril.reshape(B, K, d, d)[rows, yf]          # (B, n, d, d)
+        z = torch.randn(B, n, d, 1, dtype=self.dtype, device=self.device, generator=generator)
+        x = mu + (L @ z).squeeze(-1)
+        return x.reshape(*self.batch_shape, n, d)
+
+    def sample(self, n: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw ``n`` i.i.d. pairs ``(x, y) ~ p(x, y)``; returns ``x (..., n, d)`` and ``y (..., n)``."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n must be a positive int, got {n!r}")
+        B = int(math.prod(self.batch_shape))
+        w = self.weights.reshape(B, self.num_classes)
+        y = torch.multinomial(w, n, replacement=True, generator=generator)
+        y = y.reshape(*self.batch_shape, n)
+        return self._draw_given_labels(y, generator), y
+
+    def sample_counts(
+        self, counts: torch.Tensor | None = None, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Class-conditional sampling with given per-class counts (default: ``self.counts``).
+
+        Returns ``x (..., n, d)``, ``y (..., n)`` and a boolean ``mask (..., n)``, where ``n`` is the
+        largest total count in the batch; rows past a trial's own total are padding (``mask`` False).
+        Labels come in class order (0...0, 1...1, ...).
+        """
+        if counts is None:
+            if self.counts is None:
+                raise ValueError("no counts given and the model carries none")
+            counts = self.counts
+        counts = torch.as_tensor(counts, device=self.device)
+        if counts.dtype.is_floating_point:
+            if not bool(torch.equal(counts, counts.round())):
+                raise ValueError("counts must be whole numbers")
+        counts = counts.long().expand(*self.batch_shape, self.num_classes)
+        if bool((counts < 0).any()):
+            raise ValueError("counts must be non-negative")
+        totals = counts.sum(-1)
+        n = int(totals.max())
+        if n < 1:
+            raise ValueError("counts sum to zero: nothing to sample")
+        pos = torch.arange(n, device=self.device)
+        cum = counts.cumsum(-1)                                            # (..., K)
+        y = torch.searchsorted(cum.contiguous(), pos.expand(*self.batch_shape, n).contiguous(), right=True)
+        y = y.clamp_max(self.num_classes - 1)
+        mask = pos < totals.unsqueeze(-1)
+        return self._draw_given_labels(y, generator), y, mask
+
+
+def class_counts(y: torch.Tensor, num_classes: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-class counts ``N_k`` of integer labels ``y (..., N)`` (masked rows excluded) -> ``(..., K)``."""
+    onehot = torch.nn.functional.one_hot(y.long().clamp(0, num_classes - 1), num_classes)
+    if mask is not None:
+        onehot = onehot * mask.unsqueeze(-1).to(onehot.dtype)
+    return onehot.sum(-2)
+
+
+def fit_labeled(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    mask: torch.Tensor | None = None,
+    min_count: int = 2,
+) -> LabeledGMM:
+    """Fit the empirical labeled GMM of eq. (2a-c) to a batch of labeled datasets.
+
+    .. math::
+        \\pi_k = N_k / N, \\quad \\mu_k = \\frac{1}{N_k}\\sum_{y_n = k} x_n, \\quad
+        \\Sigma_k = \\frac{1}{N_k - 1}\\sum_{y_n = k}(x_n - \\mu_k)(x_n - \\mu_k)^T
+
+    Args:
+        X: features ``(..., N, d)`` (integers are converted to float64).
+        y: integer labels ``(..., N)`` in ``[0, num_classes)``.
+        num_classes: ``K``.
+        mask: optional boolean ``(..., N)``; False rows are padding and ignored (ragged trials).
+        min_count: every class needs at least this many points (2 for a covariance).
+
+    Raises:
+        ValueError: non-finite features, labels out of range, mismatched shapes, or a class with
+            fewer than ``min_count`` points (in any trial of the batch).
+    """
+    X = as_float_tensor(X, "X")
+    if X.dim() < 2:
+        raise ValueError(f"X must have shape (..., N, d), got {tuple(X.shape)}")
+    if not torch.is_tensor(y):
+        y = torch.as_tensor(y)
+    y = y.to(X.device)
+    if y.shape != X.shape[:-1]:
+        raise ValueError(f"y must have shape {tuple(X.shape[:-1])} to match X, got {tuple(y.shape)}")
+    if mask is not None:
+        mask = torch.as_tensor(mask, device=X.device)
+        if mask.dtype != torch.bool:
+            raise TypeError(f"mask must be boolean, got {mask.dtype}")
+        if mask.shape != y.shape:
+            raise ValueError(f"mask must have shape {tuple(y.shape)}, got {tuple(mask.shape)}")
+    check_labels(y, num_classes, mask)
+    check_finite(X, "X", mask)
+    K = num_classes
+    Y = torch.nn.functional.one_hot(y.long().clamp(0, K - 1), K).to(X.dtype)   # (..., N, K)
+    if mask is not None:
+        Y = Y * mask.unsqueeze(-1).to(X.dtype)
+        X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
+    counts = Y.sum(-2)                                                        # (..., K)
+    if bool((counts < min_count).any()):
+        worst = int(counts.min())
+        raise ValueError(
+            f"every class needs at least {min_count} points for its covariance (eq. 2c divides by N_k - 1); "
+            f"found a class with {worst}")
+    Yt = Y.transpose(-1, -2)                                                 # (..., K, N)
+    means = (Yt @ X) / counts.unsqueeze(-1)                                  # (..., K, d)
+    diff = X.unsqueeze(-3) - means.unsqueeze(-2)                              # (..., K, N, d)
+    wdiff = diff * Yt.unsqueeze(-1)
+    cov = wdiff.transpose(-1, -2) @ diff / (counts - 1).unsqueeze(-1).unsqueeze(-1)
+    cov = 0.5 * (cov + cov.transpose(-1, -2))
+    weights = counts / counts.sum(-1, keepdim=True)
+    return LabeledGMM(weights, means, cov, counts.round().long(), validate_args=False)
