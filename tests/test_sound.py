@@ -186,3 +186,20 @@ def test_kl_split_is_the_minimiser():
     best = min((obj((x, yy, 1 - x - yy)), (x, yy)) for x, yy in itertools.product(
         [i / 400 for i in range(1, 400)], repeat=2) if x + yy < 1)
     assert obj((w["counts"], w["sums"], w["second_moments"])) <= best[0] + 1e-9
+
+
+@pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (1.0, 1e-6), (7.0, 1e-3)])
+def test_gdp_mu_agrees_with_core_analytic_gaussian(eps, delta):
+    from torchdpgmm.accounting import gaussian_sigma
+
+    assert 1.0 / sound.gdp_mu(eps, delta) == pytest.approx(gaussian_sigma(eps, delta, 1.0, rule="analytic"), rel=1e-6)
+    assert sound.gdp_epsilon(delta, sound.gdp_mu(eps, delta)) == pytest.approx(eps, rel=1e-6)
+
+
+def test_tiny_class_release_is_valid_with_nan_kl():
+    X, y = _data(n=50)
+    y[:] = 0
+    y[0] = 1  # class 1 has one record, class 2 none: the release still works, KL is undefined
+    rel = sound.release_sound(X, y, 3, 1.0, 1e-5, clip_bound=3.0, generator=torch.Generator().manual_seed(0))
+    assert torch.isnan(rel.kl) and torch.linalg.eigvalsh(rel.model.covariances).min() > 0
+    assert (rel.model.counts >= 2).all()

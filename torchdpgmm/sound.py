@@ -393,84 +393,15 @@ def sound_statistics(
 
 
 # ----------------------------------------------------------------------------------------------------
-# Release wrapper (core types from the lead's modules; small fallbacks while they are not merged)
+# Release wrapper
 # ----------------------------------------------------------------------------------------------------
-
-def _fit_empirical(X, y, K, mask):
-    """Non-private per-class fit (paper 000 eq. 2a-c, covariance with N_k - 1)."""
-    dtype = X.dtype
-    oh = torch.nn.functional.one_hot(y.long(), K).to(dtype)
-    if mask is not None:
-        oh = oh * mask.unsqueeze(-1).to(dtype)
-    n = oh.sum(-2)
-    mean = (oh.transpose(-1, -2) @ X) / torch.clamp(n, min=1).unsqueeze(-1)
-    D = X.unsqueeze(-3) - mean.unsqueeze(-2)  # (...,K,N,d)
-    w = oh.transpose(-1, -2).unsqueeze(-1)
-    cov = (D * w).transpose(-1, -2) @ D / torch.clamp(n - 1, min=1)[..., None, None]
-    return n / n.sum(-1, keepdim=True), mean, cov, n
-
-
-def labeled_kl(w_p, m_p, c_p, w_q, m_q, c_q) -> torch.Tensor:
-    """Joint KL of two labeled GMMs: ``sum_k pi_k ln(pi_k / pi~_k) + sum_k pi_k KL(N_k || N~_k)``."""
-    d = m_p.shape[-1]
-    Lq = torch.linalg.cholesky(c_q)
-    diff = (m_q - m_p).unsqueeze(-1)
-    sol = torch.cholesky_solve(torch.cat([c_p, diff], -1), Lq)
-    tr = sol[..., :d].diagonal(dim1=-2, dim2=-1).sum(-1)
-    maha = (diff * sol[..., d:]).sum((-2, -1))
-    logdet_q = 2 * torch.log(Lq.diagonal(dim1=-2, dim2=-1)).sum(-1)
-    logdet_p = torch.linalg.slogdet(c_p)[1]
-    kl_g = 0.5 * (tr + maha - d + logdet_q - logdet_p)
-    kl_w = torch.where(w_p > 0, w_p * (torch.log(w_p) - torch.log(w_q)), torch.zeros_like(w_p))
-    return kl_w.sum(-1) + (w_p * kl_g).sum(-1)
-
-
-def _privacy_record(rec: SoundRecord):
-    try:
-        from torchdpgmm.accounting import PrivacyRecord  # lead's core
-    except ImportError:
-        return rec
-    try:
-        return PrivacyRecord(
-            epsilon=rec.epsilon, delta=rec.delta, adjacency=rec.adjacency, accountant=rec.accountant,
-            mode=rec.mode, split=dict(rec.split), notes=list(rec.notes) + [f"noise: {rec.noise}"],
-        )
-    except TypeError:
-        return rec
-
-
-@dataclass
-class _FallbackModel:
-    weights: torch.Tensor
-    means: torch.Tensor
-    covariances: torch.Tensor
-    counts: torch.Tensor | None = None
-
-
-@dataclass
-class _FallbackRelease:
-    model: Any
-    fitted: Any
-    kl: torch.Tensor
-    privacy: Any
-    design: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _make_model(w, m, c, n):
-    try:
-        from torchdpgmm.mixture import LabeledGMM
-    except ImportError:
-        return _FallbackModel(w, m, c, n)
-    return LabeledGMM(w, m, c, counts=n)
-
 
 def release_sound(
     X: torch.Tensor,
     y: torch.Tensor,
     num_classes: int,
     epsilon: float,
-    delta: float,
+    delta: float | None,
     clip_bound: float | None = None,
     adjacency: str = "replace-one",
     mechanism: str = "gaussian",
@@ -480,34 +411,50 @@ def release_sound(
 ):
     """Record-level (epsilon, delta)-DP release of a labeled GMM (module docstring); returns a ``Release``.
 
-    ``Release.model`` is the released ``LabeledGMM``, ``Release.fitted`` the non-private empirical fit
-    (paper 000 eq. 2, on the raw records), ``Release.kl`` the joint KL(fitted || released) (Appendix B),
-    ``Release.privacy`` the privacy record (epsilon, delta, adjacency, accountant, split, notes).
-    Keyword options: ``center``, ``split``, ``prior_scale``, ``min_count``, ``eig_floor`` (see
-    :func:`sound_statistics`).
+    ``Release.model`` is the released ``LabeledGMM``; ``Release.fitted`` the non-private empirical fit
+    (paper 000 eq. 2, on the raw, unclipped records; for evaluation only, never publish it);
+    ``Release.kl = kl_divergence(model, fitted)`` (Appendix B; NaN when a class has < 2 records, where
+    eq. 2c is undefined); ``Release.privacy`` the :class:`~torchdpgmm.accounting.PrivacyRecord`.
+    ``delta`` may be None for ``mechanism="laplace"`` (pure epsilon-DP). Keyword options: ``center``,
+    ``split``, ``prior_scale``, ``min_count``, ``eig_floor``, ``num_draws`` (see :func:`sound_statistics`).
     """
+    from torchdpgmm.accounting import PrivacyRecord
+    from torchdpgmm.kl import kl_divergence
+    from torchdpgmm.mixture import LabeledGMM, fit_labeled
+    from torchdpgmm.result import Release
+
     stats, rec = sound_statistics(
         X, y, num_classes, epsilon, delta, clip_bound, adjacency, mechanism, generator, mask, **kw
     )
+    model = LabeledGMM(stats["weights"], stats["means"], stats["covariances"], counts=stats["counts"],
+                       validate_args=False)
     Xf = X if X.dtype.is_floating_point else X.to(torch.float64)
-    fw, fm, fc, fn = _fit_empirical(Xf, y, num_classes, mask)
     try:
-        from torchdpgmm.kl import kl_divergence
+        fitted = fit_labeled(Xf, y, num_classes, mask)
+        kl = kl_divergence(model, fitted)
+    except ValueError:  # a class with < 2 records: eq. (2c) undefined; the release itself is still valid
+        w, m, c, n = _fit_empirical(Xf, y, num_classes, mask)
+        fitted = LabeledGMM(w, m, c, counts=n, validate_args=False)
+        kl = torch.full(model.batch_shape, float("nan"), dtype=Xf.dtype, device=Xf.device)
+    privacy = PrivacyRecord(
+        epsilon=rec.epsilon, delta=rec.delta, adjacency=rec.adjacency, accountant=rec.accountant,
+        mode="sound", mechanism=mechanism, split=dict(rec.split),
+        notes=list(rec.notes) + [f"noise: {rec.noise}"],
+    )
+    extra = {"mode": "sound", "mechanism": mechanism, "clip_bound": float(clip_bound), "noise": dict(rec.noise)}
+    return Release(model=model, fitted=fitted, kl=kl, privacy=privacy, design=None, extra=extra)
 
-        fitted = _make_model(fw, fm, fc, fn)
-        released = _make_model(stats["weights"], stats["means"], stats["covariances"], stats["counts"])
-        kl = kl_divergence(fitted, released)
-    except Exception:
-        fitted = _make_model(fw, fm, fc, fn)
-        released = _make_model(stats["weights"], stats["means"], stats["covariances"], stats["counts"])
-        kl = labeled_kl(fw, fm, fc, stats["weights"], stats["means"], stats["covariances"])
-    privacy = _privacy_record(rec)
-    extra = {"mode": "sound", "mechanism": mechanism, "clip_bound": float(clip_bound), "noise": rec.noise}
-    try:
-        from torchdpgmm.result import Release
-    except ImportError:
-        return _FallbackRelease(released, fitted, kl, privacy, None, extra)
-    try:
-        return Release(model=released, fitted=fitted, kl=kl, privacy=privacy, design=None, extra=extra)
-    except TypeError:
-        return Release(released, fitted, kl, privacy, None, extra)
+
+def _fit_empirical(X, y, K, mask):
+    """Per-class fit (eq. 2a-c) that tolerates classes with < 2 records (their covariance is 0)."""
+    dtype = X.dtype
+    oh = torch.nn.functional.one_hot(y.long(), K).to(dtype)
+    if mask is not None:
+        oh = oh * mask.unsqueeze(-1).to(dtype)
+        X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=dtype, device=X.device))
+    n = oh.sum(-2)
+    mean = (oh.transpose(-1, -2) @ X) / torch.clamp(n, min=1).unsqueeze(-1)
+    D = X.unsqueeze(-3) - mean.unsqueeze(-2)
+    w = oh.transpose(-1, -2).unsqueeze(-1)
+    cov = (D * w).transpose(-1, -2) @ D / torch.clamp(n - 1, min=1)[..., None, None]
+    return n / n.sum(-1, keepdim=True), mean, cov, n
