@@ -126,7 +126,52 @@ def test_neighbour_pairs_are_neighbours():
 
 
 def test_support_escape_statistic_counts():
-    counts1 = torch.tensor([10.0, 5.0, 5.0])
-    stat = A.support_escape_statistic(counts1, 20)
-    w = torch.tensor([[10, 5, 5], [11, 4, 5], [12, 3, 5], [9, 5, 6], [2, 9, 9]], dtype=torch.float64) / 20
-    assert stat({"weights": w}).tolist() == [0.0, 0.0, 1.0, 0.0, 1.0]
+    counts0 = torch.tensor([11.0, 4.0, 5.0])
+    counts1 = torch.tensor([10.0, 5.0, 5.0])  # one record of class 0 flipped to class 1
+    stat = A.support_escape_statistic(counts0, counts1, 20)
+    w = torch.tensor([[10, 5, 5], [11, 4, 5], [12, 3, 5], [9, 6, 5], [2, 9, 9]], dtype=torch.float64) / 20
+    # [12,3,5] is reachable from D0 only; [9,6,5] from D1 only; [2,9,9] from neither
+    assert stat({"weights": w}).tolist() == [0.0, 0.0, 1.0, -1.0, 0.0]
+
+
+def test_psd_escape_statistic_sign():
+    c0 = torch.diag(torch.tensor([2.0, 1.0], dtype=torch.float64))[None]
+    c1 = torch.eye(2, dtype=torch.float64)[None]
+    stat = A.psd_escape_statistic(c0, c1)
+    small = 0.01 * torch.eye(2, dtype=torch.float64)
+    out = {"covariances": torch.stack([c0 + small, c1 + small])}
+    s = stat(out)
+    # D0-like output: nothing escapes (c0 >= c1); D1-like: S~ - Sigma(D0) has a negative eigenvalue
+    assert s[0].item() == pytest.approx(0.0, abs=1e-12) and s[1] > 0
+
+
+def test_r1smg_as_published_is_flagged_and_exact_event_agrees():
+    """R1SMG (Ji & Li 2024) calibrated for (1, 1e-5) in R^18: the auditor's bound exceeds the claim, and an
+    exact quadrature of one event (a ball around f(D0)) shows the delta needed at eps=1 is > 0.1."""
+    from torchdpgmm.mechanisms import r1smg
+
+    M, eps, delta = 18, 1.0, 1e-5
+    ex = A.r1smg_ball_delta(eps, delta, M)
+    assert ex["delta_lower"] > 0.1
+    x0 = torch.zeros(M, dtype=torch.float64)
+
+    def mech(D, n, g):
+        x = torch.zeros(n, M, dtype=torch.float64)
+        x[:, 0] = D
+        return r1smg(x, 1.0, eps, delta, generator=g)
+
+    r = A.audit(mech, 0.0, 1.0, lambda y: (y - x0).norm(dim=-1), num_draws=4000, delta=delta,
+                generator=torch.Generator().manual_seed(0))
+    assert r.epsilon_lower > eps
+    # the empirical frequency of the ball event under D0 matches the quadrature
+    g = torch.Generator().manual_seed(1)
+    y = mech(0.0, 20000, g)
+    freq = ((y - x0).norm(dim=-1) < ex["radius"]).double().mean().item()
+    assert freq == pytest.approx(ex["p0"], abs=0.02)
+
+
+def test_sound_mode_refuses_r1smg():
+    X = torch.randn(30, 2, dtype=torch.float64)
+    y = torch.arange(30) % 3
+    with pytest.raises(ValueError, match="r1smg"):
+        sound.release_sound(X, y, 3, 1.0, 1e-5, clip_bound=1.0, mechanism="r1smg")

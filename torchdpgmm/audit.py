@@ -43,6 +43,9 @@ __all__ = [
     "tiny_class",
     "extreme_clipping",
     "support_escape_statistic",
+    "psd_escape_statistic",
+    "audit_many",
+    "r1smg_ball_delta",
 ]
 
 
@@ -163,9 +166,7 @@ def release_features(output: Any) -> torch.Tensor:
 
     Accepts a ``Release`` (``.model``), a mixture with ``weights/means/covariances`` attributes, or a dict.
     """
-    model = getattr(output, "model", output)
-    get = (lambda k: model[k]) if isinstance(model, dict) else (lambda k: getattr(model, k))
-    w, m, c = get("weights"), get("means"), get("covariances")
+    w, m, c = _get(output, "weights"), _get(output, "means"), _get(output, "covariances")
     n = w.shape[0]
     d = m.shape[-1]
     iu = torch.triu_indices(d, d, device=c.device)
@@ -174,25 +175,53 @@ def release_features(output: Any) -> torch.Tensor:
     ).to(torch.float64)
 
 
-def support_escape_statistic(counts_d1: torch.Tensor, num_records: int) -> Callable[[Any], torch.Tensor]:
-    """Indicator that released weights (as counts ``round(N pi~)``) lie OUTSIDE ``{n(D1)} ∪ S'(D1)``.
+def _get(output, key):
+    model = getattr(output, "model", output)
+    return model[key] if isinstance(model, dict) else getattr(model, key)
 
-    Paper 000 eq. (15): under D1 the random mapping reaches such outputs only through the smoothing
-    ``lambda/|S|``, while under a label-flip neighbour D0 some of them (e.g. ``n(D1) + 2(e_a - e_b)``) carry
-    mass ``~(1-lambda)/(1+K(K-1)e^eps0)``. ``counts_d1``: the K class counts of D1.
+
+def support_escape_statistic(counts_d0: torch.Tensor, counts_d1: torch.Tensor, num_records: int
+                             ) -> Callable[[Any], torch.Tensor]:
+    """``1[out not in supp(D1)] - 1[out not in supp(D0)]`` for released weights read as counts ``round(N pi~)``.
+
+    ``supp(D) = {n(D)} ∪ S'(D)`` (paper 000 eqs. 14-15). Under D the random mapping leaves ``supp(D)`` only
+    through the smoothing ``lambda/|S|``, while a label-flip neighbour puts mass ``~(1-lambda)/(1+K(K-1)e^eps0)``
+    on outputs such as ``n(D0) + (e_a - e_b)`` outside ``supp(D1)``. Positive scores are evidence for D0.
     """
-    c1 = counts_d1.to(torch.float64).reshape(-1)
-    K = c1.shape[0]
-    eye = torch.eye(K, dtype=torch.float64)
-    supp = [c1] + [c1 - eye[i] + eye[j] for i in range(K) for j in range(K) if i != j]
-    supp = torch.stack(supp)  # (1+K(K-1), K)
+    def support(c):
+        c = c.to(torch.float64).reshape(-1)
+        K = c.shape[0]
+        eye = torch.eye(K, dtype=torch.float64)
+        return torch.stack([c] + [c - eye[i] + eye[j] for i in range(K) for j in range(K) if i != j])
+
+    s0, s1 = support(counts_d0), support(counts_d1)
+    K = s0.shape[-1]
 
     def stat(output):
-        model = getattr(output, "model", output)
-        w = model["weights"] if isinstance(model, dict) else model.weights
+        w = _get(output, "weights")
         cnt = torch.round(w.to(torch.float64) * num_records).reshape(w.shape[0], K)
-        inside = (cnt.unsqueeze(1) == supp.to(cnt.device)).all(-1).any(-1)
-        return (~inside).to(torch.float64)
+        in0 = (cnt.unsqueeze(1) == s0.to(cnt.device)).all(-1).any(-1)
+        in1 = (cnt.unsqueeze(1) == s1.to(cnt.device)).all(-1).any(-1)
+        return (~in1).to(torch.float64) - (~in0).to(torch.float64)
+
+    return stat
+
+
+def psd_escape_statistic(cov_d0: torch.Tensor, cov_d1: torch.Tensor) -> Callable[[Any], torch.Tensor]:
+    """``min_k lambda_min(S~_k - Sigma_k(D1)) - min_k lambda_min(S~_k - Sigma_k(D0))`` for released covariances.
+
+    A mechanism that only ever *adds* a PSD matrix (the Wishart mechanism, eq. 6) has
+    ``S~_k - Sigma_k(D) >= 0`` under D, so a negative first term is impossible under D1 and a negative
+    second term impossible under D0 (the support attack behind Sheffet 2019). Negative scores are evidence
+    for D0, positive ones for D1. ``cov_d0, cov_d1``: the noiseless class covariances ``(K, d, d)``.
+    """
+    c0, c1 = cov_d0.to(torch.float64), cov_d1.to(torch.float64)
+
+    def stat(output):
+        S = _get(output, "covariances").to(torch.float64)
+        e1 = torch.linalg.eigvalsh(S - c1.to(S.device)).amin(-1).amin(-1)
+        e0 = torch.linalg.eigvalsh(S - c0.to(S.device)).amin(-1).amin(-1)
+        return (e1 - e0).reshape(S.shape[0])
 
     return stat
 
@@ -236,41 +265,19 @@ def from_batched_release(release: Callable[..., Any]) -> Callable[[Any, int, tor
     return mechanism
 
 
-def _draw_features(mechanism, dataset, n, stat: Statistic, generator, batch_size):
-    chunks = []
+def _draw_features(mechanism, dataset, n, stats, generator, batch_size):
+    chunks: list[list[torch.Tensor]] = [[] for _ in stats]
     done = 0
     while done < n:
         m = min(batch_size, n - done)
         out = mechanism(dataset, m, generator)
-        chunks.append(stat.features(out).detach())
+        for i, st in enumerate(stats):
+            chunks[i].append(st.features(out).detach().to("cpu", torch.float64))
         done += m
-    return torch.cat(chunks).to("cpu", torch.float64)
+    return [torch.cat(c) for c in chunks]
 
 
-def audit(
-    mechanism: Callable[[Any, int, torch.Generator | None], Any],
-    dataset0: Any,
-    dataset1: Any,
-    statistic: Callable[[Any], torch.Tensor] | Statistic | None = None,
-    *,
-    num_draws: int,
-    delta: float,
-    generator: torch.Generator | None = None,
-    confidence: float = 0.95,
-    selection_fraction: float = 0.5,
-    batch_size: int | None = None,
-    bins: int = 40,
-) -> AuditResult:
-    """Lower-bound the epsilon of ``mechanism`` at ``delta`` from ``num_draws`` releases on each dataset.
-
-    Draws ``num_draws`` releases on ``dataset0`` and on ``dataset1`` (in chunks of ``batch_size``),
-    splits each into a selection part (fraction ``selection_fraction``) and an evaluation part, fits the
-    statistic and picks the threshold and direction maximising the Clopper-Pearson bound on the selection
-    part, then reports the bound on the evaluation part (module docstring). Default statistic: a quadratic
-    Fisher discriminant of the flattened released GMM (:func:`release_features`).
-    """
-    import numpy as np
-
+def _check_audit_args(num_draws, delta, confidence, selection_fraction):
     if not (isinstance(num_draws, int) and num_draws >= 4):
         raise ValueError(f"num_draws must be an int >= 4, got {num_draws!r}")
     if not (0 < delta < 1):
@@ -279,14 +286,16 @@ def audit(
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
     if not (0 < selection_fraction < 1):
         raise ValueError(f"selection_fraction must lie in (0, 1), got {selection_fraction!r}")
-    stat = _as_statistic(statistic)
-    bs = batch_size or num_draws
-    f0 = _draw_features(mechanism, dataset0, num_draws, stat, generator, bs)
-    f1 = _draw_features(mechanism, dataset1, num_draws, stat, generator, bs)
+
+
+def _audit_features(f0, f1, stat: Statistic, delta, confidence, selection_fraction, bins) -> AuditResult:
+    import numpy as np
+
+    num_draws = f0.shape[0]
     ns = max(2, min(num_draws - 2, int(round(selection_fraction * num_draws))))
     scorer = stat.fit(f0[:ns], f1[:ns])
-    s0 = scorer(f0).numpy()
-    s1 = scorer(f1).numpy()
+    s0 = torch.nan_to_num(scorer(f0), nan=0.0).numpy()
+    s1 = torch.nan_to_num(scorer(f1), nan=0.0).numpy()
     s0_sel, s1_sel, s0_ev, s1_ev = s0[:ns], s1[:ns], s0[ns:], s1[ns:]
     # candidate thresholds: midpoints between distinct pooled selection scores (subsampled to <= 2000)
     pooled = np.unique(np.concatenate([s0_sel, s1_sel]))
@@ -323,6 +332,71 @@ def audit(
         num_selection=ns, num_evaluation=ne, selection_epsilon=sel_eps,
         histogram={"edges": edges.tolist(), "counts0": h0.tolist(), "counts1": h1.tolist()},
     )
+
+
+def audit(
+    mechanism: Callable[[Any, int, torch.Generator | None], Any],
+    dataset0: Any,
+    dataset1: Any,
+    statistic: Callable[[Any], torch.Tensor] | Statistic | None = None,
+    *,
+    num_draws: int,
+    delta: float,
+    generator: torch.Generator | None = None,
+    confidence: float = 0.95,
+    selection_fraction: float = 0.5,
+    batch_size: int | None = None,
+    bins: int = 40,
+) -> AuditResult:
+    """Lower-bound the epsilon of ``mechanism`` at ``delta`` from ``num_draws`` releases on each dataset.
+
+    Draws ``num_draws`` releases on ``dataset0`` and on ``dataset1`` (in chunks of ``batch_size``),
+    splits each into a selection part (fraction ``selection_fraction``) and an evaluation part, fits the
+    statistic and picks the threshold and direction maximising the Clopper-Pearson bound on the selection
+    part, then reports the bound on the evaluation part (module docstring). Default statistic: a quadratic
+    Fisher discriminant of the flattened released GMM (:func:`release_features`).
+    """
+    _check_audit_args(num_draws, delta, confidence, selection_fraction)
+    stat = _as_statistic(statistic)
+    bs = batch_size or num_draws
+    (f0,) = _draw_features(mechanism, dataset0, num_draws, [stat], generator, bs)
+    (f1,) = _draw_features(mechanism, dataset1, num_draws, [stat], generator, bs)
+    return _audit_features(f0, f1, stat, delta, confidence, selection_fraction, bins)
+
+
+def audit_many(
+    mechanism: Callable[[Any, int, torch.Generator | None], Any],
+    dataset0: Any,
+    dataset1: Any,
+    statistics: dict[str, Callable[[Any], torch.Tensor] | Statistic],
+    *,
+    num_draws: int,
+    delta: float,
+    generator: torch.Generator | None = None,
+    confidence: float = 0.95,
+    selection_fraction: float = 0.5,
+    batch_size: int | None = None,
+    bins: int = 40,
+) -> tuple[str, AuditResult, dict[str, AuditResult]]:
+    """Audit with several statistics on the same draws; Bonferroni-corrected, so the maximum is valid.
+
+    Each statistic's bound is computed at confidence ``1 - (1 - confidence)/m`` (m statistics), hence the
+    largest of them is a lower confidence bound at level ``confidence``. Returns
+    ``(best_name, best_result, all_results)``.
+    """
+    _check_audit_args(num_draws, delta, confidence, selection_fraction)
+    if not statistics:
+        raise ValueError("statistics must not be empty")
+    names = list(statistics)
+    stats = [_as_statistic(statistics[k]) for k in names]
+    conf = 1 - (1 - confidence) / len(stats)
+    bs = batch_size or num_draws
+    f0 = _draw_features(mechanism, dataset0, num_draws, stats, generator, bs)
+    f1 = _draw_features(mechanism, dataset1, num_draws, stats, generator, bs)
+    results = {k: _audit_features(a, b, st, delta, conf, selection_fraction, bins)
+               for k, a, b, st in zip(names, f0, f1, stats)}
+    best = max(names, key=lambda k: results[k].epsilon_lower)
+    return best, results[best], results
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -442,3 +516,44 @@ def extreme_clipping(num_per_class: int = 50, num_classes: int = 3, dim: int = 2
     return NeighbourPair("extreme-clip", X0, y0, X1, y0.clone(), "replace-one",
                          f"class-0 record at +{factor:g}B u replaced by -{factor:g}B u (B={clip_bound:g})",
                          X0.shape[0] - 1, 0, 0)
+
+
+# ----------------------------------------------------------------------------------------------------
+# an exact check of one mechanism (no Monte Carlo)
+# ----------------------------------------------------------------------------------------------------
+
+def r1smg_ball_delta(epsilon: float, delta: float, dim: int, sensitivity: float = 1.0, num_radii: int = 300
+                     ) -> dict[str, float]:
+    """Exact privacy loss of R1SMG (noise ``sqrt(sigma) z u``) on the events ``{||Y - f(D0)|| < r}``.
+
+    For neighbours with ``||f(D0) - f(D1)|| = Delta`` and R1SMG calibrated for (epsilon, delta) (Ji & Li
+    2024; ``sigma`` from :func:`torchdpgmm.mechanisms.r1smg_sigma`):
+    ``P0(r) = 2 Phi(r / sqrt(sigma)) - 1`` and
+    ``P1(r) = int phi(z) 2 F_u((r^2 - Delta^2 - sigma z^2) / (2 Delta sqrt(sigma) z)) dz`` over ``z > 0``,
+    where ``(u_1 + 1)/2 ~ Beta((M-1)/2, (M-1)/2)`` is the law of one coordinate of a uniform unit vector.
+    Any (epsilon, delta')-DP mechanism has ``P0(r) - e^epsilon P1(r) <= delta'`` for every r, so
+    ``max_r [P0(r) - e^epsilon P1(r)]`` is a lower bound on the delta it actually achieves at epsilon.
+    Returns that maximum, its radius and the two probabilities (scipy quadrature; independent of torch).
+    """
+    import numpy as np
+    from scipy import integrate, stats
+
+    from torchdpgmm.mechanisms import r1smg_sigma
+
+    s = math.sqrt(float(r1smg_sigma(epsilon, delta, sensitivity, dim)))
+    D = float(sensitivity)
+    a = (dim - 1) / 2
+
+    def cdf_u(v):
+        return stats.beta.cdf((min(max(v, -1.0), 1.0) + 1) / 2, a, a)
+
+    best = {"delta_lower": 0.0, "radius": float("nan"), "p0": 0.0, "p1": 0.0, "noise_scale": s}
+    for r in np.geomspace(1e-4 * D, 10 * D, num_radii):
+        p0 = 2 * stats.norm.cdf(r / s) - 1
+        lo, hi = max(1e-300, (D - r) / s), (D + r) / s
+        p1 = integrate.quad(lambda z: 2 * stats.norm.pdf(z) * cdf_u((r * r - D * D - s * s * z * z) / (2 * D * s * z)),
+                            lo, hi, limit=200)[0]
+        v = p0 - math.exp(epsilon) * p1
+        if v > best["delta_lower"]:
+            best.update(delta_lower=float(v), radius=float(r), p0=float(p0), p1=float(p1))
+    return best

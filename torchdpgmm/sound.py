@@ -282,6 +282,12 @@ def sound_statistics(
         delta = float(delta)
         check_delta(delta)
     _check_adjacency(adjacency)
+    if mechanism == "r1smg":
+        raise ValueError(
+            "mechanism 'r1smg' has no sound mode: its noise sqrt(sigma) z u puts probability ~r/sqrt(sigma) "
+            "within distance r of the true value, which a neighbour cannot match; the audit finds epsilon far "
+            "above the claim (docs/privacy.md). Use 'gaussian', 'kl' or 'laplace'"
+        )
     if mechanism not in SOUND_MECHANISMS:
         raise ValueError(f"mechanism {mechanism!r} has no sound mode; choose one of {SOUND_MECHANISMS}")
     if not torch.is_tensor(X):
