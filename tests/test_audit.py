@@ -90,11 +90,11 @@ def test_sound_mode_passes_auditor_on_shipped_pairs(pair, mechanism):
     P = PAIRS[pair](g)
     assert P.relation in ("label-flip", "replace-one")  # all shipped pairs are replace-one neighbours
     r = A.audit(_sound_mech(mechanism, "replace-one", eps, delta, B), P.dataset0, P.dataset1,
-                num_draws=3000, delta=delta, generator=g)
+                num_draws=2000, delta=delta, generator=g)
     assert r.epsilon_lower <= eps
 
 
-@pytest.mark.parametrize("seed", [8, 9])
+@pytest.mark.parametrize("seed", [8])
 def test_broken_sound_release_is_flagged_on_extreme_clipping_pair(seed):
     """Same release with all noise scaled down 4x: the auditor sees more than the claimed epsilon."""
     eps, delta, B = 2.0, 1e-5, 5.0
@@ -151,7 +151,7 @@ def test_r1smg_as_published_is_flagged_and_exact_event_agrees():
     from torchdpgmm.mechanisms import r1smg
 
     M, eps, delta = 18, 1.0, 1e-5
-    ex = A.r1smg_ball_delta(eps, delta, M)
+    ex = A.r1smg_ball_delta(eps, delta, M, num_radii=60)
     assert ex["delta_lower"] > 0.1
     x0 = torch.zeros(M, dtype=torch.float64)
 

@@ -56,11 +56,11 @@ __all__ = [
 def clopper_pearson_upper(k, n, alpha: float):
     """One-sided (1 - alpha) Clopper-Pearson upper bound on a binomial proportion (k successes of n)."""
     import numpy as np
-    from scipy.stats import beta
+    from scipy.special import betaincinv  # quantile of Beta(k+1, n-k); lighter than scipy.stats
 
     k = np.asarray(k, dtype=float)
     n = np.asarray(n, dtype=float)
-    out = beta.ppf(1 - alpha, k + 1, np.maximum(n - k, 1e-300))
+    out = betaincinv(k + 1, np.maximum(n - k, 1e-300), 1 - alpha)
     return np.where(k >= n, 1.0, out)
 
 
