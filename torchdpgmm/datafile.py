@@ -1,0 +1,138 @@
+"""Reading labeled tables (CSV or NPZ) for the command line, with one-line errors.
+
+CSV: a header row; one label column (any values: they become class names, sorted); the feature
+columns are every other column unless named. NPZ: arrays ``X`` (N x d) and ``y`` (N), optional
+``feature_names`` and ``class_names``.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["LabeledTable", "read_labeled_table", "write_labeled_csv"]
+
+
+@dataclass
+class LabeledTable:
+    X: torch.Tensor            # (N, d) float64
+    y: torch.Tensor            # (N,) long, class indices
+    class_names: list[str]
+    feature_names: list[str]
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+
+def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: str,
+            class_names: Sequence[str] | None = None) -> LabeledTable:
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{source}: need a non-empty N x d feature table, got shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        rows = np.where(~np.isfinite(X).all(1))[0]
+        raise ValueError(f"{source}: non-finite or missing feature values in {len(rows)} row(s), first at data row {rows[0] + 1}")
+    labels = [str(v) for v in labels]
+    if class_names is None:
+        uniq = sorted(set(labels), key=lambda s: (0, float(s)) if _is_number(s) else (1, s))
+    else:
+        uniq = [str(c) for c in class_names]
+        extra = set(labels) - set(uniq)
+        if extra:
+            raise ValueError(f"{source}: labels {sorted(extra)[:5]} are not among class_names")
+    if len(set(labels)) < 2:
+        raise ValueError(f"{source}: the label column has a single class; a mixture release needs at least 2")
+    index = {c: i for i, c in enumerate(uniq)}
+    y = torch.tensor([index[v] for v in labels], dtype=torch.long)
+    return LabeledTable(torch.as_tensor(X, dtype=torch.float64), y, uniq, feature_names)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        return math.isfinite(float(s))
+    except ValueError:
+        return False
+
+
+def read_labeled_table(path: str | Path, label_column: str | None = None,
+                       feature_columns: Sequence[str] | None = None) -> LabeledTable:
+    """Read ``path`` (``.csv`` or ``.npz``); raises ``ValueError`` with a one-line reason on bad input."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no such file: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        try:
+            data = np.load(path, allow_pickle=False)
+        except Exception as exc:
+            raise ValueError(f"{path}: cannot read NPZ ({exc})") from None
+        for key in ("X", "y"):
+            if key not in data:
+                raise ValueError(f"{path}: NPZ must contain arrays 'X' and 'y' (found {sorted(data.files)})")
+        X = np.asarray(data["X"], dtype=np.float64)
+        y = data["y"]
+        if y.ndim != 1 or len(y) != len(X):
+            raise ValueError(f"{path}: y must be a vector with one label per row of X")
+        fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
+        cn = [str(c) for c in data["class_names"]] if "class_names" in data else None
+        if cn is not None and np.issubdtype(y.dtype, np.integer):
+            if y.min() < 0 or y.max() >= len(cn):
+                raise ValueError(f"{path}: integer labels must index class_names")
+            y = [cn[i] for i in y]
+        return _finish(X, list(y), fn, str(path), cn)
+    if suffix not in (".csv", ".txt", ".tsv"):
+        raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")
+    if label_column is None:
+        raise ValueError("--label-column is required for CSV input")
+    with open(path, newline="") as fh:
+        sample = fh.read(4096)
+        fh.seek(0)
+        delim = "\t" if suffix == ".tsv" or ("\t" in sample and "," not in sample) else ","
+        reader = csv.reader(fh, delimiter=delim)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise ValueError(f"{path}: empty file") from None
+        rows = [r for r in reader if any(c.strip() for c in r)]
+    if label_column not in header:
+        raise ValueError(f"{path}: no column named {label_column!r} (columns: {', '.join(header)})")
+    li = header.index(label_column)
+    if feature_columns is None:
+        feature_columns = [h for h in header if h != label_column]
+    missing = [c for c in feature_columns if c not in header]
+    if missing:
+        raise ValueError(f"{path}: no column(s) named {', '.join(map(repr, missing))}")
+    fi = [header.index(c) for c in feature_columns]
+    X = np.empty((len(rows), len(fi)), dtype=np.float64)
+    labels = []
+    for r_i, r in enumerate(rows):
+        if len(r) != len(header):
+            raise ValueError(f"{path}: data row {r_i + 1} has {len(r)} fields, header has {len(header)}")
+        labels.append(r[li].strip())
+        for j, c in enumerate(fi):
+            v = r[c].strip()
+            try:
+                X[r_i, j] = float(v) if v != "" else math.nan
+            except ValueError:
+                raise ValueError(f"{path}: column {header[c]!r} is not numeric (row {r_i + 1}: {v!r})") from None
+    if any(lab == "" for lab in labels):
+        raise ValueError(f"{path}: missing labels in column {label_column!r}")
+    return _finish(X, labels, list(feature_columns), str(path))
+
+
+def write_labeled_csv(path: str | Path, X: torch.Tensor, y: torch.Tensor, class_names: Sequence[str],
+                      feature_names: Sequence[str], label_column: str = "label") -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Xn = X.detach().cpu().to(torch.float64).numpy()
+    yn = y.detach().cpu().numpy()
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(list(feature_names) + [label_column])
+        for row, lab in zip(Xn, yn):
+            w.writerow([repr(float(v)) for v in row] + [class_names[int(lab)]])

@@ -1,0 +1,170 @@
+"""The released-model file: a documented, validated JSON schema.
+
+A model file holds exactly one released labeled GMM (no batch dimension) and the privacy record it
+was released under. Schema (``format_version`` 1)::
+
+    {
+      "format": "torchdpgmm.model",
+      "format_version": 1,
+      "library_version": "0.1.0",
+      "num_classes": K, "dim": d,
+      "class_names": [K strings],          # label values of the input data, in class-index order
+      "feature_names": [d strings],
+      "weights": [K floats],               # on the simplex
+      "means": [[d floats] x K],
+      "covariances": [[[d floats] x d] x K],   # symmetric positive definite
+      "counts": [K ints] | null,           # the released class histogram (when the mechanism releases one)
+      "privacy": {epsilon, delta, adjacency, accountant, mode, mechanism, split, notes}
+    }
+
+Only released (noisy) models can be written: :func:`save_model` requires a privacy record with a
+positive finite epsilon. Loading validates every field and raises ``ValueError`` naming the problem.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from torchdpgmm.accounting import PrivacyRecord
+from torchdpgmm.mixture import LabeledGMM
+
+__all__ = ["ModelFile", "save_model", "load_model", "model_to_dict", "model_from_dict", "FORMAT", "FORMAT_VERSION"]
+
+FORMAT = "torchdpgmm.model"
+FORMAT_VERSION = 1
+
+
+class ModelFile:
+    """A loaded model file: the model, its privacy record and the names of classes and features."""
+
+    def __init__(self, model: LabeledGMM, privacy: PrivacyRecord, class_names: list[str], feature_names: list[str],
+                 library_version: str = "") -> None:
+        self.model = model
+        self.privacy = privacy
+        self.class_names = class_names
+        self.feature_names = feature_names
+        self.library_version = library_version
+
+    def __repr__(self) -> str:
+        return (f"ModelFile(K={self.model.num_classes}, d={self.model.dim}, epsilon={self.privacy.epsilon}, "
+                f"delta={self.privacy.delta}, mode={self.privacy.mode!r})")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def model_to_dict(model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequence[str] | None = None,
+                  feature_names: Sequence[str] | None = None) -> dict[str, Any]:
+    from torchdpgmm import __version__
+
+    if tuple(model.batch_shape) != ():
+        raise ValueError(f"a model file holds one model; got batch_shape {tuple(model.batch_shape)} "
+                         "(index the batch first, e.g. release.model[0])")
+    if not isinstance(privacy, PrivacyRecord):
+        raise TypeError("privacy must be a PrivacyRecord: only released models can be saved")
+    if not (isinstance(privacy.epsilon, (int, float)) and math.isfinite(privacy.epsilon) and privacy.epsilon > 0):
+        raise ValueError("refusing to save a model whose privacy record has no positive finite epsilon")
+    K, d = model.num_classes, model.dim
+    class_names = [str(c) for c in (class_names if class_names is not None else range(K))]
+    feature_names = [str(f) for f in (feature_names if feature_names is not None else [f"x{i}" for i in range(d)])]
+    if len(class_names) != K:
+        raise ValueError(f"class_names has {len(class_names)} entries for {K} classes")
+    if len(feature_names) != d:
+        raise ValueError(f"feature_names has {len(feature_names)} entries for {d} features")
+    m = model.to(torch.device("cpu")).to(torch.float64)
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "library_version": __version__,
+        "num_classes": K,
+        "dim": d,
+        "class_names": class_names,
+        "feature_names": feature_names,
+        "weights": m.weights.tolist(),
+        "means": m.means.tolist(),
+        "covariances": m.covariances.tolist(),
+        "counts": None if m.counts is None else [int(c) for c in m.counts.tolist()],
+        "privacy": privacy.to_dict(),
+    }
+
+
+def save_model(path: str | Path, model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequence[str] | None = None,
+               feature_names: Sequence[str] | None = None) -> Path:
+    """Write a released model to ``path`` as JSON (atomically: a crash never leaves half a file)."""
+    payload = model_to_dict(model, privacy, class_names, feature_names)
+    _atomic_write(Path(path), json.dumps(payload, indent=2))
+    return Path(path)
+
+
+def _require(d: dict[str, Any], key: str) -> Any:
+    if key not in d:
+        raise ValueError(f"model file is missing the field {key!r}")
+    return d[key]
+
+
+def model_from_dict(d: dict[str, Any]) -> ModelFile:
+    """Validate a model-file dict and build the :class:`ModelFile` (raises ``ValueError`` on any problem)."""
+    if not isinstance(d, dict):
+        raise ValueError("model file must hold a JSON object")
+    if d.get("format") != FORMAT:
+        raise ValueError(f"not a torchdpgmm model file (format is {d.get('format')!r}, expected {FORMAT!r})")
+    version = _require(d, "format_version")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"unsupported format_version {version!r} (this library reads {FORMAT_VERSION})")
+    K, dim = _require(d, "num_classes"), _require(d, "dim")
+    if not (isinstance(K, int) and K >= 1 and isinstance(dim, int) and dim >= 1):
+        raise ValueError("num_classes and dim must be positive integers")
+    try:
+        w = torch.tensor(_require(d, "weights"), dtype=torch.float64)
+        mu = torch.tensor(_require(d, "means"), dtype=torch.float64)
+        cov = torch.tensor(_require(d, "covariances"), dtype=torch.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"model parameters are not numeric arrays: {exc}") from None
+    if w.shape != (K,) or mu.shape != (K, dim) or cov.shape != (K, dim, dim):
+        raise ValueError(f"parameter shapes {tuple(w.shape)}, {tuple(mu.shape)}, {tuple(cov.shape)} do not match "
+                         f"num_classes={K}, dim={dim}")
+    counts = d.get("counts")
+    if counts is not None:
+        counts = torch.tensor(counts)
+        if counts.shape != (K,) or counts.dtype.is_floating_point or bool((counts < 0).any()):
+            raise ValueError("counts must be K non-negative integers")
+    model = LabeledGMM(w, mu, cov, counts, validate_args=True)
+    class_names = [str(c) for c in _require(d, "class_names")]
+    feature_names = [str(f) for f in _require(d, "feature_names")]
+    if len(class_names) != K or len(feature_names) != dim:
+        raise ValueError("class_names / feature_names lengths do not match num_classes / dim")
+    privacy = PrivacyRecord.from_dict(_require(d, "privacy"))
+    if not (isinstance(privacy.epsilon, (int, float)) and math.isfinite(privacy.epsilon) and privacy.epsilon > 0):
+        raise ValueError("privacy.epsilon must be a positive finite number")
+    if not (isinstance(privacy.delta, (int, float)) and 0 <= privacy.delta < 1):
+        raise ValueError("privacy.delta must lie in [0, 1)")
+    return ModelFile(model, privacy, class_names, feature_names, str(d.get("library_version", "")))
+
+
+def load_model(path: str | Path) -> ModelFile:
+    """Read and validate a model file written by :func:`save_model`."""
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no such model file: {path}")
+    try:
+        d = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    return model_from_dict(d)
