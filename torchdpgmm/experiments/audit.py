@@ -398,3 +398,67 @@ STUDIES = {
                            "KL vs epsilon of the sound mode beside the as-published curves (synthetic, Sec. V-A)",
                            add_arguments=_add_utility_arguments, default_trials=100),
 }
+
+
+# ----------------------------------------------------------------------------------------------------
+# markdown tables for docs/privacy.md (filled by scripts/privacy_doc.py from the studies' JSON)
+# ----------------------------------------------------------------------------------------------------
+
+def _fmt(v: Any, nd: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4):
+            return f"{v:.2e}"
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def audit_markdown(rows: list[dict[str, Any]]) -> str:
+    """The audit rows as a markdown table (claimed vs audited epsilon, the pair and the evidence)."""
+    head = ("| mode | mechanism | neighbours | claimed eps (delta) | audited eps, 95% lower bound | above claim? "
+            "| statistic | FPR / FNR (held-out) | exact | status |\n|---|---|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    order = {"sound": 0, "as-published": 1, "as-published (component)": 2}
+    for r in sorted(rows, key=lambda r: (order.get(r.get("mode"), 3), r.get("claimed_epsilon", 0))):
+        exact = ""
+        if r.get("exact_max_log_ratio") is not None:
+            exact = f"max ln-ratio {_fmt(r['exact_max_log_ratio'])}"
+        elif r.get("exact_delta_at_claimed_epsilon") is not None:
+            exact = f"delta at claimed eps >= {_fmt(r['exact_delta_at_claimed_epsilon'])}"
+        elif r.get("exact_epsilon") is not None:
+            exact = f"true eps {_fmt(r['exact_epsilon'])}"
+        status = r.get("status", "")
+        if status.startswith("unavailable") or status.startswith("error"):
+            status = status[:90] + ("..." if len(status) > 90 else "")
+        aud = r.get("audited_epsilon_lower")
+        flag = "" if aud is None else ("**YES**" if r.get("exceeds_claim") else "no")
+        fr = "" if aud is None else f"{_fmt(r.get('fpr'), 4)} / {_fmt(r.get('fnr'), 4)}"
+        lines.append(
+            f"| {r.get('mode')} | {r.get('mechanism')} | {r.get('neighbours')} | "
+            f"{_fmt(r.get('claimed_epsilon'), 2)} ({_fmt(r.get('claimed_delta'))}) | {_fmt(aud)} | {flag} | "
+            f"{r.get('statistic') or ''} | {fr} | {exact} | {status} |")
+    return "\n".join(lines)
+
+
+def utility_markdown(rows: list[dict[str, Any]]) -> str:
+    """KL(released || fitted) per epsilon: one column per (mode, mechanism)."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    cols = sorted({(r["mode"], r["mechanism"]) for r in ok}, key=lambda c: (c[0] != "sound", c[1]))
+    eps = sorted({r["epsilon"] for r in ok})
+    by = {(r["mode"], r["mechanism"], r["epsilon"]): r for r in ok}
+    head = "| eps | " + " | ".join(f"{m} ({mo})" for mo, m in cols) + " |"
+    lines = [head, "|---|" + "---|" * len(cols)]
+    for e in eps:
+        cells = []
+        for mo, m in cols:
+            r = by.get((mo, m, e))
+            cells.append("-" if r is None else f"{_fmt(r['kl_mean'])} [{_fmt(r['kl_ci_low'])}, {_fmt(r['kl_ci_high'])}]")
+        lines.append(f"| {_fmt(e, 2)} | " + " | ".join(cells) + " |")
+    missing = [r for r in rows if r.get("status") != "ok"]
+    if missing:
+        lines.append("")
+        lines.append("Not run: " + "; ".join(sorted({f"{r['mechanism']} ({r['mode']}): {r['status'][:80]}" for r in missing})))
+    return "\n".join(lines)
