@@ -26,7 +26,9 @@ and composes classes by ``max_k``. This module is the mode whose guarantee holds
   moments get isotropic noise in the Frobenius-isometric coordinates of the symmetric matrices (diagonal
   ``sigma``, off-diagonal ``sigma/sqrt 2``), so their Frobenius sensitivity is exact. ``"laplace"``: the
   Laplace mechanism with L1 sensitivities (counts 1, sums ``sqrt(d) B``, upper triangle of ``Q``
-  ``(d+1) B^2 / 2``; doubled under replace-one), pure epsilon-DP by basic composition.
+  ``(d+1) B^2 / 2``; doubled under replace-one), pure epsilon-DP by basic composition. ``"r1smg"`` is
+  refused: the audit (docs/privacy.md) and an exact quadrature show R1SMG is not (eps, delta)-DP as
+  calibrated (:func:`torchdpgmm.audit.r1smg_ball_delta`).
 * **Accounting**: all Gaussian blocks together are ``mu``-GDP with
   ``mu^2 = sum_b (Delta_b / sigma_b)^2`` (Dong, Roth & Su 2019; equivalently rho-zCDP with
   ``rho = mu^2/2``, exact for Gaussian mechanisms, also under adaptive composition). ``mu`` is calibrated

@@ -266,7 +266,7 @@ def _plot_audit(rows: list[dict[str, Any]], path: Path) -> None:
     ok = [r for r in rows if r.get("audited_epsilon_lower") is not None]
     if not ok:
         return
-    labels = [f"{r['mode']} | {r['mechanism']} | {r['neighbours']}" for r in ok]
+    labels = [f"{r['mode']} | {r['mechanism']} | {r['neighbours']} | eps={r['claimed_epsilon']:g}" for r in ok]
     fig, ax = plt.subplots(figsize=(9, 0.28 * len(ok) + 1.5))
     y = range(len(ok))
     colors = ["tab:red" if r.get("exceeds_claim") else "tab:blue" for r in ok]
@@ -455,7 +455,8 @@ def utility_markdown(rows: list[dict[str, Any]]) -> str:
         cells = []
         for mo, m in cols:
             r = by.get((mo, m, e))
-            cells.append("-" if r is None else f"{_fmt(r['kl_mean'])} [{_fmt(r['kl_ci_low'])}, {_fmt(r['kl_ci_high'])}]")
+            cells.append("-" if r is None else
+                         f"{_fmt(r['kl_mean'])} [{_fmt(r['kl_ci_low'])}, {_fmt(r['kl_ci_high'])}]; median {_fmt(r['kl_median'])}")
         lines.append(f"| {_fmt(e, 2)} | " + " | ".join(cells) + " |")
     missing = [r for r in rows if r.get("status") != "ok"]
     if missing:
