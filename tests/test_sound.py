@@ -141,7 +141,7 @@ def test_large_epsilon_recovers_clipped_empirical_fit():
 def test_noise_scale_matches_record_and_mask_ignores_padding():
     X, y = _data(batch=(2000,), n=500, seed=5)
     eps, delta, B = 1.0, 1e-5, 3.0
-    out, rec = sound.sound_statistics(X, y, 3, eps, delta, B, generator=torch.Generator().manual_seed(1))
+    out, rec = sound.sound_statistics(X, y, 3, eps, delta, B, mechanism="gaussian", generator=torch.Generator().manual_seed(1))
     true_counts = torch.nn.functional.one_hot(y, 3).sum(-2).to(torch.float64)
     resid = out["counts"] - true_counts
     # counts are clamped at 2 only far below the true counts (~167), so the residual is the raw noise
