@@ -175,3 +175,12 @@ def test_sound_mode_refuses_r1smg():
     y = torch.arange(30) % 3
     with pytest.raises(ValueError, match="r1smg"):
         sound.release_sound(X, y, 3, 1.0, 1e-5, clip_bound=1.0, mechanism="r1smg")
+
+
+def test_mean_distance_statistic_sign():
+    m0 = torch.zeros(2, 3, dtype=torch.float64)
+    m1 = torch.ones(2, 3, dtype=torch.float64)
+    stat = A.mean_distance_statistic(m0, m1)
+    out = {"means": torch.stack([m0 + 0.01, m1 - 0.01])}
+    s = stat(out)
+    assert s[0] > 0 and s[1] < 0 and s[0].item() == pytest.approx(-s[1].item())

@@ -44,6 +44,7 @@ __all__ = [
     "extreme_clipping",
     "support_escape_statistic",
     "psd_escape_statistic",
+    "mean_distance_statistic",
     "audit_many",
     "r1smg_ball_delta",
 ]
@@ -203,6 +204,21 @@ def support_escape_statistic(counts_d0: torch.Tensor, counts_d1: torch.Tensor, n
         in0 = (cnt.unsqueeze(1) == s0.to(cnt.device)).all(-1).any(-1)
         in1 = (cnt.unsqueeze(1) == s1.to(cnt.device)).all(-1).any(-1)
         return (~in1).to(torch.float64) - (~in0).to(torch.float64)
+
+    return stat
+
+
+def mean_distance_statistic(means_d0: torch.Tensor, means_d1: torch.Tensor) -> Callable[[Any], torch.Tensor]:
+    """``sum_k [ln |mu~_k - mu_k(D1)| - ln |mu~_k - mu_k(D0)|]``: positive when the released means sit
+    closer to D0's. Catches noise whose density is singular at the true value (R1SMG: ``sqrt(s) z u`` puts
+    mass ~r within distance r of it, a neighbour only ~r^d)."""
+    m0, m1 = means_d0.to(torch.float64), means_d1.to(torch.float64)
+
+    def stat(output):
+        m = _get(output, "means").to(torch.float64)
+        d1 = torch.linalg.vector_norm(m - m1.to(m.device), dim=-1).clamp_min(1e-300).log()
+        d0 = torch.linalg.vector_norm(m - m0.to(m.device), dim=-1).clamp_min(1e-300).log()
+        return (d1 - d0).sum(-1).reshape(m.shape[0])
 
     return stat
 
