@@ -385,3 +385,18 @@ def release(
     )
     extra["mechanism"] = mechanism
     return Release(model=model, fitted=fitted, kl=kl, privacy=privacy, design=design_out, extra=extra)
+
+
+# ``torchdpgmm.release`` is both this module and, at the top level, the function ``release``. Importing the
+# submodule makes Python bind the *module* to the package attribute, which would shadow the function
+# for ``tdg.release(...)``. Making the module callable keeps both spellings working.
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any):
+        return release(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule
