@@ -10,7 +10,7 @@ from scipy.optimize import minimize
 from scipy.special import digamma, expit
 
 from torchdpgmm.design import design_mechanism, mapping_pmf, neighbour_counts
-from torchdpgmm.design.algorithm import _uniform_composition_kl, _wishart_eigs, _HermiteTable
+from torchdpgmm.design.algorithm import _uniform_composition_kl
 
 
 def _data(seed, T, N, K, d, shift=2.0):

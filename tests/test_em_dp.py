@@ -18,14 +18,6 @@ from torchdpgmm.em import (
 from torchdpgmm.em._common import clip_rows_l1, clip_rows_l2, normalise_weights_minmax, shift_psd
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # the machine is shared and small: with 2 threads under load these tiny batched ops slow down ~100x
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _data(B=4, N=300, d=2, seed=0):
     g = torch.Generator().manual_seed(seed)

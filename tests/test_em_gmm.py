@@ -8,14 +8,6 @@ from scipy.stats import multivariate_normal
 from torchdpgmm.em import e_step, fit_gmm, gaussian_log_prob, kmeans_plusplus, m_step, mixture_log_likelihood
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # the machine is shared and small: with 2 threads under load these tiny batched ops slow down ~100x
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _random_params(rng, K, d):
     w = rng.dirichlet(np.ones(K))

@@ -8,14 +8,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # the machine is shared and small: with 2 threads under load these tiny batched ops slow down ~100x
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def test_ais_study_quick(tmp_path):
     from torchdpgmm.cli import main
@@ -56,8 +48,6 @@ def test_bench_em_smoke(tmp_path):
 
 
 def test_load_ais():
-    import pytest
-
     from torchdpgmm.data.ais import AIS_NUMERIC_COLUMNS, load_ais
 
     X = load_ais()

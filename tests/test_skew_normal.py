@@ -25,14 +25,6 @@ from torchdpgmm.em._common import information_criteria, num_params_msnm
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    # the machine is shared and small: with 2 threads under load these tiny batched ops slow down ~100x
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _params(seed=0, K=2, d=3):
     rng = np.random.default_rng(seed)

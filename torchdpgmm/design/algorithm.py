@@ -17,7 +17,7 @@ other step is closed form or a scalar search, so an epsilon sweep reuses the SDP
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch

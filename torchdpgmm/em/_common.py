@@ -5,7 +5,6 @@ adapts them (symmetric-matrix noise, clipping, the paper-004 weight normalisatio
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch

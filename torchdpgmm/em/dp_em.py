@@ -35,7 +35,6 @@ from torchdpgmm.em._common import (
     gaussian_noise,
     gaussian_symmetric,
     laplace,
-    laplace_symmetric,
     shift_psd,
 )
 from torchdpgmm.em.gmm import GMMFit, check_data, e_step, mixture_log_likelihood, weighted_moments

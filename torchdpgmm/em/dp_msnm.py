@@ -23,7 +23,6 @@ R from the data (``R=None``) leaks.
 """
 from __future__ import annotations
 
-import math
 
 import torch
 

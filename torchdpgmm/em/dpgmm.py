@@ -37,7 +37,6 @@ from torchdpgmm.em._common import (
 )
 from torchdpgmm.em.gmm import (
     GMMFit,
-    _nearest,
     check_data,
     e_step,
     init_from_centers,
@@ -118,7 +117,7 @@ def fit_dpgmm(
     mask = check_data(X, num_components, mask)
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
-    K, d = num_components, X.shape[-1]
+    K = num_components
     n = mask.sum(-1).to(X.dtype)
     T = max_iter
     eps_pi = split[0] * epsilon / T

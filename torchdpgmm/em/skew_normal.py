@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from torchdpgmm.em._common import information_criteria, num_params_msnm
-from torchdpgmm.em.gmm import check_data, init_from_centers, kmeans, kmeans_plusplus, _select_best
+from torchdpgmm.em.gmm import check_data, kmeans, kmeans_plusplus, _select_best
 
 __all__ = [
     "SkewNormalMixtureFit",
