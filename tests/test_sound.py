@@ -203,3 +203,16 @@ def test_tiny_class_release_is_valid_with_nan_kl():
     rel = sound.release_sound(X, y, 3, 1.0, 1e-5, clip_bound=3.0, generator=torch.Generator().manual_seed(0))
     assert torch.isnan(rel.kl) and torch.linalg.eigvalsh(rel.model.covariances).min() > 0
     assert (rel.model.counts >= 2).all()
+
+
+def test_release_front_door_dispatches_to_sound_mode():
+    from torchdpgmm.release import release
+
+    X, y = _data(batch=(2,))
+    a = release(X, y, 3, 1.0, 1e-5, mode="sound", clip_bound=3.0, generator=torch.Generator().manual_seed(4))
+    b = sound.release_sound(X, y, 3, 1.0, 1e-5, clip_bound=3.0, mechanism="kl",
+                            generator=torch.Generator().manual_seed(4))
+    assert a.privacy.mode == "sound" and a.privacy.adjacency == "replace-one"
+    assert torch.equal(a.model.means, b.model.means) and torch.equal(a.model.covariances, b.model.covariances)
+    with pytest.raises(ValueError, match="clip_bound"):
+        release(X, y, 3, 1.0, 1e-5, mode="sound", generator=torch.Generator())
