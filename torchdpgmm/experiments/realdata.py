@@ -403,6 +403,8 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
     steps_per_epoch = math.ceil(N / 128)
     long_epochs = 2 if config.quick else int(o.get("long_epochs", 20))
     long_lrs = _floats(str(o.get("long_lr", "0.01,0.03,0.1")))
+    if config.quick:
+        long_lrs = long_lrs[:1]
     long_every = steps_per_epoch * (1 if config.quick else max(1, int(o.get("long_eval_every", 5))))
     # (name, epochs, learning rates, eval every): the paper's exact settings, then the longer, lr-tuned variant
     variants = [("paper", 1, [0.01], 2), ("long", long_epochs, long_lrs, long_every)]
