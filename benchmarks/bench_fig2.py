@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     if a.quick:
-        res = run(min(a.trials, 3), a.seed, n=200, epsilons=(0.5, 1.0), solver=a.solver)
+        res = run(min(a.trials, 2), a.seed, n=60, epsilons=(0.5, 1.0), solver=a.solver)
     else:
         res = run(a.trials, a.seed, solver=a.solver)
     a.out.parent.mkdir(parents=True, exist_ok=True)

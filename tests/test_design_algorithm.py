@@ -194,15 +194,16 @@ def test_exact_kl_term_against_direct_monte_carlo():
     assert abs(est - ref) < 4 * se + 0.05 * ref
     # the Hermite table matches direct evaluation from the same draws
     tab = D._ctx["table"]
-    gs = torch.tensor([[0.3, 2.0, 17.0, 400.0]], dtype=torch.float64).expand(K, 4) * D._ctx["tr_inv"].unsqueeze(-1)
+    assert tab is not None
+    gs = torch.tensor([[3e-7, 0.3, 2.0, 17.0, 400.0]], dtype=torch.float64).expand(K, 5) * D._ctx["tr_inv"].unsqueeze(-1)
     x = D._ctx["eigs0"].unsqueeze(-3) / gs.unsqueeze(-1).unsqueeze(-1)
     direct = 0.5 * (x - torch.log1p(x)).sum(-1).mean(-1)
-    assert torch.allclose(tab(gs), direct, rtol=1e-5)
+    assert torch.allclose(tab(gs), direct, rtol=1e-4)
 
 
 def test_exact_kl_beats_surrogate_designs_on_true_expected_kl():
     X, y = _data(3, 2, 400, 3, 3)
-    for eps in (0.3, 1.0, 4.0):
+    for eps in (0.1, 0.3, 1.0, 4.0):
         e = design_mechanism(X, y, 3, eps, 1e-5, variant="exact-kl")
         for v in ("as-published", "global"):
             o = e.at(eps, variant=v)

@@ -82,7 +82,7 @@ def test_batched_ragged_equals_separate():
     rb = solve_covering_sdp(Vb, Ab, mb)
     for i, (V, vm, A) in enumerate(probs):
         r = solve_covering_sdp(V, A, vm)
-        assert rb.opt[i].item() == pytest.approx(r.opt.item(), rel=1e-7)
+        assert rb.opt[i].item() == pytest.approx(r.opt.item(), rel=2e-6)  # both certified to 1e-6
     rl = solve_covering_sdp(Vb, Ab, mb, solver="cvxpylayers")
     assert torch.allclose(rl.opt, rb.opt, rtol=1e-5)
 

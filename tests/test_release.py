@@ -44,6 +44,11 @@ def test_baseline_shapes_seeding_and_record(data, mech):
     assert torch.equal(r1.model.means, r2.model.means) and torch.equal(r1.kl, r2.kl)
     assert not torch.equal(r1.model.means, r3.model.means)
     assert bool(torch.isfinite(r1.kl).all()) and bool((r1.kl > 0).all())
+    # the same dataset in two trials of one batch gets independent noise
+    Xr, yr = _replicated(X, y, 2)
+    rr = release(Xr, yr, 3, 1.0, 1e-5, mechanism=mech, generator=_g(5))
+    assert not torch.allclose(rr.model.means[0], rr.model.means[1])
+    assert not torch.allclose(rr.model.covariances[0], rr.model.covariances[1])
     # the KL is the labeled-GMM KL of the released vs the non-private model (independent numpy check)
     Xn, yn = X[0].numpy(), y[0].numpy()
     fit = _np_fit(Xn, yn, 3)
@@ -231,7 +236,6 @@ def _bad_calls(X, y):
         (dict(mechanism="laplace", bogus=1), ValueError, "unknown keyword"),
         (dict(lam=1.5), ValueError, "lam"),
         (dict(epsilon=torch.ones(4, dtype=torch.float64)), ValueError, "broadcast"),
-        (dict(mode="sound", mechanism="laplace", clip_bound=1.0), ValueError, "sound"),
         (dict(mechanism="r1smg", X=X[..., :2]), ValueError, "d > 2"),
     ]
 
@@ -270,39 +274,99 @@ def test_sound_mode_refuses_or_dispatches(data, monkeypatch):
     g = _g(0)
     assert release(X, y, 3, 0.7, 1e-5, mode="sound", clip_bound=2.5, generator=g) == "sound-release"
     assert calls["K"] == 3 and calls["eps"] == 0.7 and calls["clip"] == 2.5 and calls["gen"] is g
+    assert calls["kw"]["mechanism"] == "kl"
+    release(X, y, 3, 0.7, 1e-5, mode="sound", mechanism="laplace", clip_bound=2.5, generator=g)
+    assert calls["kw"]["mechanism"] == "laplace"
     with pytest.raises(ValueError, match="clip_bound"):
         release(X, y, 3, 0.7, 1e-5, mode="sound", generator=g)
 
 
-@pytest.mark.skipif(not HAS_DESIGN, reason="design_mechanism not merged yet")
+@pytest.fixture(scope="module")
+def kl_base():
+    """One real design (SDP included) on a small batch; the other kl tests reuse it through ``design=``."""
+    if not HAS_DESIGN:
+        pytest.skip("design_mechanism not merged yet")
+    b = synthetic_data(2, 60, num_classes=3, dim=3, generator=_g(21))
+    r = release(b.X, b.y, 3, 1.0, 1e-5, generator=_g(5))
+    return b.X, b.y, r
+
+
+def test_kl_release_runs_the_design(kl_base):
+    X, y, r = kl_base
+    assert r.kl.shape == (2,) and r.model.batch_shape == (2,)
+    assert r.design is not None and r.design.variant == "as-published"
+    assert bool(torch.isfinite(r.kl).all())
+    again = release(X, y, 3, 1.0, 1e-5, generator=_g(5), design=r.design)
+    assert torch.equal(again.model.means, r.model.means)  # design= is equivalent to recomputing it
+    assert torch.equal(again.model.covariances, r.model.covariances)
+
+
 @pytest.mark.parametrize("variant", ["as-published", "global", "exact-kl"])
-def test_kl_release_batched_seeded_and_recorded(data, variant):
-    X, y = data
-    r1 = release(X, y, 3, 1.0, 1e-5, variant=variant, generator=_g(5))
-    r2 = release(X, y, 3, 1.0, 1e-5, variant=variant, generator=_g(5))
-    r3 = release(X, y, 3, 1.0, 1e-5, variant=variant, generator=_g(6))
-    assert r1.kl.shape == (3,) and r1.model.batch_shape == (3,)
+def test_kl_release_batched_seeded_and_recorded(kl_base, variant):
+    X, y, base = kl_base
+    eps = torch.tensor([[1.0], [1.0]], dtype=torch.float64)  # the same datasets twice: (2, 2) batch
+    des = base.design.at(eps, variant=variant)
+    r1 = release(X, y, 3, eps, 1e-5, variant=variant, generator=_g(5), design=des)
+    r2 = release(X, y, 3, eps, 1e-5, variant=variant, generator=_g(5), design=des)
+    r3 = release(X, y, 3, eps, 1e-5, variant=variant, generator=_g(6), design=des)
+    assert r1.kl.shape == (2, 2) and r1.model.batch_shape == (2, 2)
     assert torch.equal(r1.model.means, r2.model.means) and torch.equal(r1.kl, r2.kl)
     assert not torch.equal(r1.model.covariances, r3.model.covariances)
+    # same dataset, two trials of one batch: independent noise
+    assert not torch.allclose(r1.model.means[0, 0], r1.model.means[1, 0])
+    assert not torch.allclose(r1.model.covariances[0, 0], r1.model.covariances[1, 0])
     assert bool(torch.isfinite(r1.kl).all())
     # released weights are on the lattice S: counts >= 1 summing to N
     c = r1.extra["released_counts"]
-    assert bool((c >= 1).all()) and bool((c.sum(-1) == 150).all())
+    assert bool((c >= 1).all()) and bool((c.sum(-1) == 60).all())
+    torch.testing.assert_close(r1.model.weights, c.to(torch.float64) / 60)
     rec = r1.privacy
     assert rec.adjacency == "label-flip" and rec.mode == "as-published" and variant in rec.mechanism
     total = rec.split["total = max_k(eps_k + 3 gamma_k/(2 N_k)) + eps0"]
     assert bool((total <= 1.0 + 1e-9).all())
     assert any("Wishart" in n for n in rec.notes)
+    rec.to_dict()
 
 
-@pytest.mark.skipif(not HAS_DESIGN, reason="design_mechanism not merged yet")
-def test_kl_release_noise_matches_design(data):
+def test_kl_design_mismatch_is_rejected(kl_base):
+    X, y, base = kl_base
+    with pytest.raises(ValueError, match="variant"):
+        release(X, y, 3, 1.0, 1e-5, variant="global", design=base.design, generator=_g(0))
+    with pytest.raises(ValueError, match="epsilon"):
+        release(X, y, 3, 2.0, 1e-5, design=base.design, generator=_g(0))
+    with pytest.raises(ValueError, match="other data"):
+        release(X.flip(0), y.flip(0), 3, 1.0, 1e-5, design=base.design, generator=_g(0))
+    with pytest.raises(ValueError, match="only meaningful"):
+        release(X, y, 3, 1.0, 1e-5, mechanism="laplace", design=base.design, generator=_g(0))
+
+
+def test_kl_release_noise_matches_design(kl_base):
+    X, y, base = kl_base
+    T = 5000
+    eps = torch.ones(T, 1, dtype=torch.float64)  # T independent releases of the same 2 datasets
+    des = base.design.at(eps)
+    r = release(X, y, 3, eps, 1e-5, generator=_g(8), design=des)
+    noise = (r.model.means - r.fitted.means)[:, 0, 0].numpy()  # (T, d): dataset 0, class 0
+    C = base.design.mean_noise_cov[0, 0].numpy()
+    sd = np.sqrt(np.outer(np.diag(C), np.diag(C)) / T)
+    assert np.all(np.abs(np.cov(noise.T) - C) < 6 * sd)
+    assert np.all(np.abs(noise.mean(0)) < 6 * np.sqrt(np.diag(C) / T))
+    # covariance noise: W_d(I/gamma, d+1) has mean (d+1)/gamma I and Var(W_11) = 2 (d+1)/gamma^2
+    W = (r.model.covariances - r.fitted.covariances)[:, 0, 0].numpy()
+    gamma = float(base.design.gamma[0, 0])
+    np.testing.assert_allclose(W.mean(0), 4 / gamma * np.eye(3), atol=6 * np.sqrt(8 / T) / gamma)
+    assert np.var(W[:, 0, 0]) == pytest.approx(8 / gamma**2, rel=0.1)
+    # weights: the random mapping keeps pi(D) with probability (1-lam) e^eps0/(e^eps0 + K(K-1)) (+ lam/|S|)
+    kept = (r.extra["released_counts"][:, 0] == base.fitted.counts[0]).all(-1).double().mean()
+    e0 = float(base.design.eps0[0])
+    p = (1 - 1e-3) * math.exp(e0) / (math.exp(e0) + 6)
+    assert float(kept) == pytest.approx(p, abs=6 * math.sqrt(p * (1 - p) / T) + 1e-3)
+
+
+def test_sound_mode_with_the_real_module(data):
+    sound = pytest.importorskip("torchdpgmm.sound")
+    if not hasattr(sound, "release_sound"):
+        pytest.skip("torchdpgmm.sound has no release_sound")
     X, y = data
-    Xr, yr = _replicated(X, y, 3000)
-    r = release(Xr, yr, 3, 1.0, 1e-5, generator=_g(8))
-    d = r.design
-    noise = (r.model.means - r.fitted.means)[:, 0].numpy()  # (T, 3) class 0
-    np.testing.assert_allclose(np.cov(noise.T), d.mean_noise_cov[0, 0].numpy(), rtol=0.1, atol=1e-3 * float(d.mean_noise_cov[0, 0].diagonal().max()))
-    W = (r.model.covariances - r.fitted.covariances)[:, 0].numpy()  # Wishart(I/gamma, d+1): mean (d+1)/gamma I
-    gamma = float(d.gamma[0, 0])
-    np.testing.assert_allclose(W.mean(0), 4 / gamma * np.eye(3), atol=0.1 * 4 / gamma)
+    r = release(X, y, 3, 1.0, 1e-5, mode="sound", clip_bound=30.0, generator=_g(0))
+    assert r.privacy.mode == "sound" and r.model.batch_shape == (3,)

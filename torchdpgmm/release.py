@@ -231,11 +231,6 @@ def release(
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
 
     if mode == "sound":
-        if mechanism != "kl":
-            raise ValueError(
-                f"mode='sound' is only defined for mechanism='kl' (got {mechanism!r}); the baselines exist "
-                "only in the as-published, label-level setting"
-            )
         try:
             from torchdpgmm.sound import release_sound
         except ImportError as exc:
@@ -245,9 +240,12 @@ def release(
             ) from exc
         if "clip_bound" not in kw:
             raise ValueError("mode='sound' needs clip_bound=B (the public L2 bound on every row)")
-        return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask, **kw)
+        # the sound module validates its own inputs (before any noise) and owns its mechanisms
+        return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask,
+                             mechanism=mechanism, **kw)
 
     design_in = kw.pop("design", None)
+    design_generator = kw.pop("design_generator", None)
     if design_in is not None and mechanism != "kl":
         raise ValueError("design= is only meaningful for mechanism='kl'")
     lam = kw.pop("lam", 1e-3)
@@ -299,9 +297,12 @@ def release(
         # epsilon / delta broadcast against the data batch inside the design; the SDP is solved once per
         # dataset and class whatever their shape (DESIGN.md Sec. 3, reduction 1)
         if design_in is None:
+            # the design is a deterministic function of the data and the parameters: its common-random-
+            # number draws (exact-kl) come from its own fixed generator unless design_generator= is given,
+            # so `generator` drives the release noise only (and design= reproduces the same release)
             design = design_mechanism(
                 X, y, num_classes, eps_t, delta_t, variant=variant, solver=solver, mask=mask, lam=lam,
-                generator=generator, **kw,
+                generator=design_generator, **kw,
             )
         else:
             design = _check_design(design_in, fitted, eps_t, delta_t, variant, lam)
@@ -384,3 +385,18 @@ def release(
     )
     extra["mechanism"] = mechanism
     return Release(model=model, fitted=fitted, kl=kl, privacy=privacy, design=design_out, extra=extra)
+
+
+# ``torchdpgmm.release`` is both this module and, at the top level, the function ``release``. Importing the
+# submodule makes Python bind the *module* to the package attribute, which would shadow the function
+# for ``tdg.release(...)``. Making the module callable keeps both spellings working.
+import sys as _sys
+import types as _types
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self, *args: Any, **kwargs: Any):
+        return release(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -103,6 +103,11 @@ def _post_scale(V, X, mask):
     return X * s.unsqueeze(-1).unsqueeze(-1), s
 
 
+def _scatter(p, W):
+    """sum_m p_m w_m w_m^T for W (..., n, d), p (..., n)."""
+    return (W * p.unsqueeze(-1)).transpose(-1, -2) @ W
+
+
 def _sym(M):
     return 0.5 * (M + M.transpose(-1, -2))
 
@@ -113,7 +118,7 @@ def _sym(M):
 
 def _certificate(W, mask, p):
     """Dual value tr(M^{1/2})^2 (a lower bound), primal Y = c M^{1/2} (feasible) and its value c tr(M^{1/2})."""
-    M = torch.einsum("...n,...ni,...nj->...ij", p, W, W)
+    M = _scatter(p, W)
     e, U = torch.linalg.eigh(_sym(M))
     tiny = torch.finfo(W.dtype).tiny ** 0.5
     e = e.clamp_min(tiny)
@@ -127,62 +132,112 @@ def _certificate(W, mask, p):
     return tr * tr, c * tr, Y, r, tr
 
 
-def _newton_polish(W, mask, p, k, steps):
-    """Equality-constrained Newton ascent of f(p) = tr(M(p)^{1/2}) on the top-k support of p.
+def _newton_active_set(W, mask, p, k, steps, tol, sync_every=3):
+    """Active-set Newton ascent of f(p) = tr(M(p)^{1/2}) on the simplex, on at most k support slots.
 
-    Hessian of tr f(M) by the Daleckii-Krein formula: d^2 f[H_a, H_b] = sum_ij K_ij (H_a)_ij (H_b)_ji with
-    K_ij the divided difference of f' = e^{-1/2}/2. Coordinates driven to zero are dropped. The result is
-    only used through certificates (any p on the simplex gives a valid lower bound), so no line search.
+    Start: the top-k points of ``p``. Each step: (i) certificate against *all* N points (dual value f^2,
+    feasible primal ``c M^{1/2}``); (ii) equality-constrained Newton step on the slots, with the Hessian of
+    tr f(M) by the Daleckii-Krein formula, ``d^2 f[H_a, H_b] = sum_ij K_ij (H_a)_ij (H_b)_ji``, K_ij the divided
+    difference of f' = e^{-1/2}/2; a coordinate driven to zero leaves the support; (iii) the most violated point
+    (largest w^T M^{-1/2} w, if above f) enters a free slot (or replaces the lightest one). Correctness never depends on the iterates: every
+    certificate is a valid bound. Every ``sync_every`` steps one host check stops when all gaps are <= tol.
+    Returns the best (lower, upper, Y) found and the number of steps.
     """
-    n = W.shape[-2]
+    n, d = W.shape[-2:]
     k = min(k, n)
+    dt = W.dtype
     pm = torch.where(mask, p, torch.full_like(p, -1.0))
     top = pm.topk(k, dim=-1)
     idx = top.indices
-    Ws = torch.gather(W, -2, idx.unsqueeze(-1).expand(*idx.shape, W.shape[-1]))
     ps = top.values.clamp_min(0)
-    sm = ps > 1e-9 * ps.amax(-1, keepdim=True)
+    sm = ps > 1e-6 * ps.amax(-1, keepdim=True)
     ps = torch.where(sm, ps, torch.zeros_like(ps))
     ps = ps / ps.sum(-1, keepdim=True)
-    eye_k = torch.eye(k, dtype=W.dtype, device=W.device)
-    for _ in range(steps):
-        M = torch.einsum("...n,...ni,...nj->...ij", ps, Ws, Ws)
+    eye_k = torch.eye(k, dtype=dt, device=W.device)
+    tiny = torch.finfo(dt).tiny ** 0.5
+    best_lower = torch.full(W.shape[:-2], -math.inf, dtype=dt, device=W.device)
+    best_upper = torch.full(W.shape[:-2], math.inf, dtype=dt, device=W.device)
+    best_Y = torch.zeros(*W.shape[:-2], d, d, dtype=dt, device=W.device)
+    ar = torch.arange(k, device=W.device)
+    halves = 0.5 ** torch.arange(6, dtype=dt, device=W.device)
+    step = 0
+    for step in range(steps + 1):
+        Ws = torch.gather(W, -2, idx.unsqueeze(-1).expand(*idx.shape, d))
+        M = _scatter(ps, Ws)
         e, U = torch.linalg.eigh(_sym(M))
-        e = e.clamp_min(torch.finfo(W.dtype).tiny ** 0.5)
-        s = e.sqrt()
+        sq = e.clamp_min(tiny).sqrt()
+        f = sq.sum(-1)
+        if step % sync_every == 0 or step == steps:
+            # certificate against all N points (the O(N d^2) part, so only every sync_every steps)
+            Wh_all = W @ U
+            r_all = torch.where(mask, (Wh_all * Wh_all / sq.unsqueeze(-2)).sum(-1), torch.zeros_like(p))
+            cmax, jmax = r_all.max(-1)
+            upper = cmax * f
+            Y = (U * (cmax.unsqueeze(-1) * sq).unsqueeze(-2)) @ U.transpose(-1, -2)
+            better = upper < best_upper
+            best_Y = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y, best_Y)
+            best_upper = torch.minimum(best_upper, upper)
+            best_lower = torch.maximum(best_lower, f * f)
+            if step == steps or bool((best_upper / best_lower - 1 <= tol).all()):
+                break
+            # the most violated point enters the first free slot (if violated and not already in)
+            inslot = (idx == jmax.unsqueeze(-1)) & sm
+            viol = (cmax > f * (1 + 1e-12)) & ~inslot.any(-1)
+            # a free slot, or else the lightest one
+            free = torch.where(sm.all(-1), ps.argmin(-1),
+                               torch.where(sm, torch.full_like(ar, k).expand_as(idx), ar.expand_as(idx)).amin(-1))
+            put = viol.unsqueeze(-1) & (ar == free.unsqueeze(-1))
+            if bool(put.any()):
+                idx = torch.where(put, jmax.unsqueeze(-1), idx)
+                ps = torch.where(put, torch.full_like(ps, 0.02), ps)
+                sm = sm | put
+                ps = ps / ps.sum(-1, keepdim=True)
+                continue
+        # Newton step on the slots
         Wh = Ws @ U
-        g = 0.5 * (Wh * Wh / s.unsqueeze(-2)).sum(-1)
-        Kij = -0.5 / (s.unsqueeze(-1) * s.unsqueeze(-2) * (s.unsqueeze(-1) + s.unsqueeze(-2)))
-        Z = Wh.unsqueeze(-1) * Wh.unsqueeze(-2)                         # (..., k, d, d)
-        H = torch.einsum("...aij,...ij,...bij->...ab", Z, Kij, Z)
-        smf = sm.to(W.dtype)
+        g = 0.5 * (Wh * Wh / sq.unsqueeze(-2)).sum(-1)
+        Kij = -0.5 / (sq.unsqueeze(-1) * sq.unsqueeze(-2) * (sq.unsqueeze(-1) + sq.unsqueeze(-2)))
+        Z = (Wh.unsqueeze(-1) * Wh.unsqueeze(-2)).flatten(-2)          # (..., k, d*d)
+        H = (Z * Kij.flatten(-2).unsqueeze(-2)) @ Z.transpose(-1, -2)
+        smf = sm.to(dt)
         scale = (H.diagonal(dim1=-2, dim2=-1).abs() * smf).sum(-1) / smf.sum(-1).clamp_min(1)
         H = H * (smf.unsqueeze(-1) * smf.unsqueeze(-2))
         H = H - eye_k * (scale * 1e-10).unsqueeze(-1).unsqueeze(-1) - eye_k * (1 - smf).unsqueeze(-1)
         g = g * smf
-        # KKT: [H 1m; 1m^T 0] [dp; nu] = [-g; 0]
-        one = smf.unsqueeze(-1)
-        top_blk = torch.cat([H, one], -1)
-        bot = torch.cat([smf.unsqueeze(-2), torch.zeros_like(smf[..., :1]).unsqueeze(-1)], -1)
-        KKT = torch.cat([top_blk, bot], -2)
+        KKT = torch.cat([torch.cat([H, smf.unsqueeze(-1)], -1),
+                         torch.cat([smf.unsqueeze(-2), torch.zeros_like(smf[..., :1]).unsqueeze(-1)], -1)], -2)
         rhs = torch.cat([-g, torch.zeros_like(g[..., :1])], -1)
-        sol = torch.linalg.solve(KKT, rhs.unsqueeze(-1)).squeeze(-1)
-        dp = sol[..., :k] * smf
+        dp = torch.linalg.solve(KKT, rhs.unsqueeze(-1)).squeeze(-1)[..., :k] * smf
         dp = torch.where(torch.isfinite(dp), dp, torch.zeros_like(dp))
-        neg = dp < 0
-        ratio = torch.where(neg, ps / (-dp).clamp_min(1e-300), torch.full_like(ps, math.inf))
-        alpha = ratio.amin(-1).clamp(max=1.0).unsqueeze(-1)
-        ps = (ps + alpha * dp).clamp_min(0)
+        ratio = torch.where(dp < 0, ps / (-dp).clamp_min(1e-300), torch.full_like(ps, math.inf))
+        amax = ratio.amin(-1).clamp(max=1.0)
+        # batched backtracking: evaluate f at 6 step lengths amax * 2^-j (one batched eigh), keep the best
+        # (or no step if none increases f)
+        alphas = amax.unsqueeze(-1) * halves                               # (..., J)
+        cand = (ps.unsqueeze(-2) + alphas.unsqueeze(-1) * dp.unsqueeze(-2)).clamp_min(0)   # (..., J, k)
+        fc = torch.linalg.eigvalsh(_sym(_scatter(cand, Ws.unsqueeze(-3)))).clamp_min(tiny).sqrt().sum(-1)
+        jbest = fc.argmax(-1, keepdim=True)
+        fbest = torch.gather(fc, -1, jbest).squeeze(-1)
+        newp = torch.gather(cand, -2, jbest.unsqueeze(-1).expand(*jbest.shape[:-1], 1, k)).squeeze(-2)
+        ps = torch.where((fbest > f).unsqueeze(-1), newp, ps)
         sm = sm & (ps > 1e-12 * ps.amax(-1, keepdim=True))
         ps = torch.where(sm, ps, torch.zeros_like(ps))
         ps = ps / ps.sum(-1, keepdim=True)
-    full = torch.zeros_like(p).scatter(-1, idx, ps)
-    return full
+    return best_lower, best_upper, best_Y, step
 
 
 def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
+    batch = W.shape[:-2]
     n = W.shape[-2]
     d = W.shape[-1]
+    W = W.reshape(-1, n, d)
+    mask = mask.reshape(-1, n)
+    B = W.shape[0]
+    # global outputs; converged problems are written here and dropped from the working batch at checks
+    out_Y = torch.zeros(B, d, d, dtype=W.dtype, device=W.device)
+    out_upper = torch.full((B,), math.inf, dtype=W.dtype, device=W.device)
+    out_lower = torch.full((B,), -math.inf, dtype=W.dtype, device=W.device)
+    gidx = torch.arange(B, device=W.device)
     maskf = mask.to(W.dtype)
     p = maskf / maskf.sum(-1, keepdim=True)
     best_lower = torch.full(W.shape[:-2], -math.inf, dtype=W.dtype, device=W.device)
@@ -208,12 +263,12 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
     def to_full(pw):
         if work_idx is None:
             return pw
-        return torch.zeros_like(p).scatter(-1, work_idx, pw)
+        return torch.zeros(mask.shape, dtype=pw.dtype, device=pw.device).scatter(-1, work_idx, pw)
 
     while True:
         # one multiplicative step, safeguarded: a step that lowers the dual objective is undone and
         # that problem's exponent halved (rho = 1 is the classical, monotone update)
-        M = torch.einsum("...n,...ni,...nj->...ij", pk, Wk, Wk)
+        M = _scatter(pk, Wk)
         e, U = torch.linalg.eigh(_sym(M))
         s = e.clamp_min(torch.finfo(W.dtype).tiny ** 0.5).sqrt()
         f = s.sum(-1)
@@ -227,17 +282,35 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
         r = torch.where(bad1, r_prev, r)
         f = torch.where(bad, f_prev, f)
         p_prev, r_prev, f_prev = pk, r, f
-        pr = pk * (r / f.unsqueeze(-1)).pow(rho_t.unsqueeze(-1))
+        pr = pk * torch.exp(rho_t.unsqueeze(-1) * torch.log((r / f.unsqueeze(-1)).clamp_min(1e-300)))
         pk = pr / pr.sum(-1, keepdim=True)
         it += 1
         if it in (5, 10) or it % check_every == 0 or it >= max_iter:
             pfull = to_full(pk)
             update_best(pfull)
             if newton_steps > 0:
-                update_best(_newton_polish(W, mask, pfull, ksupp, newton_steps))
+                lo_n, up_n, Y_n, _ = _newton_active_set(W, mask, pfull, ksupp, newton_steps, tol)
+                better = up_n < best_upper
+                best_Y = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y_n, best_Y)
+                best_upper = torch.minimum(best_upper, up_n)
+                best_lower = torch.maximum(best_lower, lo_n)
             gap = best_upper / best_lower - 1
-            if it >= max_iter or bool((gap <= tol).all()):   # the one host sync per check
+            conv = gap <= tol
+            if it >= max_iter or bool(conv.all()):   # the one host sync per check
                 break
+            if bool(conv.any()):
+                # retire converged problems: store them, keep iterating on the rest only
+                done = conv.nonzero().squeeze(-1)
+                out_Y[gidx[done]] = best_Y[done]
+                out_upper[gidx[done]] = best_upper[done]
+                out_lower[gidx[done]] = best_lower[done]
+                keep = (~conv).nonzero().squeeze(-1)
+                gidx, W, mask, maskf = gidx[keep], W[keep], mask[keep], maskf[keep]
+                best_Y, best_upper, best_lower = best_Y[keep], best_upper[keep], best_lower[keep]
+                rho_t, f_prev, p_prev, r_prev = rho_t[keep], f_prev[keep], p_prev[keep], r_prev[keep]
+                Wk, mk, pk, pfull = Wk[keep], mk[keep], pk[keep], pfull[keep]
+                if work_idx is not None:
+                    work_idx = work_idx[keep]
             if prune and work_idx is None and n > 4 * ksupp and it >= check_every:
                 # active set: keep the 4*ksupp heaviest points. Exact: every certificate is computed
                 # against all N points, and a pruned point that becomes the binding one un-prunes.
@@ -256,8 +329,12 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
                     pk = 0.5 * pfull + 0.5 * maskf / maskf.sum(-1, keepdim=True)
                     Wk, mk, work_idx = W, mask, None
                     p_prev, r_prev, f_prev = pk, torch.zeros_like(pk), torch.full_like(f_prev, -math.inf)
-    gap = best_upper / best_lower - 1
-    return best_Y, best_upper, best_lower, gap, it
+    out_Y[gidx] = best_Y
+    out_upper[gidx] = best_upper
+    out_lower[gidx] = best_lower
+    gap = out_upper / out_lower - 1
+    return (out_Y.reshape(*batch, d, d), out_upper.reshape(batch), out_lower.reshape(batch),
+            gap.reshape(batch), it)
 
 
 def _solve_cvxpylayers(W, mask, n_jobs=None):
@@ -295,7 +372,7 @@ def _solve_cvxpylayers(W, mask, n_jobs=None):
 def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | None = None, *,
                        solver: str = "dual", tol: float = 1e-6, max_iter: int = 20000,
                        check_every: int = 20, rho: float = 2.0, prune: bool = True,
-                       newton_steps: int = 16, n_jobs: int | None = None) -> CoveringSDPResult:
+                       newton_steps: int = 24, n_jobs: int | None = None) -> CoveringSDPResult:
     """Solve ``min tr(A X) s.t. X >= v_m v_m^T`` for a batch of problems (the SDP (23) at t/L = 1).
 
     Args:
@@ -311,7 +388,8 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
             (halved per problem, down to 1, whenever a step lowers the dual objective).
         prune: active-set pruning to the ``4 (d(d+1)/2 + d)`` heaviest points after warm-up; exact, because
             certificates use all N vectors and pruned points that become binding are restored.
-        newton_steps: Newton polishing steps per check (0 disables).
+        newton_steps: maximum active-set Newton steps per check (0 disables); they stop early (host check every
+            4 steps) once every gap is below ``tol``.
         n_jobs: thread count for the cvxpylayers batch loop (``n_jobs_forward``).
 
     The change of variables ``w = C v`` with ``A = C^T C`` (C = chol(A)^T) turns (C) into

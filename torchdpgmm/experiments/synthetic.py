@@ -50,8 +50,10 @@ DEFAULTS = {"n": 1000, "k": 5, "d": 3, "delta": 1e-5, "lam": 1e-3, "epsilon": 1.
 
 
 def _bytes_per_trial(n: int, k: int, d: int, n_eps: int) -> float:
-    # dominant working set: label-flip difference vectors (K, N, d) per epsilon value, with headroom
-    return 8.0 * 16 * n_eps * k * n * d
+    # dominant working set: the label-flip difference vectors (K, N, d) of the SDP and the fit's (K, N, d)
+    # intermediates (once per dataset, whatever the epsilon grid), plus per-epsilon (K, d, d) parameters;
+    # a factor 16 of headroom for solver temporaries
+    return 8.0 * 16 * (k * n * d + n_eps * k * d * d * 8)
 
 
 def kl_sweep(
@@ -79,7 +81,18 @@ def kl_sweep(
     from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET, run_chunked, synthetic_data
     from torchdpgmm.release import release
 
+    from tqdm.auto import tqdm
+
+    from torchdpgmm.montecarlo import chunk_size_for_budget
+
     E = len(epsilons)
+    budget = memory_budget or DEFAULT_MEMORY_BUDGET
+    bpt = _bytes_per_trial(n, k, d, E)
+    n_chunks = -(-trials // chunk_size_for_budget(trials, bpt, budget))
+    if progress is None:  # a bar on long runs: many trials or several chunks
+        progress = trials >= 50 or n_chunks > 1
+    bar = tqdm(total=n_chunks * len(mechanisms), desc=f"N={n} K={k} d={d}", unit="mechanism x chunk",
+               disable=not progress, leave=False)
 
     def one_chunk(T: int, g: torch.Generator) -> dict[str, torch.Tensor]:
         data = synthetic_data(T, n, k, d, generator=g, device=device)
@@ -98,18 +111,15 @@ def kl_sweep(
             if mech == "kl" and base_design is None:
                 base_design = r.design
             out[label] = r.kl.transpose(0, 1).contiguous()  # (T, E)
+            bar.set_postfix_str(label)
+            bar.update(1)
         return out
 
-    return run_chunked(
-        one_chunk,
-        trials,
-        seed=seed,
-        bytes_per_trial=_bytes_per_trial(n, k, d, E),
-        memory_budget=memory_budget or DEFAULT_MEMORY_BUDGET,
-        device=device,
-        progress=progress,
-        desc=f"N={n} K={k} d={d}",
-    )
+    try:
+        return run_chunked(one_chunk, trials, seed=seed, bytes_per_trial=bpt, memory_budget=budget,
+                           device=device, progress=False)
+    finally:
+        bar.close()
 
 
 def _rows(kls: dict[str, torch.Tensor], mechanisms, x_name: str, x_values, fixed: dict[str, Any], eps_axis: bool):
@@ -214,7 +224,7 @@ def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> Stu
     trials = int(cfg.trials or 100)
     n, k, d = int(o["n"]), int(o["k"]), int(o["d"])
     if cfg.quick:
-        eps, trials, n = [0.5, 2.0], min(trials, 4), min(n, 200)
+        eps, trials, n = [0.5, 2.0], min(trials, 3), min(n, 60)
     kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], mechs, cfg.seed, cfg.device, o.get("solver", "dual"))
     fixed = {"n": n, "k": k, "d": d, "delta": o["delta"], "lam": o["lam"]}
     rows = _rows(kls, mechs, "epsilon", eps, fixed, True)
@@ -241,11 +251,12 @@ def _run_param(cfg: ExperimentConfig, name: str, param: str, title: str) -> Stud
     trials = int(cfg.trials or 100)
     n = int(o["n"])
     if cfg.quick:
-        trials = min(trials, 4)
-        grid = grid[:2] if param != "n" else [100, 200]
-        n = min(n, 200)
+        trials = min(trials, 3)
+        grid = {"n": [60, 100], "k": [2, 3], "d": [3, 4]}[param]
+        n = min(n, 100)
     eps = float(o["epsilon"])
     per = {m[0]: [] for m in mechs}
+    notes = []
     for i, x in enumerate(grid):
         nn, kk, dd = n, int(o["k"]), int(o["d"])
         if param == "n":
@@ -254,16 +265,21 @@ def _run_param(cfg: ExperimentConfig, name: str, param: str, title: str) -> Stud
             kk = int(x)
         else:
             dd = int(x)
-        kls = kl_sweep(trials, nn, kk, dd, [eps], o["delta"], o["lam"], mechs, cfg.seed + 1000 * (i + 1),
+        here = tuple(m for m in mechs if not (m[1] == "r1smg" and dd <= 2))
+        if len(here) < len(mechs):
+            notes.append(f"r1smg skipped at d={dd}: R1SMG needs d > 2 (Ji & Li 2024)")
+        kls = kl_sweep(trials, nn, kk, dd, [eps], o["delta"], o["lam"], here, cfg.seed + 1000 * (i + 1),
                        cfg.device, o.get("solver", "dual"))
         for lab in per:
-            per[lab].append(kls[lab][:, 0])
+            nan = torch.full((trials,), float("nan"), dtype=torch.float64)
+            per[lab].append(kls[lab][:, 0] if lab in kls else nan)
     stacked = {lab: torch.stack(v, 1) for lab, v in per.items()}
     fixed = {"n": n, "k": int(o["k"]), "d": int(o["d"]), "epsilon": eps, "delta": o["delta"], "lam": o["lam"]}
     rows = _rows(stacked, mechs, param, grid, fixed, False)
+    rows = [r for r in rows if r["nonfinite"] < r["trials"]]  # drop skipped (mechanism, grid point) pairs
     return StudyResult(rows=rows, config={"trials": trials, "grid": grid, "epsilon": eps,
                                           "mechanisms": [m[0] for m in mechs]},
-                       plot=_plot_factory(param, title, param == "n"))
+                       notes=notes, plot=_plot_factory(param, title, param == "n"))
 
 
 STUDIES = {
