@@ -131,8 +131,10 @@ def load_fashion_mnist(
     """
     _check_split(split)
     if root is None:
+        if download:
+            raise ValueError("download=True needs root= a writable folder (the default is Debian's read-only copy)")
         root = FASHION_MNIST_DEBIAN_DIR
-        if not root.is_dir() and not download:
+        if not root.is_dir():
             raise FileNotFoundError(
                 f"{root} does not exist: install it with `apt-get install dataset-fashion-mnist` "
                 "or pass root= a folder of Fashion-MNIST IDX files"
