@@ -2,7 +2,6 @@
 and sound-mode releases on the shipped neighbour pairs."""
 import math
 
-import numpy as np
 import pytest
 import torch
 

@@ -8,14 +8,6 @@ import numpy as np
 import pytest
 import torch
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # tiny tensors: a single thread avoids oversubscription on busy 2-core machines
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 from torchdpgmm.data import (
     find_idx_file,
     load_digits,

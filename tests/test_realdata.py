@@ -18,13 +18,6 @@ from torchdpgmm.pipelines.mlp import train_mlps
 from torchdpgmm.pipelines.record import clip_records, record_level_release
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 def _toy_images(n, seed):
     """28x28 'images' whose class shifts a block of pixels: separable after PCA."""
