@@ -237,6 +237,7 @@ def _bad_calls(X, y):
         (dict(lam=1.5), ValueError, "lam"),
         (dict(epsilon=torch.ones(4, dtype=torch.float64)), ValueError, "broadcast"),
         (dict(mechanism="r1smg", X=X[..., :2]), ValueError, "d > 2"),
+        (dict(mechanism="colored", calibration="nope"), ValueError, "calibration"),
     ]
 
 

@@ -234,13 +234,12 @@ def baseline_release(
     calibration: str = "paper",
     solver_kw: dict[str, Any] | None = None,
     delta_scalar: Any = None,
-    fitted_data=None,
 ) -> tuple[Any, dict[str, Any]]:
     """Perturb ``fitted`` (the eq. 2 fit of ``X, y``) with a baseline mechanism; inputs already validated.
 
     ``epsilon``, ``delta``, ``data_bound`` and ``n`` are tensors broadcastable to the batch shape of
-    ``fitted``; ``X, y, mask`` and ``fitted_data`` (the fit of ``X, y``) may have a smaller batch shape that
-    broadcasts to it (e.g. one dataset per trial, an epsilon grid in front).
+    ``fitted``; ``X, y, mask`` may have a smaller batch shape that broadcasts to it (e.g. one dataset per
+    trial, an epsilon grid in front).
     Returns ``(released LabeledGMM, info)`` where ``info`` holds the per-part budgets, the noise scales
     and the sensitivities that were used (all tensors, batch-shaped).
     """

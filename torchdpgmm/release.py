@@ -264,6 +264,8 @@ def release(
         check_epsilon(data_bound, "data_bound")
     if not (isinstance(cov_floor, (int, float)) and cov_floor > 0 and math.isfinite(cov_floor)):
         raise ValueError(f"cov_floor must be a finite float > 0, got {cov_floor!r}")
+    if calibration not in ("paper", "classical", "analytic"):
+        raise ValueError(f"calibration must be 'paper', 'classical' or 'analytic', got {calibration!r}")
     if mechanism == "r1smg":
         if X.shape[-1] <= 2:
             raise ValueError(f"mechanism='r1smg' needs dimension d > 2 (Ji & Li 2024), got d={X.shape[-1]}")
@@ -345,7 +347,7 @@ def release(
         notes += [_WU_NOTE, _TWO_CLASS_NOTE]
         model, info = baseline_release(
             Xb, y, num_classes, eps_t, delta_t, mechanism, _expand_gmm(fit_b, batch), data_bound=R, n=n_t,
-            generator=generator, fitted_data=fit_b,
+            generator=generator,
             mask=mask, split=split, cov_floor=cov_floor, calibration=calibration, solver_kw=solver_kw,
             delta_scalar=delta,
         )
