@@ -118,3 +118,18 @@ def test_bad_shapes():
         solve_covering_sdp(torch.zeros(5, 3), torch.eye(2))
     with pytest.raises(ValueError):
         solve_covering_sdp(torch.zeros(5, 2), torch.eye(2), solver="scs")
+
+
+def test_label_flip_differences_ignore_nan_padding():
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(30, 2, generator=g, dtype=torch.float64)
+    y = torch.arange(30) % 2
+    mask = torch.arange(30) < 24
+    Xp = X.clone()
+    Xp[24:] = float("nan")
+    V, vm, counts, means = label_flip_differences(Xp, y, 2, mask)
+    V0, vm0, counts0, means0 = label_flip_differences(X[:24], y[:24], 2)
+    assert torch.isfinite(V).all()
+    torch.testing.assert_close(V[:, :24], V0)
+    torch.testing.assert_close(means, means0)
+    assert (V[:, 24:] == 0).all()

@@ -74,6 +74,8 @@ def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
     """
     if mask is None:
         mask = torch.ones(y.shape, dtype=torch.bool, device=y.device)
+    else:  # padding rows may hold anything (NaN included): zero them before any arithmetic
+        X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     onehot = torch.nn.functional.one_hot(y.clamp(0, num_classes - 1), num_classes).to(X.dtype)
     onehot = onehot * mask.unsqueeze(-1).to(X.dtype)                     # (..., N, K)
     counts = onehot.sum(-2)                                               # (..., K)
@@ -83,7 +85,7 @@ def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
     nk = counts.unsqueeze(-1).unsqueeze(-1)
     V = torch.where(inc, diff / (nk - 1).clamp_min(1), -diff / (nk + 1))
     vmask = mask.unsqueeze(-2).expand(V.shape[:-1])
-    V = V * vmask.unsqueeze(-1).to(V.dtype)
+    V = torch.where(vmask.unsqueeze(-1), V, torch.zeros((), dtype=V.dtype, device=V.device))
     return V, vmask, counts, means
 
 
