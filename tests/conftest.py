@@ -1,7 +1,16 @@
 import pytest
 import torch
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# One intra-op thread for every test: the batched ops here are small, and on a 2-core machine that is
+# shared (CI, or a developer running other jobs) extra threads slow them down by up to ~100x.
+torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Restore the single-thread setting after tests (or the code they call) change it."""
+    yield
+    torch.set_num_threads(1)
 
 
 @pytest.fixture

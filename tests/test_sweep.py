@@ -42,7 +42,7 @@ def test_plan_is_content_seeded():
 
 def test_resume_skips_finished_chunks(tmp_path):
     spec = _spec()
-    full = run_sweep(spec, tmp_path / "full", trial_fn=fake_trials, progress=False)
+    run_sweep(spec, tmp_path / "full", trial_fn=fake_trials, progress=False)
     calls = []
 
     kill = [True]

@@ -16,7 +16,6 @@ eq. (9) (a mechanism later shown not to be DP; kept for the as-published reprodu
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 

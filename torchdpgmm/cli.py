@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def _generator(seed: int | None) -> "torch.Generator":
+def _generator(seed: int | None):
     import torch
 
     g = torch.Generator()
@@ -202,8 +202,6 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
-    import torch
-
     from torchdpgmm.datafile import write_labeled_csv
     from torchdpgmm.modelfile import load_model
 
@@ -234,7 +232,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def histogram_counts(hist: "torch.Tensor", n: int) -> "torch.Tensor":
+def histogram_counts(hist, n: int):
     """Scale a class histogram (counts or weights) to integer counts summing to ``n`` (largest remainders)."""
     import torch
 

@@ -79,8 +79,11 @@ def model_to_dict(model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequen
                          "(index the batch first, e.g. release.model[0])")
     if not isinstance(privacy, PrivacyRecord):
         raise TypeError("privacy must be a PrivacyRecord: only released models can be saved")
-    if not (isinstance(privacy.epsilon, (int, float)) and math.isfinite(privacy.epsilon) and privacy.epsilon > 0):
-        raise ValueError("refusing to save a model whose privacy record has no positive finite epsilon")
+    record = privacy.to_dict()
+    eps = record.get("epsilon")
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+        raise ValueError("refusing to save a model whose privacy record has no positive finite epsilon "
+                         f"(got {eps!r}; a batched record must be indexed to one release first)")
     K, d = model.num_classes, model.dim
     class_names = [str(c) for c in (class_names if class_names is not None else range(K))]
     feature_names = [str(f) for f in (feature_names if feature_names is not None else [f"x{i}" for i in range(d)])]
@@ -101,7 +104,7 @@ def model_to_dict(model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequen
         "means": m.means.tolist(),
         "covariances": m.covariances.tolist(),
         "counts": None if m.counts is None else [int(c) for c in m.counts.tolist()],
-        "privacy": privacy.to_dict(),
+        "privacy": record,
     }
 
 

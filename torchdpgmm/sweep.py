@@ -106,13 +106,14 @@ def default_trial_fn(spec: SweepSpec, chunk: Chunk) -> list[dict[str, Any]]:
     """Generate ``chunk.num_trials`` synthetic datasets (Sec. V-A), release each, return one row per trial."""
     import torch
 
-    from torchdpgmm.montecarlo import synthetic_dataset
+    from torchdpgmm.montecarlo import synthetic_data
     from torchdpgmm.release import release
 
     device = torch.device(spec.device)
     g_data = torch.Generator(device=device).manual_seed(chunk.data_seed)
     g_noise = torch.Generator(device=device).manual_seed(chunk.noise_seed)
-    X, y = synthetic_dataset(chunk.num_trials, chunk.N, chunk.K, chunk.d, generator=g_data, device=device)[:2]
+    data = synthetic_data(chunk.num_trials, chunk.N, chunk.K, chunk.d, generator=g_data, device=device)
+    X, y = data.X, data.y
     kw: dict[str, Any] = {"mode": spec.mode}
     if chunk.mechanism == "kl":
         kw["variant"] = spec.variant

@@ -1,0 +1,223 @@
+"""Benchmarks (b) and (c) of issue 3: the covering SDP (23) and the per-trial cost of Algorithm 1.
+
+(c) per-problem SDP time and optimum agreement: literal LMI in plain cvxpy + Clarabel (the baseline),
+    the cvxpylayers Gamma form, and the batched dual solver (single problem, and amortised over a batch),
+    at d in {3, 5, 10} and N in {1000, 5000}. The LMI is skipped above ``--lmi-cap`` seconds (estimated
+    from the smallest size) and the skip is recorded.
+(b) the literal per-trial method — Algorithm 1 with the LMI (23) solved in plain cvxpy + Clarabel inside
+    the alternating loop, one trial at a time — against ``design_mechanism`` on a batch of trials.
+
+Baseline and ours are measured interleaved in the same run (the machine is shared); the thread count and
+the load average are recorded. Usage::
+
+    python benchmarks/bench_sdp.py [--quick] [--out benchmarks/results/bench_sdp.json] [--threads 1]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from torchdpgmm.design import design_mechanism, label_flip_differences, solve_covering_sdp, solve_lmi_cvxpy  # noqa: E402
+from torchdpgmm.design.algorithm import _mvdigamma  # noqa: E402
+
+
+def synthetic(seed, T, N, K, d):
+    """Sec. V-A generator: Dirichlet(1) weights, means U[-10,10]^d, Wishart(d+1, I) covariances."""
+    g = torch.Generator().manual_seed(seed)
+    w = -torch.log(torch.rand(T, K, generator=g, dtype=torch.float64))
+    w = w / w.sum(-1, keepdim=True)
+    w = 0.5 * w + 0.5 / K  # keep every class populated enough for a covariance (d + 1 points)
+    mu = 20 * torch.rand(T, K, d, generator=g, dtype=torch.float64) - 10
+    G = torch.randn(T, K, d, d + 1, generator=g, dtype=torch.float64)
+    cov = G @ G.transpose(-1, -2)
+    y = torch.multinomial(w, N, replacement=True, generator=g)
+    z = torch.randn(T, N, d, generator=g, dtype=torch.float64)
+    Lc = torch.linalg.cholesky(cov)
+    X = torch.gather(mu, 1, y.unsqueeze(-1).expand(T, N, d)) + \
+        (torch.gather(Lc, 1, y.view(T, N, 1, 1).expand(T, N, d, d)) @ z.unsqueeze(-1)).squeeze(-1)
+    return X, y
+
+
+def _class_problem(X, y, K, k=0):
+    V, vm, counts, means = label_flip_differences(X, y, K)
+    S = torch.cov(X[y == k].T)
+    return V[k], vm[k], torch.linalg.inv(S)
+
+
+def _timed(fn, *a, **kw):
+    t = time.perf_counter()
+    out = fn(*a, **kw)
+    return out, time.perf_counter() - t
+
+
+def bench_c(sizes, repeats, lmi_cap, batch):
+    rows = []
+    t_lmi_ref = None  # seconds at the first size, to estimate the cost of the next ones
+    n_ref = None
+    for d, N in sizes:
+        X, y = synthetic(100 * d + N, 1, N, 5, d)
+        V, vm, A = _class_problem(X[0], y[0], 5)
+        # batch of `batch` problems (different classes / datasets) for the amortised dual time
+        Xb, yb = synthetic(7 + d + N, max(1, batch // 5), N, 5, d)
+        Vb, vmb, _, _ = label_flip_differences(Xb, yb, 5)
+        covb = torch.stack([torch.stack([torch.cov(Xb[t][yb[t] == k].T) for k in range(5)]) for t in range(Xb.shape[0])])
+        Ab = torch.linalg.inv(covb)
+        solve_covering_sdp(V, A, vm)  # warm-up (first call of eigh etc.)
+        est = None if t_lmi_ref is None else t_lmi_ref * (N / n_ref[1]) ** 1.5 * (d / n_ref[0]) ** 3
+        run_lmi = est is None or est <= lmi_cap
+        rec = {"d": d, "N": N, "lmi": [], "cvxpylayers": [], "dual": [], "dual_batched_per_problem": []}
+        for r in range(repeats):
+            if run_lmi and (r == 0 or est is None or est * repeats <= lmi_cap):
+                (o_lmi, _, _), t = _timed(solve_lmi_cvxpy, A.numpy(), V.numpy())
+                rec["lmi"].append(t)
+                rec["lmi_opt"] = o_lmi
+                if t_lmi_ref is None:
+                    t_lmi_ref, n_ref = t, (d, N)
+            res_l, t = _timed(solve_covering_sdp, V, A, vm, solver="cvxpylayers")
+            rec["cvxpylayers"].append(t)
+            rec["cvxpylayers_opt"] = res_l.opt.item()
+            res_d, t = _timed(solve_covering_sdp, V, A, vm, solver="dual")
+            rec["dual"].append(t)
+            rec["dual_opt"] = res_d.opt.item()
+            rec["dual_gap"] = res_d.gap.item()
+            rec["dual_iterations"] = res_d.iterations
+            res_b, t = _timed(solve_covering_sdp, Vb, Ab, vmb, solver="dual")
+            rec["dual_batched_per_problem"].append(t / res_b.opt.numel())
+            rec["dual_batched_max_gap"] = res_b.gap.max().item()
+            rec["batch_problems"] = res_b.opt.numel()
+        if not rec["lmi"]:
+            rec["lmi_note"] = f"skipped: estimated {est:.0f} s > cap {lmi_cap:.0f} s"
+        for key in ("lmi", "cvxpylayers", "dual", "dual_batched_per_problem"):
+            if rec[key]:
+                rec[key + "_median_s"] = float(np.median(rec[key]))
+        if rec["lmi"]:
+            o = rec["lmi_opt"]
+            rec["rel_diff_dual_vs_lmi"] = abs(rec["dual_opt"] / o - 1)
+            rec["rel_diff_cvxpylayers_vs_lmi"] = abs(rec["cvxpylayers_opt"] / o - 1)
+            rec["speedup_dual_vs_lmi"] = rec["lmi_median_s"] / rec["dual_median_s"]
+            rec["speedup_dual_batched_vs_lmi"] = rec["lmi_median_s"] / rec["dual_batched_per_problem_median_s"]
+            rec["speedup_cvxpylayers_vs_lmi"] = rec["lmi_median_s"] / rec["cvxpylayers_median_s"]
+        rec["rel_diff_dual_vs_cvxpylayers"] = abs(rec["dual_opt"] / rec["cvxpylayers_opt"] - 1)
+        rows.append(rec)
+        print(json.dumps({k: v for k, v in rec.items() if not isinstance(v, list)}), flush=True)
+    return rows
+
+
+def literal_algorithm1_trial(X, y, K, eps, delta, lam=1e-3, tol=1e-3, max_iter=50):
+    """One trial of Algorithm 1 as printed, with (23) as the literal LMI in plain cvxpy + Clarabel (one SDP per
+    class per iteration, eps_k^2 a variable), numpy everywhere else. The objective (12) uses the same closed
+    forms for the mapping as the library (the SDPs dominate the cost)."""
+    import cvxpy as cp
+    N, d = X.shape
+    Nk = np.array([(y == k).sum() for k in range(K)], dtype=float)
+    pi = Nk / N
+    mu = np.stack([X[y == k].mean(0) for k in range(K)])
+    Sinv = np.stack([np.linalg.inv(np.cov(X[y == k].T, ddof=1)) for k in range(K)])
+    V = []
+    for k in range(K):
+        inc = (y == k)[:, None]
+        V.append(np.where(inc, (X - mu[k]) / (Nk[k] - 1), (mu[k] - X) / (Nk[k] + 1)))
+    L = 2 * math.log(2 / delta)
+    nbkl = 0.0
+    for i in range(K):
+        for j in range(K):
+            if i != j:
+                c = Nk.copy(); c[i] -= 1; c[j] += 1
+                nbkl += ((c / N) * np.log(c / Nk)).sum()
+    const = (d * math.log(2) + _mvdigamma((d + 1) / 2, d)) / 2
+    w = (1 - lam) * pi + lam / K
+    eps0, epsk = eps / 3, np.full(K, eps / 3)
+    prev, it = None, 0
+    for it in range(1, max_iter + 1):
+        gam = np.minimum((d + 1) / d * np.trace(Sinv, axis1=1, axis2=2), 2 * Nk * (eps - eps0 - epsk) / 3)
+        Ginv = np.zeros((K, d, d))
+        for k in range(K):
+            sc = float(np.sqrt((V[k] ** 2).sum(1).max()))
+            Xv = cp.Variable((d, d), symmetric=True)
+            e2 = cp.Variable()
+            cons = [Xv >> 0, e2 >= 0, e2 <= (eps - eps0 - 3 * gam[k] / (2 * Nk[k])) ** 2]
+            for v in V[k] / sc:
+                v = v.reshape(d, 1)
+                cons.append(cp.bmat([[cp.reshape(e2 / L, (1, 1), order="C"), v.T], [v, Xv]]) >> 0)
+            cp.Problem(cp.Minimize(cp.trace(Sinv[k] @ Xv)), cons).solve(solver=cp.CLARABEL)
+            Ginv[k] = Xv.value * sc ** 2
+            epsk[k] = math.sqrt(max(e2.value, 1e-300))
+        eps0 = eps - np.max(epsk + 3 * gam / (2 * Nk))
+        ck = 0.5 * (d * np.log(gam) + (d + 1) / gam * np.trace(Sinv, axis1=1, axis2=2)
+                    + np.einsum("kij,kji->k", Sinv, Ginv))
+        obj = (1 - lam) * nbkl / (math.exp(eps0) + K * (K - 1)) + (w * ck).sum() - const  # + lam * U (constant)
+        if prev is not None and abs(obj - prev) <= tol:
+            break
+        prev = obj
+    return {"eps0": eps0, "eps_k": epsk, "gamma": gam, "mean_noise_cov": Ginv, "iterations": it}
+
+
+def bench_b(T_literal, T_ours, N, K, d, eps, delta):
+    X, y = synthetic(11, max(T_literal, T_ours), N, K, d)
+    rows = {"N": N, "K": K, "d": d, "epsilon": eps, "delta": delta, "literal_s": [], "ours_batch_s": [],
+            "ours_trials": T_ours, "max_rel_diff_mean_noise_cov": 0.0}
+    design_mechanism(X[:2], y[:2], K, eps, delta)  # warm-up
+    for t in range(T_literal):
+        lit, tl = _timed(literal_algorithm1_trial, X[t].numpy(), y[t].numpy(), K, eps, delta)
+        rows["literal_s"].append(tl)
+        D, to = _timed(design_mechanism, X[:T_ours], y[:T_ours], K, eps, delta, variant="as-published")
+        rows["ours_batch_s"].append(to)
+        rel = np.abs(D.mean_noise_cov[t].numpy() / lit["mean_noise_cov"] - 1).max()
+        rows["max_rel_diff_mean_noise_cov"] = max(rows["max_rel_diff_mean_noise_cov"], float(rel))
+        rows["literal_iterations"] = lit["iterations"]
+    rows["literal_per_trial_s"] = float(np.median(rows["literal_s"]))
+    rows["ours_per_trial_s"] = float(np.median(rows["ours_batch_s"])) / T_ours
+    rows["speedup_per_trial"] = rows["literal_per_trial_s"] / rows["ours_per_trial_s"]
+    print(json.dumps({k: v for k, v in rows.items() if not isinstance(v, list)}), flush=True)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "bench_sdp.json"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--lmi-cap", type=float, default=150.0, help="skip an LMI solve estimated above this (s)")
+    ap.add_argument("--literal-trials", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=100, help="problems in the amortised dual measurement")
+    ap.add_argument("--sizes", default=None, help="comma list of dxN, e.g. 3x5000,5x1000 (default: the grid)")
+    ap.add_argument("--skip-b", action="store_true")
+    ap.add_argument("--skip-c", action="store_true")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    if a.quick:
+        sizes, repeats, lit_T, ours_T, Nb, Kb, db, batch = [(2, 60), (3, 80)], 1, 1, 4, 60, 3, 2, 10
+    else:
+        sizes = [(3, 1000), (5, 1000), (10, 1000), (3, 5000), (5, 5000), (10, 5000)]
+        repeats, lit_T, ours_T, Nb, Kb, db, batch = a.repeats, a.literal_trials, 100, 1000, 5, 3, a.batch
+    if a.sizes:
+        sizes = [tuple(int(v) for v in z.split("x")) for z in a.sizes.split(",")]
+    meta = {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
+            "machine": platform.machine(), "cpu_count": os.cpu_count(), "loadavg_start": os.getloadavg(),
+            "quick": a.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    out = {"benchmark": "bench_sdp", "meta": meta}
+    if not a.skip_c:
+        out["c_per_problem"] = bench_c(sizes, repeats, a.lmi_cap, batch)
+    if not a.skip_b:
+        out["b_literal_per_trial"] = bench_b(lit_T, ours_T, Nb, Kb, db, 1.0, 1e-5)
+    meta["loadavg_end"] = os.getloadavg()
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1))
+    print("wrote", a.out)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Figures 1-5 of paper 000 (Sec. V-A) at their default sizes: JSON + CSV + PNG per figure.
+#   scripts/figures_synthetic.sh [OUT_DIR] [extra flags passed to every study, e.g. --trials 20]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-scripts/results/synthetic}"
+shift || true
+for fig in fig2 fig1 fig3 fig4 fig5; do
+  python -m torchdpgmm.cli experiment "$fig" --out "$OUT" --seed 4242 "$@"
+done

@@ -1,0 +1,22 @@
+"""Smoke test of benchmarks/bench_sdp.py (tiny sizes; no timing assertions)."""
+import importlib.util
+import json
+from pathlib import Path
+
+
+def test_bench_sdp_quick(tmp_path):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sdp.py"
+    spec = importlib.util.spec_from_file_location("bench_sdp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "b.json"
+    mod.main(["--quick", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert data["meta"]["threads"] == 1
+    c = data["c_per_problem"]
+    assert [(r["d"], r["N"]) for r in c] == [(2, 60), (3, 80)]
+    for r in c:
+        assert r["rel_diff_dual_vs_lmi"] < 1e-5 and r["rel_diff_cvxpylayers_vs_lmi"] < 1e-5
+    b = data["b_literal_per_trial"]
+    assert b["max_rel_diff_mean_noise_cov"] < 1e-3
+    assert b["literal_per_trial_s"] > 0 and b["ours_per_trial_s"] > 0

@@ -1,0 +1,120 @@
+"""The covering SDP (23) at t/L = 1: dual and cvxpylayers solvers against the literal LMI in plain cvxpy."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.design.sdp import (covering_violation, label_flip_differences, solve_covering_sdp,
+                                   solve_lmi_cvxpy)
+
+
+def _problem(seed, n, d, k=3):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g, dtype=torch.float64) @ torch.randn(d, d, generator=g, dtype=torch.float64)
+    y = torch.randint(0, k, (n,), generator=g)
+    return X, y
+
+
+def _class0(X, y, k=3):
+    V, vm, counts, means = label_flip_differences(X, y, k)
+    S = torch.cov(X[y == 0].T)
+    return V[0], vm[0], torch.linalg.inv(S)
+
+
+def test_label_flip_differences_brute_force():
+    X, y = _problem(0, 30, 2)
+    V, vm, counts, means = label_flip_differences(X, y, 3)
+    Xn, yn = X.numpy(), y.numpy()
+    for k in range(3):
+        mu = Xn[yn == k].mean(0)
+        for n in range(30):
+            for kp in range(3):
+                if kp == yn[n]:
+                    continue
+                y2 = yn.copy()
+                y2[n] = kp
+                if k not in (yn[n], kp):
+                    continue
+                delta = Xn[y2 == k].mean(0) - mu
+                # same vector up to sign
+                v = V[k, n].numpy()
+                assert min(np.abs(v - delta).max(), np.abs(v + delta).max()) < 1e-12
+    assert torch.equal(counts, torch.bincount(y, minlength=3).double())
+
+
+@pytest.mark.parametrize("seed,n,d", [(1, 80, 2), (2, 120, 3), (3, 60, 4)])
+def test_solvers_agree_with_literal_lmi(seed, n, d):
+    X, y = _problem(seed, n, d)
+    V, vm, A = _class0(X, y)
+    ref, Xref, _ = solve_lmi_cvxpy(A.numpy(), V.numpy())
+    dual = solve_covering_sdp(V, A, vm, solver="dual")
+    lay = solve_covering_sdp(V, A, vm, solver="cvxpylayers")
+    assert abs(dual.opt.item() / ref - 1) < 1e-5
+    assert abs(lay.opt.item() / ref - 1) < 1e-5
+    assert dual.gap.item() <= 1e-6
+    # the certified lower bound really is below the reference optimum (up to the LMI's own accuracy)
+    assert dual.lower.item() <= ref * (1 + 1e-6)
+    for res in (dual, lay):
+        assert covering_violation(V, res.X, vm).item() <= 1 + 1e-9
+        assert torch.linalg.eigvalsh(res.X).min().item() > 0
+
+
+def test_closed_form_two_orthogonal_vectors():
+    # min tr X s.t. X >= a^2 e1 e1^T, X >= b^2 e2 e2^T  ->  X = diag(a^2, b^2), value a^2 + b^2
+    a, b = 0.7, 2.3
+    V = torch.tensor([[a, 0.0], [0.0, b], [-a, 0.0]], dtype=torch.float64)
+    res = solve_covering_sdp(V, torch.eye(2, dtype=torch.float64))
+    assert res.opt.item() == pytest.approx(a * a + b * b, rel=1e-9)
+    assert torch.allclose(res.X, torch.diag(torch.tensor([a * a, b * b], dtype=torch.float64)), atol=1e-7)
+
+
+def test_batched_ragged_equals_separate():
+    probs = [_class0(*_problem(s, n, 3)) for s, n in [(4, 50), (5, 90), (6, 70)]]
+    nmax = max(p[0].shape[0] for p in probs)
+    Vb = torch.zeros(3, nmax, 3, dtype=torch.float64)
+    mb = torch.zeros(3, nmax, dtype=torch.bool)
+    Ab = torch.stack([p[2] for p in probs])
+    for i, (V, vm, A) in enumerate(probs):
+        Vb[i, : V.shape[0]] = V
+        mb[i, : V.shape[0]] = vm
+        Vb[i, V.shape[0]:] = 1e3  # garbage in the padding must be ignored
+    rb = solve_covering_sdp(Vb, Ab, mb)
+    for i, (V, vm, A) in enumerate(probs):
+        r = solve_covering_sdp(V, A, vm)
+        assert rb.opt[i].item() == pytest.approx(r.opt.item(), rel=2e-6)  # both certified to 1e-6
+    rl = solve_covering_sdp(Vb, Ab, mb, solver="cvxpylayers")
+    assert torch.allclose(rl.opt, rb.opt, rtol=1e-5)
+
+
+def test_pruning_equals_no_pruning():
+    # Newton polishing off, so the multiplicative iteration runs long enough for the active set to kick in
+    X, y = _problem(7, 300, 3)
+    V, vm, A = _class0(X, y)
+    kw = dict(newton_steps=0, tol=1e-5, max_iter=4000)
+    a = solve_covering_sdp(V, A, vm, prune=True, **kw)
+    b = solve_covering_sdp(V, A, vm, prune=False, **kw)
+    assert a.iterations > 40  # the pruning branch was reached
+    assert a.opt.item() == pytest.approx(b.opt.item(), rel=2e-5)
+    assert a.gap.item() <= 1e-5 and b.gap.item() <= 1e-5
+    ref = solve_covering_sdp(V, A, vm)  # Newton-polished, gap 1e-6
+    assert a.opt.item() == pytest.approx(ref.opt.item(), rel=2e-5)
+
+
+def test_scaled_lmi_reduction():
+    # reduction 1: with eps_k^2 a variable bounded by T, the literal (23) gives X*(T) = (L/T) X1*
+    X, y = _problem(8, 60, 2)
+    V, vm, A = _class0(X, y)
+    L = 2 * math.log(2 / 1e-5)
+    T = 0.37
+    opt_t, X_t, e = solve_lmi_cvxpy(A.numpy(), V.numpy(), eps_sq_max=T, L=L)
+    r1 = solve_covering_sdp(V, A, vm)
+    assert e == pytest.approx(T, rel=1e-6)
+    assert opt_t == pytest.approx(L / T * r1.opt.item(), rel=1e-5)
+
+
+def test_bad_shapes():
+    with pytest.raises(ValueError):
+        solve_covering_sdp(torch.zeros(5, 3), torch.eye(2))
+    with pytest.raises(ValueError):
+        solve_covering_sdp(torch.zeros(5, 2), torch.eye(2), solver="scs")

@@ -1,0 +1,152 @@
+"""DP-EM, DPGMM, DP-MSNM: MAP M-step vs the supplement's formulas, sensitivities vs the papers, invariants
+after post-processing, privacy records, input errors before any noise is drawn."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.em import (
+    MAPPrior,
+    fit_dp_em,
+    fit_dp_msnm,
+    fit_dpgmm,
+    map_m_step,
+    msnm_sensitivities,
+    wu_sensitivities,
+)
+from torchdpgmm.em._common import clip_rows_l1, clip_rows_l2, normalise_weights_minmax, shift_psd
+
+
+
+def _data(B=4, N=300, d=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lab = torch.randint(0, 2, (B, N), generator=g)
+    centres = torch.tensor([[0.2, 0.2], [0.7, 0.6]], dtype=torch.float64)[:, :d]
+    return (centres[lab] + 0.08 * torch.randn(B, N, d, dtype=torch.float64, generator=g)).clamp(0, 1)
+
+
+def test_map_m_step_matches_supplement_formulas():
+    rng = np.random.default_rng(0)
+    N, K, d = 50, 3, 2
+    X = rng.normal(size=(N, d)) * 0.3
+    R = rng.dirichlet(np.ones(K), size=N)
+    Nk = R.sum(0)
+    S1 = R.T @ X
+    S2 = np.einsum("nk,nd,ne->kde", R, X, X)
+    pr = MAPPrior()
+    w, mu, cov = map_m_step(torch.tensor(Nk), torch.tensor(S1), torch.tensor(S2), torch.tensor(float(N)), pr, psd_floor=0.0)
+    alpha, kappa0, nu0, S0 = 2.0, 1.0, d + 2.0, 0.1 * np.eye(d)
+    for k in range(K):
+        pi_mle = Nk[k] / N
+        mu_mle = S1[k] / Nk[k]
+        sig_mle = S2[k] / Nk[k] - np.outer(mu_mle, mu_mle)
+        pi_map = (N * pi_mle + alpha - 1) / (N + K * alpha - K)
+        mu_map = Nk[k] * mu_mle / (Nk[k] + kappa0)
+        sig_map = (S0 + Nk[k] * sig_mle + kappa0 * Nk[k] / (kappa0 + Nk[k]) * np.outer(mu_mle, mu_mle)) / (nu0 + Nk[k] + d + 2)
+        assert w[k].item() == pytest.approx(pi_map, rel=1e-12)
+        np.testing.assert_allclose(mu[k].numpy(), mu_map, rtol=1e-12)
+        np.testing.assert_allclose(cov[k].numpy(), sig_map, rtol=1e-10)
+
+
+def test_sensitivity_formulas():
+    n, K, R = 200.0, 3, 2.0
+    s_pi, s_mu, s_sig = wu_sensitivities(n, K, R)
+    assert (s_pi, s_mu) == pytest.approx((3 / 200, 4 * 3 * 2 / 200))
+    assert s_sig == pytest.approx((12 * 200 * 3 * 4 + 8 * 9 * 4) / 200 ** 2)
+    S = msnm_sensitivities(n, K, R, 3.0, 10.0, 1.0)
+    assert S["pi"] == pytest.approx(3 / 200)
+    assert S["xi"] == pytest.approx(4 * 3 * (2 - 1) / 200)
+    assert S["eta"] == pytest.approx(2 * 3 * 2 * 3 / (200 * 10))
+    assert S["Lambda"] == pytest.approx(2 * 3 * (4 + 4 * 2 * 3 * 1 + 4 * 10 * 1) / 200)
+
+
+def test_post_processing_helpers():
+    w = torch.tensor([[0.5, -0.2, 0.9], [0.3, 0.3, 0.3]], dtype=torch.float64)
+    p = normalise_weights_minmax(w, 1e-3)
+    lo, hi = -0.2, 0.9
+    ref = (np.array([0.5, -0.2, 0.9]) - lo) / (hi - lo) + 1e-3
+    np.testing.assert_allclose(p[0].numpy(), ref / ref.sum())
+    np.testing.assert_allclose(p[1].numpy(), np.full(3, 1 / 3))
+    S = torch.tensor([[1.0, 2.0], [2.0, 1.0]], dtype=torch.float64)  # eigenvalues -1, 3
+    out = shift_psd(S, 0.0)
+    np.testing.assert_allclose(out.numpy(), S.numpy() + np.eye(2))
+    X = torch.tensor([[3.0, -4.0], [0.1, 0.1]], dtype=torch.float64)
+    torch.testing.assert_close(clip_rows_l1(X, 1.0)[0].abs().sum(), torch.tensor(1.0, dtype=torch.float64))
+    torch.testing.assert_close(clip_rows_l1(X, 1.0)[1], X[1])
+    torch.testing.assert_close(torch.linalg.vector_norm(clip_rows_l2(X, 1.0)[0]), torch.tensor(1.0, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("method", ["dp_em_llg", "dp_em_ggg", "dpgmm", "dp_msnm"])
+def test_invariants_and_record(method):
+    X = _data()
+    g = torch.Generator().manual_seed(1)
+    if method.startswith("dp_em"):
+        fit = fit_dp_em(X, 2, 0.5, 1e-5, variant=method[-3:].upper(), data_bound=math.sqrt(2), max_iter=5, generator=g)
+        covs = fit.covariances
+    elif method == "dpgmm":
+        fit = fit_dpgmm(X, 2, 0.5, R=2.0, max_iter=5, generator=g)
+        covs = fit.covariances
+    else:
+        fit = fit_dp_msnm(X, 2, 0.5, R=2.0, max_iter=5, generator=g)
+        covs = fit.Lambda
+    w = fit.weights
+    assert bool((w >= 0).all())
+    torch.testing.assert_close(w.sum(-1), torch.ones(4, dtype=torch.float64))
+    assert bool((torch.linalg.eigvalsh(covs) > 0).all())
+    assert bool(torch.isfinite(fit.loglik).all())
+    rec = fit.privacy.to_dict()
+    assert rec["epsilon"] == 0.5 and rec["mode"] == "sound"
+    assert rec["mechanism"]
+
+
+def test_as_published_mode_is_flagged():
+    X = _data(B=1)
+    assert fit_dpgmm(X, 2, 1.0, max_iter=2).privacy.mode == "as-published"
+    rec = fit_dp_msnm(X, 2, 1.0, max_iter=2).privacy
+    assert rec.mode == "as-published" and any("leaks" in n for n in rec.notes)
+    assert fit_dp_em(X, 2, 1.0, 1e-5, max_iter=2).privacy.mode == "as-published"
+
+
+def test_budget_split_sums_to_epsilon():
+    X = _data(B=1)
+    rec = fit_dp_msnm(X, 3, 2.0, R=2.0, max_iter=4).privacy.split
+    per_iter = rec["eps_pi_per_iteration"] + 3 * (rec["eps_Lambda_per_component_iteration"]
+                                                  + rec["eps_xi_per_component_iteration"]
+                                                  + rec["eps_eta_per_component_iteration"])
+    assert per_iter * 4 == pytest.approx(2.0)
+    assert rec["eps_Lambda_per_component_iteration"] == pytest.approx(0.6 * 2.0 / (4 * 3))
+    rec = fit_dpgmm(X, 3, 2.0, R=2.0, max_iter=4).privacy.split
+    per_iter = rec["eps_pi_per_iteration"] + 3 * (rec["eps_mu_per_component_iteration"]
+                                                  + rec["eps_Sigma_per_component_iteration"])
+    assert per_iter * 4 == pytest.approx(2.0)
+
+
+def test_noise_shrinks_with_epsilon_and_is_reproducible():
+    X = _data(B=8, N=2000)
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    a = fit_dp_em(X, 2, 1.0, 1e-5, data_bound=math.sqrt(2), max_iter=5, generator=g())
+    b = fit_dp_em(X, 2, 1.0, 1e-5, data_bound=math.sqrt(2), max_iter=5, generator=g())
+    torch.testing.assert_close(a.means, b.means)
+    hi = fit_dp_em(X, 2, 1e4, 1e-5, data_bound=math.sqrt(2), max_iter=5, generator=g())
+    lo = fit_dp_em(X, 2, 0.05, 1e-5, data_bound=math.sqrt(2), max_iter=5, generator=g())
+    assert hi.loglik.mean() > lo.loglik.mean()
+
+
+def test_errors_before_noise():
+    X = _data(B=1)
+    g = torch.Generator().manual_seed(0)
+    state = g.get_state()
+    with pytest.raises(ValueError, match="epsilon"):
+        fit_dpgmm(X, 2, 0.0, generator=g)
+    with pytest.raises(ValueError, match="delta"):
+        fit_dp_em(X, 2, 1.0, 1.5, generator=g)
+    with pytest.raises(ValueError, match="R3"):
+        fit_dp_msnm(X, 2, 1.0, R3_fraction=1.5, generator=g)
+    with pytest.raises(ValueError, match="variant"):
+        fit_dp_em(X, 2, 1.0, 1e-5, variant="XYZ", generator=g)
+    Xn = X.clone()
+    Xn[0, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match="X"):
+        fit_dp_msnm(Xn, 2, 1.0, generator=g)
+    assert torch.equal(g.get_state(), state)

@@ -1,0 +1,60 @@
+"""Smoke tests: the EM studies and the EM benchmark run end to end in quick mode."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+
+def test_ais_study_quick(tmp_path):
+    from torchdpgmm.cli import main
+
+    main(["experiment", "ais", "--out", str(tmp_path), "--quick", "--seed", "1"])
+    out = json.loads((tmp_path / "ais.json").read_text())
+    kinds = {r["kind"] for r in out["rows"]}
+    assert kinds == {"loglik_vs_epsilon", "ic_vs_G"}
+    methods = {r["method"] for r in out["rows"]}
+    assert {"DP-MSNM", "DPGMM", "DP-EM (LLG)", "EM-GMM (non-private)", "EM-MSNM (non-private)"} <= methods
+    assert (tmp_path / "ais.csv").exists() and (tmp_path / "ais.png").exists()
+
+
+def test_em_synthetic_study_quick(tmp_path):
+    from torchdpgmm.cli import main
+
+    main(["experiment", "em-synthetic", "--out", str(tmp_path), "--quick"])
+    out = json.loads((tmp_path / "em-synthetic.json").read_text())
+    assert any("3D Road" in n for n in out["notes"])
+    assert all(r["G"] >= 1 for r in out["rows"])
+
+
+def test_bench_em_smoke(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_em", ROOT / "benchmarks" / "bench_em.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "bench.json"
+    threads = torch.get_num_threads()
+    try:
+        mod.main(["--smoke", "--out", str(out)])
+    finally:
+        torch.set_num_threads(threads)
+    res = json.loads(out.read_text())
+    assert res["max_rel_loglik_diff"] < 1e-6
+    assert res["torch_threads"] >= 1
+
+
+def test_load_ais():
+    from torchdpgmm.data.ais import AIS_NUMERIC_COLUMNS, load_ais
+
+    X = load_ais()
+    assert X.shape == (202, len(AIS_NUMERIC_COLUMNS)) and X.dtype == torch.float64
+    pair, cols = load_ais(["BMI", "Bfat"], return_columns=True)
+    assert cols == ("BMI", "Bfat")
+    # first row of the CSV: BMI 20.56, Bfat 19.75
+    assert pair[0].tolist() == [20.56, 19.75]
+    with pytest.raises(ValueError, match="columns"):
+        load_ais(["sex"])

@@ -1,0 +1,146 @@
+"""The README's user journey, end to end: release from a CSV, sample, sweep, kill + resume, Ray."""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.cli import main
+from torchdpgmm.datafile import read_labeled_table
+from torchdpgmm.modelfile import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _csv(path, n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    y[:6] = [0, 0, 1, 1, 2, 2]
+    X = rng.normal(size=(n, 2)) + np.array([[0, 0], [4, 0], [0, 4]])[y]
+    names = np.array(["setosa", "versicolor", "virginica"])
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["petal_length", "species", "petal_width"])
+        for xi, yi in zip(X, y):
+            w.writerow([xi[0], names[yi], xi[1]])
+    return path
+
+
+def test_release_then_sample_from_csv(tmp_path, capsys):
+    data = _csv(tmp_path / "flowers.csv")
+    out = tmp_path / "model.json"
+    rc = main(["release", "--data", str(data), "--label-column", "species", "--epsilon", "1", "--delta", "1e-5",
+               "--mechanism", "kl", "--seed", "3", "--out", str(out)])
+    assert rc == 0
+    mf = load_model(out)
+    assert mf.class_names == ["setosa", "versicolor", "virginica"]
+    assert mf.feature_names == ["petal_length", "petal_width"]
+    assert mf.privacy.epsilon == 1.0 and mf.privacy.delta == 1e-5 and mf.privacy.mode == "as-published"
+    assert mf.privacy.adjacency and mf.privacy.accountant and mf.privacy.notes
+    assert main(["sample", str(out), "-n", "50", "--seed", "1", "--out", str(tmp_path / "syn.csv")]) == 0
+    syn = read_labeled_table(tmp_path / "syn.csv", "label")
+    assert syn.X.shape == (50, 2)
+    expected = mf.model.counts.double() / mf.model.counts.sum() * 50
+    assert np.all(np.abs(np.bincount(syn.y.numpy(), minlength=3) - expected.numpy()) < 1)
+    # the same seed gives the same release
+    main(["release", "--data", str(data), "--label-column", "species", "--epsilon", "1", "--delta", "1e-5",
+          "--seed", "3", "--out", str(tmp_path / "again.json")])
+    torch.testing.assert_close(load_model(tmp_path / "again.json").model.means, mf.model.means)
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--label-column", "nope"], "no column named"),
+    (["--label-column", "species", "--epsilon", "0"], "epsilon"),
+    (["--label-column", "species", "--delta", "2"], "delta"),
+])
+def test_release_errors_write_nothing(tmp_path, capsys, args, msg):
+    data = _csv(tmp_path / "d.csv")
+    base = {"--epsilon": "1", "--delta": "1e-5"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    argv = ["release", "--data", str(data), "--out", str(tmp_path / "m.json")]
+    for k, v in base.items():
+        argv += [k, v]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert msg in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_release_refuses_single_class_and_nan(tmp_path, capsys):
+    p = tmp_path / "one.csv"
+    p.write_text("a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
+    assert main(["release", "--data", str(p), "--label-column", "label", "--epsilon", "1", "--delta", "1e-5",
+                 "--out", str(tmp_path / "m.json")]) == 2
+    assert "single class" in capsys.readouterr().err
+    p.write_text("a,b,label\n1,nan,x\n3,4,y\n5,6,x\n7,8,y\n")
+    assert main(["release", "--data", str(p), "--label-column", "label", "--epsilon", "1", "--delta", "1e-5",
+                 "--out", str(tmp_path / "m.json")]) == 2
+    assert "non-finite" in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+
+
+SWEEP = ["--mechanisms", "kl,gaussian", "--epsilons", "1,4", "--N", "40", "--K", "2", "--d", "2",
+         "--trials", "6", "--chunk-size", "1", "--no-progress"]
+
+
+def test_sweep_kill_resume_and_ray_identical(tmp_path):
+    # 1. an uninterrupted reference run, in-process
+    assert main(["sweep", *SWEEP, "--out", str(tmp_path / "ref")]) == 0
+    ref = (tmp_path / "ref" / "results.csv").read_text()
+    assert len(ref.strip().splitlines()) == 1 + 2 * 2 * 6
+    # 2. the same sweep as a separate process, killed (SIGKILL) once some chunks are on disk
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "torchdpgmm.cli", "sweep", *SWEEP, "--out", str(out)],
+                            env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if len(list((out / "chunks").glob("*.csv"))) >= 2:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = {p.name: p.stat().st_mtime_ns for p in (out / "chunks").glob("*.csv")}
+    assert 2 <= len(done) < 24, f"kill came too late or too early: {len(done)} chunks done"
+    assert not (out / "results.csv").exists()
+    # 3. resume: finished chunks are kept untouched, the rest is computed, the result equals the reference
+    assert main(["sweep", *SWEEP, "--out", str(out), "--resume"]) == 0
+    assert all((out / "chunks" / n).stat().st_mtime_ns == t for n, t in done.items())
+    assert (out / "results.csv").read_text() == ref
+    # 4. the same sweep on a local Ray instance gives identical numbers
+    pytest.importorskip("ray")
+    assert main(["sweep", *SWEEP, "--out", str(tmp_path / "ray"), "--backend", "ray"]) == 0
+    assert (tmp_path / "ray" / "results.csv").read_text() == ref
+
+
+def test_estimator_fit_sample_predict_score():
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.array(["a", "b"]), 100)
+    X = rng.normal(size=(200, 2)) + np.where(y[:, None] == "a", 0.0, 6.0)
+    est = DPGaussianMixture(epsilon=2.0, delta=1e-5, mechanism="kl", random_state=0).fit(X, y)
+    assert est.privacy_.epsilon == 2.0 and list(est.classes_) == ["a", "b"]
+    Xs, ys = est.sample(40)
+    assert Xs.shape == (40, 2) and set(ys) <= {"a", "b"}
+    assert est.predict(X).shape == (200,) and np.isfinite(est.score(X))
+    assert 0.0 <= est.accuracy(X, y) <= 1.0
+    assert not hasattr(est, "fitted_")  # the non-private fit is not kept
+    with pytest.raises(ValueError, match="clip_bound"):
+        DPGaussianMixture(mode="sound").fit(X, y)
+    with pytest.raises(ValueError, match="mechanism"):
+        DPGaussianMixture(mechanism="nope").fit(X, y)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        DPGaussianMixture().predict(X)

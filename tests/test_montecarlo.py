@@ -1,0 +1,114 @@
+"""Monte Carlo engine: Sec. V-A generator and chunked runner (paper 000, Sec. V-A)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.montecarlo import (
+    chunk_seeds,
+    chunk_size_for_budget,
+    run_chunked,
+    synthetic_data,
+    synthetic_gmm_params,
+)
+
+
+def _g(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_shapes_and_dtypes():
+    b = synthetic_data(7, 120, num_classes=4, dim=2, generator=_g(0))
+    assert b.X.shape == (7, 120, 2) and b.X.dtype == torch.float64
+    assert b.y.shape == (7, 120) and b.y.dtype == torch.int64
+    assert b.weights.shape == (7, 4) and b.means.shape == (7, 4, 2) and b.covariances.shape == (7, 4, 2, 2)
+    assert int(b.y.min()) >= 0 and int(b.y.max()) < 4
+
+
+def test_same_seed_same_batch_different_trials_differ():
+    a = synthetic_data(5, 50, 3, 2, generator=_g(11))
+    b = synthetic_data(5, 50, 3, 2, generator=_g(11))
+    c = synthetic_data(5, 50, 3, 2, generator=_g(12))
+    assert torch.equal(a.X, b.X) and torch.equal(a.y, b.y)
+    assert not torch.equal(a.X, c.X)
+    # trials within one batch are different datasets
+    assert not torch.allclose(a.X[0], a.X[1])
+
+
+def test_every_class_has_min_points():
+    # N=100, K=5: small classes are frequent, so redraws must happen
+    b = synthetic_data(200, 100, num_classes=5, dim=2, generator=_g(3))
+    counts = torch.stack([(b.y == k).sum(-1) for k in range(5)], -1)
+    assert int(counts.min()) >= 3  # default min_class_size = d + 1
+    assert b.redrawn > 0
+    b2 = synthetic_data(50, 30, num_classes=5, dim=2, generator=_g(3), min_class_size=2)
+    counts2 = torch.stack([(b2.y == k).sum(-1) for k in range(5)], -1)
+    assert int(counts2.min()) >= 2
+
+
+def test_impossible_class_size_rejected():
+    with pytest.raises(ValueError, match="min_class_size"):
+        synthetic_data(2, 10, num_classes=5, dim=3, generator=_g(0))
+    with pytest.raises(ValueError, match="trials"):
+        synthetic_data(0, 10, generator=_g(0))
+
+
+def test_ground_truth_distribution_moments():
+    # Dirichlet(1): E pi_k = 1/K, Var = (K-1)/(K^2 (K+1)); U[-10,10]: mean 0, var 100/3;
+    # Wishart_d(d+1, I): E = (d+1) I, Var(S_11) = 2 (d+1).
+    T, K, d = 20000, 5, 3
+    w, mu, cov = synthetic_gmm_params(T, K, d, generator=_g(5))
+    assert torch.allclose(w.sum(-1), torch.ones(T, dtype=w.dtype))
+    assert abs(float(w.mean()) - 1 / K) < 1e-3
+    assert abs(float(w[:, 0].var()) - (K - 1) / (K**2 * (K + 1))) < 2e-3
+    assert float(mu.abs().max()) <= 10.0
+    assert abs(float(mu.var()) - 100 / 3) < 0.5
+    m = cov.mean(0).mean(0)
+    assert torch.allclose(m, (d + 1) * torch.eye(d, dtype=m.dtype), atol=0.05)
+    assert abs(float(cov[..., 0, 0].var()) - 2 * (d + 1)) < 0.3
+
+
+def test_points_follow_their_class_model():
+    # one trial, many points: class sample means / covariances match the ground truth (CLT scale)
+    b = synthetic_data(1, 60000, num_classes=3, dim=2, generator=_g(9))
+    X, y = b.X[0].numpy(), b.y[0].numpy()
+    for k in range(3):
+        xk = X[y == k]
+        frac = len(xk) / len(X)
+        assert abs(frac - float(b.weights[0, k])) < 5 * math.sqrt(0.25 / len(X))
+        if len(xk) < 500:
+            continue
+        np.testing.assert_allclose(xk.mean(0), b.means[0, k].numpy(), atol=6 * math.sqrt(float(b.covariances[0, k].diagonal().max()) / len(xk)))
+        np.testing.assert_allclose(np.cov(xk.T), b.covariances[0, k].numpy(), rtol=0.1, atol=0.1)
+
+
+def test_draw_on_cpu_moves_to_device():
+    b = synthetic_data(2, 30, 2, 2, generator=_g(1), device="cpu", draw_device="cpu")
+    assert b.X.device.type == "cpu"
+
+
+def test_chunking_budget_and_seeds():
+    assert chunk_size_for_budget(100, 10.0, 250.0) == 25
+    assert chunk_size_for_budget(100, 1e12, 1.0) == 1
+    assert chunk_size_for_budget(100, 0.0) == 100
+    s = chunk_seeds(4, 3)
+    assert s == chunk_seeds(4, 3) and len(set(s)) == 3 and s != chunk_seeds(5, 3)
+
+
+def test_run_chunked_concatenates_and_reproduces():
+    calls = []
+
+    def fn(T, g):
+        calls.append(T)
+        return {"x": torch.rand(T, 2, generator=g), "n": torch.full((T,), T)}
+
+    out = run_chunked(fn, 10, seed=1, bytes_per_trial=1.0, memory_budget=4.0, progress=False)
+    assert calls == [4, 4, 2]
+    assert out["x"].shape == (10, 2)
+    again = run_chunked(fn, 10, seed=1, bytes_per_trial=1.0, memory_budget=4.0, progress=False)
+    assert torch.equal(out["x"], again["x"])
+    other = run_chunked(fn, 10, seed=2, bytes_per_trial=1.0, memory_budget=4.0, progress=False)
+    assert not torch.equal(out["x"], other["x"])
+    with pytest.raises(ValueError, match="trials"):
+        run_chunked(fn, 0)

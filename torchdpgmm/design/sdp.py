@@ -1,0 +1,475 @@
+"""The covering SDP behind eq. (23) of Liu, Scaglione & Peisert (paper 000) and its solvers.
+
+After the exact reduction of ``docs/design.md`` (reduction 1), the mean-noise step (23) of
+Algorithm 1 needs, per class, only the solution of
+
+    min_X  tr(A X)   s.t.   X >= v_m v_m^T  (m = 1..N),                                   (C)
+
+with ``A = Sigma_k^{-1}`` and ``v_m`` the N label-flip differences of ``mu_k`` (DESIGN.md §3); the
+printed LMI (19)/(23) at ``eps_k^2 / (2 ln(2/delta)) = 1`` is exactly (C) by a Schur complement.
+
+Solvers (all return an :class:`CoveringSDPResult` whose ``X`` is *feasible*: ``max_m v_m^T X^{-1} v_m <= 1``
+up to rounding, enforced by a final post-scaling, because a too-small noise covariance is a privacy bug):
+
+* ``"dual"`` — the multiplicative dual (reduction 2) in pure torch, batched over leading dims, any device,
+  with Newton polishing on the identified support and a certified relative duality gap;
+* ``"cvxpylayers"`` — a :class:`cvxpylayers.torch.CvxpyLayer` in the DPP "Gamma form"
+  ``min tr(C^T Gamma^{-1} C) s.t. vec(v v^T) . vec(Gamma) <= 1`` (``matrix_frac``) with Clarabel;
+* :func:`solve_lmi_cvxpy` — the literal printed LMI in plain cvxpy + Clarabel, one problem at a time
+  (reference for tests and benchmarks only; it is ~100x slower than the other two).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "CoveringSDPResult",
+    "label_flip_differences",
+    "solve_covering_sdp",
+    "solve_lmi_cvxpy",
+    "covering_violation",
+]
+
+
+@dataclass
+class CoveringSDPResult:
+    """Result of :func:`solve_covering_sdp` (shapes follow the leading batch dims ``...``).
+
+    Attributes:
+        opt: ``(...)`` the value ``tr(A X)`` of the returned feasible ``X`` (an upper bound on the optimum,
+            within ``gap`` relative of it for the dual solver).
+        X: ``(..., d, d)`` feasible primal point, ``X >= v_m v_m^T`` for every unmasked m.
+        gap: ``(...)`` certified relative duality gap ``(opt - lower) / lower`` (dual solver); NaN for
+            cvxpylayers (no certificate available through the layer).
+        lower: ``(...)`` certified lower bound on the optimum (dual solver); NaN for cvxpylayers.
+        iterations: number of multiplicative iterations run (dual) or 0.
+        scale: ``(...)`` post-scaling factor ``max(1, q)`` applied to make ``X`` feasible
+            (q = max_m v_m^T X^{-1} v_m before scaling).
+        solver: name of the solver used.
+    """
+
+    opt: torch.Tensor
+    X: torch.Tensor
+    gap: torch.Tensor
+    lower: torch.Tensor
+    iterations: int
+    scale: torch.Tensor
+    solver: str
+
+
+def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
+                           mask: torch.Tensor | None = None):
+    """The N label-flip differences of every class mean (DESIGN.md §3; the vectors of (10)/(19)).
+
+    Flipping the label of point n changes ``mu_k`` by ``(x_n - mu_k)/(N_k - 1)`` if n is in class k
+    (it leaves) and by ``(mu_k - x_n)/(N_k + 1)`` otherwise (it joins); the sign is irrelevant for (10).
+
+    Args:
+        X: ``(..., N, d)`` features. y: ``(..., N)`` integer labels. mask: ``(..., N)`` bool, True = real row.
+    Returns:
+        ``V (..., K, N, d)``, ``vmask (..., K, N)``, ``counts (..., K)``, ``means (..., K, d)``.
+    """
+    if mask is None:
+        mask = torch.ones(y.shape, dtype=torch.bool, device=y.device)
+    onehot = torch.nn.functional.one_hot(y.clamp(0, num_classes - 1), num_classes).to(X.dtype)
+    onehot = onehot * mask.unsqueeze(-1).to(X.dtype)                     # (..., N, K)
+    counts = onehot.sum(-2)                                               # (..., K)
+    means = (onehot.transpose(-1, -2) @ X) / counts.clamp_min(1).unsqueeze(-1)  # (..., K, d)
+    inc = onehot.transpose(-1, -2).unsqueeze(-1) > 0                      # (..., K, N, 1)
+    diff = X.unsqueeze(-3) - means.unsqueeze(-2)                          # (..., K, N, d)
+    nk = counts.unsqueeze(-1).unsqueeze(-1)
+    V = torch.where(inc, diff / (nk - 1).clamp_min(1), -diff / (nk + 1))
+    vmask = mask.unsqueeze(-2).expand(V.shape[:-1])
+    V = V * vmask.unsqueeze(-1).to(V.dtype)
+    return V, vmask, counts, means
+
+
+def covering_violation(V: torch.Tensor, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """``q = max_m v_m^T X^{-1} v_m`` over unmasked m, shape ``(...)``; X is feasible for (C) iff q <= 1."""
+    Lx = torch.linalg.cholesky(X)
+    z = torch.linalg.solve_triangular(Lx.unsqueeze(-3), V.unsqueeze(-1), upper=False).squeeze(-1)
+    q = (z * z).sum(-1)
+    if mask is not None:
+        q = torch.where(mask, q, torch.zeros_like(q))
+    return q.amax(-1)
+
+
+def _post_scale(V, X, mask):
+    q = covering_violation(V, X, mask)
+    s = torch.clamp(q, min=1.0)
+    return X * s.unsqueeze(-1).unsqueeze(-1), s
+
+
+def _scatter(p, W):
+    """sum_m p_m w_m w_m^T for W (..., n, d), p (..., n)."""
+    return (W * p.unsqueeze(-1)).transpose(-1, -2) @ W
+
+
+def _sym(M):
+    return 0.5 * (M + M.transpose(-1, -2))
+
+
+# ----------------------------------------------------------------------------------------------
+# dual solver
+# ----------------------------------------------------------------------------------------------
+
+def _certificate(W, mask, p):
+    """Dual value tr(M^{1/2})^2 (a lower bound), primal Y = c M^{1/2} (feasible) and its value c tr(M^{1/2})."""
+    M = _scatter(p, W)
+    e, U = torch.linalg.eigh(_sym(M))
+    tiny = torch.finfo(W.dtype).tiny ** 0.5
+    e = e.clamp_min(tiny)
+    s = e.sqrt()
+    tr = s.sum(-1)
+    Wh = W @ U                                                          # (..., n, d)
+    r = (Wh * Wh / s.unsqueeze(-2)).sum(-1)                             # w^T M^{-1/2} w
+    r = torch.where(mask, r, torch.zeros_like(r))
+    c = r.amax(-1)
+    Y = (U * (c.unsqueeze(-1) * s).unsqueeze(-2)) @ U.transpose(-1, -2)
+    return tr * tr, c * tr, Y, r, tr
+
+
+def _newton_active_set(W, mask, p, k, steps, tol, sync_every=3):
+    """Active-set Newton ascent of f(p) = tr(M(p)^{1/2}) on the simplex, on at most k support slots.
+
+    Start: the top-k points of ``p``. Each step: (i) certificate against *all* N points (dual value f^2,
+    feasible primal ``c M^{1/2}``); (ii) equality-constrained Newton step on the slots, with the Hessian of
+    tr f(M) by the Daleckii-Krein formula, ``d^2 f[H_a, H_b] = sum_ij K_ij (H_a)_ij (H_b)_ji``, K_ij the divided
+    difference of f' = e^{-1/2}/2; a coordinate driven to zero leaves the support; (iii) the most violated point
+    (largest w^T M^{-1/2} w, if above f) enters a free slot (or replaces the lightest one). Correctness never depends on the iterates: every
+    certificate is a valid bound. Every ``sync_every`` steps one host check stops when all gaps are <= tol.
+    Returns the best (lower, upper, Y) found and the number of steps.
+    """
+    n, d = W.shape[-2:]
+    k = min(k, n)
+    dt = W.dtype
+    pm = torch.where(mask, p, torch.full_like(p, -1.0))
+    top = pm.topk(k, dim=-1)
+    idx = top.indices
+    ps = top.values.clamp_min(0)
+    sm = ps > 1e-6 * ps.amax(-1, keepdim=True)
+    ps = torch.where(sm, ps, torch.zeros_like(ps))
+    ps = ps / ps.sum(-1, keepdim=True)
+    eye_k = torch.eye(k, dtype=dt, device=W.device)
+    tiny = torch.finfo(dt).tiny ** 0.5
+    best_lower = torch.full(W.shape[:-2], -math.inf, dtype=dt, device=W.device)
+    best_upper = torch.full(W.shape[:-2], math.inf, dtype=dt, device=W.device)
+    best_Y = torch.zeros(*W.shape[:-2], d, d, dtype=dt, device=W.device)
+    ar = torch.arange(k, device=W.device)
+    halves = 0.5 ** torch.arange(6, dtype=dt, device=W.device)
+    step = 0
+    for step in range(steps + 1):
+        Ws = torch.gather(W, -2, idx.unsqueeze(-1).expand(*idx.shape, d))
+        M = _scatter(ps, Ws)
+        e, U = torch.linalg.eigh(_sym(M))
+        sq = e.clamp_min(tiny).sqrt()
+        f = sq.sum(-1)
+        if step % sync_every == 0 or step == steps:
+            # certificate against all N points (the O(N d^2) part, so only every sync_every steps)
+            Wh_all = W @ U
+            r_all = torch.where(mask, (Wh_all * Wh_all / sq.unsqueeze(-2)).sum(-1), torch.zeros_like(p))
+            cmax, jmax = r_all.max(-1)
+            upper = cmax * f
+            Y = (U * (cmax.unsqueeze(-1) * sq).unsqueeze(-2)) @ U.transpose(-1, -2)
+            better = upper < best_upper
+            best_Y = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y, best_Y)
+            best_upper = torch.minimum(best_upper, upper)
+            best_lower = torch.maximum(best_lower, f * f)
+            if step == steps or bool((best_upper / best_lower - 1 <= tol).all()):
+                break
+            # the most violated point enters the first free slot (if violated and not already in)
+            inslot = (idx == jmax.unsqueeze(-1)) & sm
+            viol = (cmax > f * (1 + 1e-12)) & ~inslot.any(-1)
+            # a free slot, or else the lightest one
+            free = torch.where(sm.all(-1), ps.argmin(-1),
+                               torch.where(sm, torch.full_like(ar, k).expand_as(idx), ar.expand_as(idx)).amin(-1))
+            put = viol.unsqueeze(-1) & (ar == free.unsqueeze(-1))
+            if bool(put.any()):
+                idx = torch.where(put, jmax.unsqueeze(-1), idx)
+                ps = torch.where(put, torch.full_like(ps, 0.02), ps)
+                sm = sm | put
+                ps = ps / ps.sum(-1, keepdim=True)
+                continue
+        # Newton step on the slots
+        Wh = Ws @ U
+        g = 0.5 * (Wh * Wh / sq.unsqueeze(-2)).sum(-1)
+        Kij = -0.5 / (sq.unsqueeze(-1) * sq.unsqueeze(-2) * (sq.unsqueeze(-1) + sq.unsqueeze(-2)))
+        Z = (Wh.unsqueeze(-1) * Wh.unsqueeze(-2)).flatten(-2)          # (..., k, d*d)
+        H = (Z * Kij.flatten(-2).unsqueeze(-2)) @ Z.transpose(-1, -2)
+        smf = sm.to(dt)
+        scale = (H.diagonal(dim1=-2, dim2=-1).abs() * smf).sum(-1) / smf.sum(-1).clamp_min(1)
+        H = H * (smf.unsqueeze(-1) * smf.unsqueeze(-2))
+        H = H - eye_k * (scale * 1e-10).unsqueeze(-1).unsqueeze(-1) - eye_k * (1 - smf).unsqueeze(-1)
+        g = g * smf
+        KKT = torch.cat([torch.cat([H, smf.unsqueeze(-1)], -1),
+                         torch.cat([smf.unsqueeze(-2), torch.zeros_like(smf[..., :1]).unsqueeze(-1)], -1)], -2)
+        rhs = torch.cat([-g, torch.zeros_like(g[..., :1])], -1)
+        dp = torch.linalg.solve(KKT, rhs.unsqueeze(-1)).squeeze(-1)[..., :k] * smf
+        dp = torch.where(torch.isfinite(dp), dp, torch.zeros_like(dp))
+        ratio = torch.where(dp < 0, ps / (-dp).clamp_min(1e-300), torch.full_like(ps, math.inf))
+        amax = ratio.amin(-1).clamp(max=1.0)
+        # batched backtracking: evaluate f at 6 step lengths amax * 2^-j (one batched eigh), keep the best
+        # (or no step if none increases f)
+        alphas = amax.unsqueeze(-1) * halves                               # (..., J)
+        cand = (ps.unsqueeze(-2) + alphas.unsqueeze(-1) * dp.unsqueeze(-2)).clamp_min(0)   # (..., J, k)
+        fc = torch.linalg.eigvalsh(_sym(_scatter(cand, Ws.unsqueeze(-3)))).clamp_min(tiny).sqrt().sum(-1)
+        jbest = fc.argmax(-1, keepdim=True)
+        fbest = torch.gather(fc, -1, jbest).squeeze(-1)
+        newp = torch.gather(cand, -2, jbest.unsqueeze(-1).expand(*jbest.shape[:-1], 1, k)).squeeze(-2)
+        ps = torch.where((fbest > f).unsqueeze(-1), newp, ps)
+        sm = sm & (ps > 1e-12 * ps.amax(-1, keepdim=True))
+        ps = torch.where(sm, ps, torch.zeros_like(ps))
+        ps = ps / ps.sum(-1, keepdim=True)
+    return best_lower, best_upper, best_Y, step
+
+
+def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
+    batch = W.shape[:-2]
+    n = W.shape[-2]
+    d = W.shape[-1]
+    W = W.reshape(-1, n, d)
+    mask = mask.reshape(-1, n)
+    B = W.shape[0]
+    # global outputs; converged problems are written here and dropped from the working batch at checks
+    out_Y = torch.zeros(B, d, d, dtype=W.dtype, device=W.device)
+    out_upper = torch.full((B,), math.inf, dtype=W.dtype, device=W.device)
+    out_lower = torch.full((B,), -math.inf, dtype=W.dtype, device=W.device)
+    gidx = torch.arange(B, device=W.device)
+    maskf = mask.to(W.dtype)
+    p = maskf / maskf.sum(-1, keepdim=True)
+    best_lower = torch.full(W.shape[:-2], -math.inf, dtype=W.dtype, device=W.device)
+    best_upper = torch.full(W.shape[:-2], math.inf, dtype=W.dtype, device=W.device)
+    best_Y = torch.zeros(*W.shape[:-2], d, d, dtype=W.dtype, device=W.device)
+    ksupp = d * (d + 1) // 2 + d
+    # working (possibly pruned) set: indices into the full set
+    work_idx = None
+    Wk, mk, pk = W, mask, p
+    rho_t = torch.full(W.shape[:-2], float(rho), dtype=W.dtype, device=W.device)
+    f_prev = torch.full(W.shape[:-2], -math.inf, dtype=W.dtype, device=W.device)
+    p_prev, r_prev = pk, torch.zeros_like(pk)
+    it = 0
+
+    def update_best(pfull):
+        nonlocal best_lower, best_upper, best_Y
+        lower, upper, Y, _, _ = _certificate(W, mask, pfull)
+        better = upper < best_upper
+        best_Y = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y, best_Y)
+        best_upper = torch.minimum(best_upper, upper)
+        best_lower = torch.maximum(best_lower, lower)
+
+    def to_full(pw):
+        if work_idx is None:
+            return pw
+        return torch.zeros(mask.shape, dtype=pw.dtype, device=pw.device).scatter(-1, work_idx, pw)
+
+    while True:
+        # one multiplicative step, safeguarded: a step that lowers the dual objective is undone and
+        # that problem's exponent halved (rho = 1 is the classical, monotone update)
+        M = _scatter(pk, Wk)
+        e, U = torch.linalg.eigh(_sym(M))
+        s = e.clamp_min(torch.finfo(W.dtype).tiny ** 0.5).sqrt()
+        f = s.sum(-1)
+        Wh = Wk @ U
+        r = (Wh * Wh / s.unsqueeze(-2)).sum(-1)
+        r = torch.where(mk, r, torch.zeros_like(r))
+        bad = f < f_prev * (1 - 1e-13)
+        rho_t = torch.where(bad, (rho_t * 0.5).clamp_min(1.0), rho_t)
+        bad1 = bad.unsqueeze(-1)
+        pk = torch.where(bad1, p_prev, pk)
+        r = torch.where(bad1, r_prev, r)
+        f = torch.where(bad, f_prev, f)
+        p_prev, r_prev, f_prev = pk, r, f
+        pr = pk * torch.exp(rho_t.unsqueeze(-1) * torch.log((r / f.unsqueeze(-1)).clamp_min(1e-300)))
+        pk = pr / pr.sum(-1, keepdim=True)
+        it += 1
+        if it in (5, 10) or it % check_every == 0 or it >= max_iter:
+            pfull = to_full(pk)
+            update_best(pfull)
+            if newton_steps > 0:
+                lo_n, up_n, Y_n, _ = _newton_active_set(W, mask, pfull, ksupp, newton_steps, tol)
+                better = up_n < best_upper
+                best_Y = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y_n, best_Y)
+                best_upper = torch.minimum(best_upper, up_n)
+                best_lower = torch.maximum(best_lower, lo_n)
+            gap = best_upper / best_lower - 1
+            conv = gap <= tol
+            if it >= max_iter or bool(conv.all()):   # the one host sync per check
+                break
+            if bool(conv.any()):
+                # retire converged problems: store them, keep iterating on the rest only
+                done = conv.nonzero().squeeze(-1)
+                out_Y[gidx[done]] = best_Y[done]
+                out_upper[gidx[done]] = best_upper[done]
+                out_lower[gidx[done]] = best_lower[done]
+                keep = (~conv).nonzero().squeeze(-1)
+                gidx, W, mask, maskf = gidx[keep], W[keep], mask[keep], maskf[keep]
+                best_Y, best_upper, best_lower = best_Y[keep], best_upper[keep], best_lower[keep]
+                rho_t, f_prev, p_prev, r_prev = rho_t[keep], f_prev[keep], p_prev[keep], r_prev[keep]
+                Wk, mk, pk, pfull = Wk[keep], mk[keep], pk[keep], pfull[keep]
+                if work_idx is not None:
+                    work_idx = work_idx[keep]
+            if prune and work_idx is None and n > 4 * ksupp and it >= check_every:
+                # active set: keep the 4*ksupp heaviest points. Exact: every certificate is computed
+                # against all N points, and a pruned point that becomes the binding one un-prunes.
+                kk = 4 * ksupp
+                work_idx = torch.where(mask, pk, torch.full_like(pk, -1.0)).topk(kk, dim=-1).indices
+                Wk = torch.gather(W, -2, work_idx.unsqueeze(-1).expand(*work_idx.shape, d))
+                mk = torch.gather(mask, -1, work_idx)
+                pk = torch.gather(pk, -1, work_idx) * mk
+                pk = pk / pk.sum(-1, keepdim=True)
+                p_prev, r_prev, f_prev = pk, torch.zeros_like(pk), torch.full_like(f_prev, -math.inf)
+            elif work_idx is not None:
+                # re-check the pruned points: if one is more violated than every kept point, un-prune
+                _, _, _, r_full, tr_full = _certificate(W, mask, pfull)
+                r_kept = torch.gather(r_full, -1, work_idx)
+                if bool((r_full.amax(-1) > r_kept.amax(-1) * (1 + 1e-12)).any()):
+                    pk = 0.5 * pfull + 0.5 * maskf / maskf.sum(-1, keepdim=True)
+                    Wk, mk, work_idx = W, mask, None
+                    p_prev, r_prev, f_prev = pk, torch.zeros_like(pk), torch.full_like(f_prev, -math.inf)
+    out_Y[gidx] = best_Y
+    out_upper[gidx] = best_upper
+    out_lower[gidx] = best_lower
+    gap = out_upper / out_lower - 1
+    return (out_Y.reshape(*batch, d, d), out_upper.reshape(batch), out_lower.reshape(batch),
+            gap.reshape(batch), it)
+
+
+def _solve_cvxpylayers(W, mask, n_jobs=None):
+    """Gamma form of (C) in w-coordinates (A = I after the change of variables) through a CvxpyLayer."""
+    import cvxpy as cp
+    from cvxpylayers.torch import CvxpyLayer
+
+    batch = W.shape[:-2]
+    n, d = W.shape[-2:]
+    Wf = W.reshape(-1, n, d)
+    mf = mask.reshape(-1, n)
+    B = Wf.shape[0]
+    G = cp.Variable((d, d), PSD=True)
+    Wp = cp.Parameter((n, d * d))
+    Cp = cp.Parameter((d, d))
+    prob = cp.Problem(cp.Minimize(cp.matrix_frac(Cp, G)), [Wp @ cp.vec(G, order="C") <= 1])
+    assert prob.is_dpp()
+    layer = CvxpyLayer(prob, parameters=[Wp, Cp], variables=[G])
+    Wv = (Wf.unsqueeze(-1) * Wf.unsqueeze(-2)).reshape(B, n, d * d) * mf.unsqueeze(-1).to(W.dtype)
+    C = torch.eye(d, dtype=W.dtype, device=W.device).expand(B, d, d)
+    kwargs = {"solve_method": "Clarabel"}
+    if n_jobs is not None:
+        kwargs["n_jobs_forward"] = n_jobs
+    with torch.no_grad():
+        (Gam,) = layer(Wv.cpu().double(), C.cpu().double(), solver_args=kwargs)
+    Gam = _sym(Gam.to(device=W.device, dtype=W.dtype))
+    # Gamma may be indefinite at solver tolerance: repair to PD before inverting (the post-scaling
+    # afterwards restores exact feasibility)
+    e, U = torch.linalg.eigh(Gam)
+    e = e.clamp_min(e.amax(-1, keepdim=True) * 1e-12)
+    Y = (U / e.unsqueeze(-2)) @ U.transpose(-1, -2)
+    return Y.reshape(*batch, d, d)
+
+
+def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | None = None, *,
+                       solver: str = "dual", tol: float = 1e-6, max_iter: int = 20000,
+                       check_every: int = 20, rho: float = 2.0, prune: bool = True,
+                       newton_steps: int = 24, n_jobs: int | None = None) -> CoveringSDPResult:
+    """Solve ``min tr(A X) s.t. X >= v_m v_m^T`` for a batch of problems (the SDP (23) at t/L = 1).
+
+    Args:
+        V: ``(..., N, d)`` vectors ``v_m`` (for Algorithm 1: the label-flip differences of a class mean).
+        A: ``(..., d, d)`` positive-definite weight (``Sigma_k^{-1}`` for (23); ``I`` for Ravi et al.'s MSE).
+        mask: ``(..., N)`` bool, True for real vectors (ragged N is padded).
+        solver: ``"dual"`` (batched torch, certified gap) or ``"cvxpylayers"`` (Clarabel through a CvxpyLayer).
+        tol: target certified relative duality gap of the dual solver.
+        max_iter, check_every: iteration cap and period of the convergence check. The check (certificate
+            against all N vectors, Newton polishing on the support, and one ``bool(...)`` host sync) runs
+            every ``check_every`` multiplicative steps (and after steps 5 and 10); nothing else synchronises.
+        rho: exponent of the multiplicative update ``p_m <- p_m (w_m^T M^{-1/2} w_m / tr M^{1/2})^rho``
+            (halved per problem, down to 1, whenever a step lowers the dual objective).
+        prune: active-set pruning to the ``4 (d(d+1)/2 + d)`` heaviest points after warm-up; exact, because
+            certificates use all N vectors and pruned points that become binding are restored.
+        newton_steps: maximum active-set Newton steps per check (0 disables); they stop early (host check every
+            4 steps) once every gap is below ``tol``.
+        n_jobs: thread count for the cvxpylayers batch loop (``n_jobs_forward``).
+
+    The change of variables ``w = C v`` with ``A = C^T C`` (C = chol(A)^T) turns (C) into
+    ``min tr(Y) s.t. Y >= w_m w_m^T`` with ``X = C^{-1} Y C^{-T}``. Its dual (DESIGN.md §3, reduction 2) is
+    ``max_{p in simplex} tr(M(p)^{1/2})^2``, ``M(p) = sum_m p_m w_m w_m^T``; for any p,
+    ``Y = (max_m w_m^T M^{-1/2} w_m) M^{1/2}`` is feasible, which certifies the gap.
+    Vectors are rescaled to unit maximum norm internally (the optimum scales quadratically). Computation and
+    results are float64 whatever the input dtype.
+    """
+    if solver not in ("dual", "cvxpylayers"):
+        raise ValueError(f"solver must be 'dual' or 'cvxpylayers', got {solver!r}")
+    if V.dim() < 2 or A.shape[-1] != V.shape[-1] or A.shape[-2] != V.shape[-1]:
+        raise ValueError(f"V must be (..., N, d) and A (..., d, d); got {tuple(V.shape)} and {tuple(A.shape)}")
+    if mask is None:
+        mask = torch.ones(V.shape[:-1], dtype=torch.bool, device=V.device)
+    # always float64: a certified 1e-6 gap is out of reach in float32 (and feasibility is a privacy matter)
+    V = V.to(torch.float64)
+    A = A.to(torch.float64)
+    batch = torch.broadcast_shapes(V.shape[:-2], A.shape[:-2], mask.shape[:-1])
+    n, d = V.shape[-2:]
+    V = V.expand(*batch, n, d)
+    A = A.expand(*batch, d, d)
+    mask = mask.expand(*batch, n)
+    La = torch.linalg.cholesky(_sym(A))                                  # A = La La^T, C = La^T
+    W = V @ La                                                           # rows w_m^T = v_m^T La
+    W = W * mask.unsqueeze(-1).to(W.dtype)
+    sc = (W * W).sum(-1).amax(-1).sqrt().clamp_min(torch.finfo(W.dtype).tiny)   # (...)
+    Wn = W / sc.unsqueeze(-1).unsqueeze(-1)
+    nan = torch.full(batch, math.nan, dtype=W.dtype, device=W.device)
+    if solver == "dual":
+        Y, upper, lower, gap, it = _solve_dual(Wn, mask, tol, max_iter, check_every, rho, prune, newton_steps)
+        lower = lower * sc * sc
+    else:
+        Y = _solve_cvxpylayers(Wn, mask, n_jobs=n_jobs)
+        gap, lower, it = nan, nan, 0
+    # back to X: X = C^{-1} Y C^{-T} = La^{-T} Y La^{-1}, times the scale^2
+    Z = torch.linalg.solve_triangular(La.transpose(-1, -2), Y, upper=True)
+    X = torch.linalg.solve_triangular(La.transpose(-1, -2), Z.transpose(-1, -2), upper=True)
+    X = _sym(X) * (sc * sc).unsqueeze(-1).unsqueeze(-1)
+    X, s = _post_scale(V, X, mask)
+    opt = (A * X).sum((-1, -2))
+    if solver == "dual":
+        gap = opt / lower - 1
+    return CoveringSDPResult(opt=opt, X=X, gap=gap, lower=lower, iterations=it, scale=s, solver=solver)
+
+
+def solve_lmi_cvxpy(A, V, bound: float = 1.0, eps_sq_max: float | None = None, L: float = 1.0,
+                    normalize: bool = True):
+    """Reference: the literal LMI (19)/(23) of paper 000 for one class, in plain cvxpy + Clarabel (numpy).
+
+    ``min tr(A X)`` over ``X`` (= Gamma_k^{-1}) subject to ``[[t, v_m^T], [v_m, X]] >= 0`` for every row v_m of V.
+    If ``eps_sq_max`` is None, ``t = bound`` is fixed (bound = 1 gives (C)); otherwise ``t = e / L`` with a
+    variable ``e = eps_k^2`` in ``(0, eps_sq_max]`` — the literal (23) with ``L = 2 ln(2/delta)``.
+    With ``normalize`` the vectors are rescaled to unit maximum norm before solving (Clarabel misjudges its
+    tolerances on the raw ~1/N-sized data) and the solution scaled back; this is an exact rescaling.
+
+    Returns ``(opt, X, eps_sq)`` as numpy values (eps_sq None when t is fixed).
+    """
+    import cvxpy as cp
+    import numpy as np
+
+    A = np.asarray(A, dtype=float)
+    V = np.asarray(V, dtype=float)
+    d = A.shape[0]
+    sc = float(np.sqrt((V * V).sum(1).max())) if normalize else 1.0
+    Vn = V / sc
+    Xv = cp.Variable((d, d), symmetric=True)
+    cons = [Xv >> 0]
+    if eps_sq_max is None:
+        t = bound
+        e = None
+    else:
+        e = cp.Variable()
+        t = e / L
+        cons += [e <= eps_sq_max, e >= 0]
+    for v in Vn:
+        vv = v.reshape(d, 1)
+        cons.append(cp.bmat([[cp.reshape(t, (1, 1), order="C") if e is not None else np.array([[t]]), vv.T],
+                             [vv, Xv]]) >> 0)
+    prob = cp.Problem(cp.Minimize(cp.trace(A @ Xv)), cons)
+    prob.solve(solver=cp.CLARABEL)
+    X = Xv.value * sc ** 2
+    return float(np.trace(A @ X)), X, (None if e is None else float(e.value))

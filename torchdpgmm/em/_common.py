@@ -1,0 +1,128 @@
+"""Small shared pieces of the EM family: noise, post-processing, clipping, information criteria.
+
+Noise primitives and the PSD shift come from the core (:mod:`torchdpgmm.mechanisms`); this module only
+adapts them (symmetric-matrix noise, clipping, the paper-004 weight normalisation).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = [
+    "laplace",
+    "gaussian_noise",
+    "laplace_symmetric",
+    "gaussian_symmetric",
+    "shift_psd",
+    "normalise_weights_minmax",
+    "clip_rows_l1",
+    "clip_rows_l2",
+    "project_l1_ball",
+    "PrivacyRecord",
+    "num_params_gmm",
+    "num_params_msnm",
+    "information_criteria",
+]
+
+
+from torchdpgmm.accounting import PrivacyRecord  # noqa: E402  (re-exported for the EM modules)
+from torchdpgmm.mechanisms.laplace import laplace_noise as _laplace_noise
+from torchdpgmm.mechanisms.psd import shift_psd as _core_shift_psd
+
+
+def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``x + Lap(0, scale)`` element-wise (``scale`` must broadcast to ``x.shape``).
+
+    Uses the core's unvalidated sampler :func:`torchdpgmm.mechanisms.laplace.laplace_noise` (inputs are
+    validated once at the public entry point, so the iteration loop stays free of host syncs)."""
+    scale = torch.as_tensor(scale, dtype=x.dtype, device=x.device)
+    return x + _laplace_noise(x.shape, scale, generator)  # scale must broadcast to x.shape
+
+
+def gaussian_noise(x: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``x + N(0, std^2)`` i.i.d. element-wise (spherical Gaussian mechanism)."""
+    std = torch.as_tensor(std, dtype=x.dtype, device=x.device)
+    z = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)  # std broadcasts to x
+    return x + std * z
+
+
+def _sym_from_upper(noise: torch.Tensor) -> torch.Tensor:
+    upper = torch.triu(noise)
+    return upper + torch.triu(noise, diagonal=1).transpose(-1, -2)
+
+
+def laplace_symmetric(S: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Add Laplace noise to the upper triangle (with diagonal) of ``S`` and mirror it (stays symmetric)."""
+    noise = laplace(torch.zeros_like(S), scale, generator)
+    return S + _sym_from_upper(noise)
+
+
+def gaussian_symmetric(S: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Add i.i.d. Gaussian noise to the upper triangle (with diagonal) of ``S`` and mirror it."""
+    noise = gaussian_noise(torch.zeros_like(S), std, generator)
+    return S + _sym_from_upper(noise)
+
+
+def shift_psd(S: torch.Tensor, floor: float = 0.0) -> torch.Tensor:
+    """``S + rho I`` with ``rho = max(0, floor - lambda_min(S))`` (Wu et al. 2016; paper 004 eq. 11), via
+    :func:`torchdpgmm.mechanisms.psd.shift_psd`. ``floor = 0`` is the paper's ``min{r >= 0 : S + r I >= 0}``;
+    a small positive floor keeps the result invertible (the next E-step needs the inverse)."""
+    return _core_shift_psd(S, floor)
+
+
+def normalise_weights_minmax(w: torch.Tensor, zeta: float = 1e-3) -> torch.Tensor:
+    """Post-processing of noisy weights of paper 004 ("Post-processing step"):
+
+    ``w <- (w - min w) / (max w - min w)``, then ``pi_k = (w_k + zeta) / (sum_j w_j + G zeta)``.
+    When all entries are equal the min-max step is 0/0; we then return uniform weights.
+    """
+    lo = w.amin(-1, keepdim=True)
+    hi = w.amax(-1, keepdim=True)
+    span = hi - lo
+    scaled = torch.where(span > 0, (w - lo) / torch.where(span > 0, span, torch.ones_like(span)),
+                         torch.zeros_like(w))
+    G = w.shape[-1]
+    return (scaled + zeta) / (scaled.sum(-1, keepdim=True) + G * zeta)
+
+
+def clip_rows_l1(X: torch.Tensor, R: Any) -> torch.Tensor:
+    """Scale each row so that ``||x||_1 <= R`` (rows already inside are unchanged).
+
+    ``R`` broadcasts against ``X[..., :1]`` (pass ``R[..., None, None]`` for a per-batch bound)."""
+    R = torch.as_tensor(R, dtype=X.dtype, device=X.device)
+    n1 = X.abs().sum(-1, keepdim=True)
+    return X * torch.where(n1 > R, R / n1.clamp(min=torch.finfo(X.dtype).tiny), torch.ones_like(n1))
+
+
+def clip_rows_l2(X: torch.Tensor, B: Any) -> torch.Tensor:
+    """Scale each row so that ``||x||_2 <= B`` (``B`` broadcasts against ``X[..., :1]``)."""
+    Bb = torch.as_tensor(B, dtype=X.dtype, device=X.device)
+    n2 = torch.linalg.vector_norm(X, dim=-1, keepdim=True)
+    return X * torch.where(n2 > Bb, Bb / n2.clamp(min=torch.finfo(X.dtype).tiny), torch.ones_like(n2))
+
+
+def project_l1_ball(v: torch.Tensor, radius: Any) -> torch.Tensor:
+    """Radially scale vectors (last dim) into the L1 ball of ``radius`` (a clipping, not the Euclidean
+    projection: enough to enforce a norm bound)."""
+    radius = torch.as_tensor(radius, dtype=v.dtype, device=v.device)
+    n1 = v.abs().sum(-1, keepdim=True)
+    return v * torch.where(n1 > radius, radius / n1.clamp(min=torch.finfo(v.dtype).tiny), torch.ones_like(n1))
+
+
+def num_params_gmm(G: int, d: int) -> int:
+    """Free parameters of a full-covariance G-component GMM in d dimensions."""
+    return (G - 1) + G * (d + d * (d + 1) // 2)
+
+
+def num_params_msnm(G: int, d: int) -> int:
+    """Free parameters of a G-component skew-normal mixture (xi, Lambda, eta per component)."""
+    return (G - 1) + G * (2 * d + d * (d + 1) // 2)
+
+
+def information_criteria(loglik: torch.Tensor, num_params: int, n: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``AIC = -2 l + 2 p`` and ``BIC = -2 l + p log n`` (``loglik`` total over the points)."""
+    n = torch.as_tensor(n, dtype=loglik.dtype, device=loglik.device)
+    aic = -2.0 * loglik + 2.0 * num_params
+    bic = -2.0 * loglik + num_params * torch.log(n)
+    return aic, bic

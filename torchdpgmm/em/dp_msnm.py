@@ -1,0 +1,166 @@
+"""DP-MSNM (paper 004): EM for skew-normal mixtures with Laplace noise on every M-step, "as published".
+
+Each iteration: E-step (r0, r1, r2); M-step eqs. (8)-(10); noise (paper 004, "Noise adding step"):
+``pi + Lap(S(pi)/eps_pi)``, ``xi_k + Lap(S(xi)/eps_xi)``, ``Lambda_k + Lap(S(Lambda)/eps_Lambda)`` (upper
+triangle, mirrored), ``eta_k + Lap(S(eta)/eps_eta)``; post-processing: min-max normalisation of ``pi``
+with smoothing ``zeta`` and ``Lambda + rho I`` (eq. 11).
+
+Sensitivities, Lemmas 1-4, under ``||x_i||_1 <= R``, ``N_k >= n/(2G)``, ``r1 <= R1``, ``r2 <= R2``,
+``||eta_k||_1 <= R3``:
+``S(pi) = G/n``; ``S(xi) = 4G(R - R3)/n``; ``S(eta) = 2 G R R1 / (n R2)``;
+``S(Lambda) = 2G(R^2 + 4 R R1 R3 + 4 R2 R3^2)/n``.
+
+Budget (paper 004, after Lemma 4): ``eps_Lambda = 0.6 eps/(TG)``, ``eps_xi = eps_eta = 0.13 eps/(TG)``; the
+remaining ``0.14 eps/T`` goes to ``pi`` so that one iteration costs ``eps_pi + G(eps_xi + eps_Lambda +
+eps_eta) = eps/T`` and T iterations ``eps`` (sequential composition, pure DP).
+
+Assumptions are enforced by clipping where possible: rows to ``||x||_1 <= R`` (when R is given), ``r1``
+to ``[0, R1]``, ``r2`` to ``[0, R2]``, ``eta_k`` (before noise) into the L1 ball of radius ``R3``, and
+``max(N_k, n/(2G))`` as the M-step denominator. Known problems of the published analysis, recorded in the
+privacy notes: Lemma 2's bound decreases in R3 (the triangle inequality gives ``R + R3``; we require
+``R3 < R``); Lemma 3 divides by R2, an *upper* bound on r2, so it is not a valid worst case in general;
+R from the data (``R=None``) leaks.
+"""
+from __future__ import annotations
+
+
+import torch
+
+from torchdpgmm._validation import check_epsilon
+from torchdpgmm.em._common import (
+    PrivacyRecord,
+    laplace,
+    laplace_symmetric,
+    normalise_weights_minmax,
+    project_l1_ball,
+    shift_psd,
+)
+from torchdpgmm.em.dpgmm import resolve_l1_bound
+from torchdpgmm.em.gmm import _nearest, check_data, kmeans, kmeans_plusplus
+from torchdpgmm.em.skew_normal import (
+    SkewNormalMixtureFit,
+    init_skew_normal_params,
+    msnm_e_step,
+)
+
+__all__ = ["msnm_sensitivities", "fit_dp_msnm"]
+
+
+def msnm_sensitivities(n, G: int, R, R1: float, R2: float, R3):
+    """Lemmas 1-4 of paper 004 (as published)."""
+    return {
+        "pi": G / n,
+        "xi": 4.0 * G * (R - R3) / n,
+        "eta": 2.0 * G * R * R1 / (n * R2),
+        "Lambda": 2.0 * G * (R ** 2 + 4.0 * R * R1 * R3 + 4.0 * R2 * R3 ** 2) / n,
+    }
+
+
+def fit_dp_msnm(
+    X: torch.Tensor,
+    num_components: int,
+    epsilon: float,
+    *,
+    R: float | None = None,
+    R1: float = 3.0,
+    R2: float = 10.0,
+    R3_fraction: float = 0.5,
+    max_iter: int = 20,
+    split: tuple[float, float, float] = (0.6, 0.13, 0.13),
+    mask: torch.Tensor | None = None,
+    init: str = "kmeans++",
+    init_params=None,
+    zeta: float = 1e-3,
+    psd_floor: float = 1e-6,
+    generator: torch.Generator | None = None,
+) -> SkewNormalMixtureFit:
+    """DP-MSNM (paper 004 Algorithm 2), batched over the leading dims of ``X (..., N, d)``.
+
+    Args:
+        R: public bound on ``||x||_1`` (rows clipped); ``None`` takes it from the data (as published, leaks).
+        R1, R2: clipping bounds of ``r1`` and ``r2``; ``R3 = R3_fraction * R`` bounds ``||eta_k||_1``.
+        split: ``(Lambda, xi, eta)`` shares of ``eps/(T G)``; ``pi`` gets ``(1 - G * ...)``, i.e. the rest
+            ``(1 - sum(split)) eps / T``.
+        init: ``"kmeans++"`` (moment start from k-means++ / Lloyd clusters, not private) or
+            ``init_params = (weights, xi, Lambda, eta)``.
+    """
+    check_epsilon(epsilon)
+    if not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+    if len(split) != 3 or any(s <= 0 for s in split) or sum(split) >= 1.0:
+        raise ValueError(f"split must be three positive shares (Lambda, xi, eta) summing to < 1, got {split!r}")
+    if not (0.0 < R3_fraction < 1.0):
+        raise ValueError(f"R3_fraction must lie in (0, 1) (Lemma 2 needs R3 < R), got {R3_fraction!r}")
+    if not (R1 > 0 and R2 > 0):
+        raise ValueError(f"R1 and R2 must be > 0, got R1={R1!r}, R2={R2!r}")
+    if init not in ("kmeans++",) and init_params is None:
+        raise ValueError(f"init must be 'kmeans++' (or pass init_params), got {init!r}")
+    mask = check_data(X, num_components, mask)
+    X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
+    Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
+    G, d = num_components, X.shape[-1]
+    n = mask.sum(-1).to(X.dtype)
+    T = max_iter
+    R3_t = R3_fraction * R_t
+    eps_L, eps_xi, eps_eta = (s * epsilon / (T * G) for s in split)
+    eps_pi = (1.0 - sum(split)) * epsilon / T
+    S = msnm_sensitivities(n, G, R_t, R1, R2, R3_t)
+    if init_params is not None:
+        weights, xi, Lam, eta = (torch.as_tensor(t, dtype=X.dtype, device=X.device) for t in init_params)
+        batch = X.shape[:-2]
+        weights, xi, Lam, eta = (weights.expand(*batch, G), xi.expand(*batch, G, d),
+                                 Lam.expand(*batch, G, d, d), eta.expand(*batch, G, d))
+        notes.append("initialisation supplied by the caller")
+    else:
+        centres = kmeans(Xc, kmeans_plusplus(Xc, G, mask, generator), mask, 10)
+        resp = torch.nn.functional.one_hot(_nearest(Xc, centres), G).to(X.dtype)
+        weights, xi, Lam, eta = init_skew_normal_params(Xc, resp, mask)
+        notes.append("k-means++ initialisation on the raw data is NOT private (the paper uses DP k-means)")
+    notes.append("Lemma 3 divides by R2 (an upper bound on r2): not a valid worst case in general")
+    notes.append("Lemma 2's S(xi) = 4G(R-R3)/n decreases in R3; the triangle inequality gives 4G(R+R3)/n")
+    floor = (n / (2.0 * G)).unsqueeze(-1)
+    violated = torch.zeros(X.shape[:-2], dtype=torch.bool, device=X.device)
+    tiny = torch.finfo(X.dtype).tiny
+    for _ in range(T):
+        r0, r1, r2, _ = msnm_e_step(Xc, weights, xi, Lam, eta, mask)
+        r1 = r1.clamp(0.0, R1)
+        r2 = r2.clamp(0.0, R2)
+        Nk = r0.sum(-2)
+        violated = violated | (Nk < floor).any(-1)
+        denom = torch.maximum(Nk, floor)
+        pi = Nk / n.unsqueeze(-1)
+        w1 = r0 * r1
+        w2 = (r0 * r2).sum(-2).clamp(min=tiny)
+        xi_new = (torch.einsum("...nk,...nd->...kd", r0, Xc) - eta * w1.sum(-2).unsqueeze(-1)) / denom.unsqueeze(-1)
+        diff = Xc.unsqueeze(-3) - xi_new.unsqueeze(-2)
+        s = torch.einsum("...nk,...knd->...kd", w1, diff)
+        eta_new = project_l1_ball(s / w2.unsqueeze(-1), R3_t[..., None, None])
+        rT = r0.transpose(-1, -2).unsqueeze(-1)
+        Sxx = torch.matmul((rT * diff).transpose(-1, -2), diff)
+        es = eta_new.unsqueeze(-1) * s.unsqueeze(-2)
+        Lam_new = (Sxx - es - es.transpose(-1, -2)
+                   + w2[..., None, None] * eta_new.unsqueeze(-1) * eta_new.unsqueeze(-2)) / denom[..., None, None]
+        Lam_new = 0.5 * (Lam_new + Lam_new.transpose(-1, -2))
+        # noise adding step
+        pi = laplace(pi, (S["pi"] / eps_pi).unsqueeze(-1), generator)
+        xi_new = laplace(xi_new, (S["xi"] / eps_xi)[..., None, None], generator)
+        eta_new = laplace(eta_new, (S["eta"] / eps_eta)[..., None, None], generator)
+        Lam_new = laplace_symmetric(Lam_new, (S["Lambda"] / eps_L)[..., None, None, None], generator)
+        # post-processing step
+        weights = normalise_weights_minmax(pi, zeta)
+        Lam = shift_psd(Lam_new, psd_floor)
+        xi, eta = xi_new, eta_new
+    ll = msnm_e_step(X, weights, xi, Lam, eta, mask)[3]
+    notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
+                 "and must not be published with the model")
+    record = PrivacyRecord(
+        mechanism="DP-MSNM (paper 004, Laplace)",
+        epsilon=float(epsilon), delta=0.0, adjacency="one record removed (paper 004: D' = D minus x_n)",
+        accountant="linear (sequential) composition", mode=mode,
+        split={"Lambda": split[0], "xi": split[1], "eta": split[2], "pi": 1.0 - sum(split), "iterations": T,
+               "eps_pi_per_iteration": eps_pi, "eps_Lambda_per_component_iteration": eps_L,
+               "eps_xi_per_component_iteration": eps_xi, "eps_eta_per_component_iteration": eps_eta,
+               "R1": R1, "R2": R2, "R3_fraction": R3_fraction},
+        notes=notes)
+    return SkewNormalMixtureFit(weights, xi, Lam, eta, ll, n, n_iter=T, privacy=record,
+                                extras={"R": R_t, "min_count_violated": violated, "sensitivities": S})

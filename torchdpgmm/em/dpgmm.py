@@ -1,0 +1,163 @@
+"""DPGMM of Wu et al. (2016): EM for GMMs with Laplace noise on the M-step output of every iteration.
+
+Each iteration: E-step; MLE M-step (``pi = N_k/n``, ``mu_k = sum r x / N_k``, ``Sigma_k = sum r (x-mu)(x-mu)^T
+/ N_k``); then ``pi + Lap(S(pi)/eps_pi)`` per entry, ``mu_k + Lap(S(mu)/eps_mu)`` per coordinate, ``Sigma_k +
+Lap(S(Sigma)/eps_Sigma)`` on the upper triangle (mirrored); post-processing: weights normalised as in paper
+004 (min-max, then ``(w + zeta) / (sum w + K zeta)``), covariances shifted ``Sigma + rho I`` to be PD.
+
+L1 sensitivities (DESIGN.md Sec. 3; Wu et al., restated by paper 004 Lemma 1 and the ``eta = 0`` case of
+Lemmas 2-4), assuming ``||x||_1 <= R`` and ``N_k >= n/(2K)``:
+``S(pi) = K/n``, ``S(mu) = 4KR/n``, ``S(Sigma) = (12 n K R^2 + 8 K^2 R^2)/n^2``.
+
+Budget split (ours, documented; Wu et al.'s exact split is not in the papers we have): per iteration
+``eps/T``; ``eps_pi = w_pi eps/T`` and, per component, ``eps_mu = w_mu eps/(T K)``, ``eps_Sigma = w_Sigma
+eps/(T K)`` with default ``(w_pi, w_mu, w_Sigma) = (0.14, 0.26, 0.6)`` -- paper 004's split with its two
+0.13 shares (xi, eta) merged into the mean. Sequential composition over the ``1 + 2K`` releases per
+iteration and T iterations gives ``eps`` in total (pure DP, delta = 0).
+
+Assumptions: ``R`` given -> rows are clipped to ``||x||_1 <= R`` (sound w.r.t. that assumption);
+``R=None`` -> ``R = max_i ||x_i||_1`` from the data, as public re-implementations do, which leaks (the
+record says so). ``N_k >= n/(2K)`` is enforced by using ``max(N_k, n/(2K))`` as the M-step denominator
+when ``enforce_min_count`` (default), otherwise only reported.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from torchdpgmm._validation import check_epsilon
+from torchdpgmm.em._common import (
+    PrivacyRecord,
+    clip_rows_l1,
+    laplace,
+    laplace_symmetric,
+    normalise_weights_minmax,
+    shift_psd,
+)
+from torchdpgmm.em.gmm import (
+    GMMFit,
+    check_data,
+    e_step,
+    init_from_centers,
+    kmeans,
+    kmeans_plusplus,
+    mixture_log_likelihood,
+)
+
+__all__ = ["wu_sensitivities", "fit_dpgmm", "resolve_l1_bound"]
+
+
+def wu_sensitivities(n, K: int, R):
+    """``S(pi) = K/n``, ``S(mu) = 4KR/n``, ``S(Sigma) = (12 n K R^2 + 8 K^2 R^2) / n^2`` (tensors, broadcast)."""
+    return K / n, 4.0 * K * R / n, (12.0 * n * K * R ** 2 + 8.0 * K ** 2 * R ** 2) / n ** 2
+
+
+def resolve_l1_bound(X, mask, R):
+    """Return ``(X_clipped, R_tensor (...), mode, notes)`` for a user bound ``R`` or ``None`` (from data)."""
+    notes = []
+    if R is None:
+        R_t = X.abs().sum(-1).masked_fill(~mask, 0.0).amax(-1)
+        mode = "as-published"
+        notes.append("R = max_i ||x_i||_1 taken from the data (as re-implementations do): this leaks "
+                     "privacy; pass R for the sound mode")
+        return X, R_t, mode, notes
+    if not (R > 0 and math.isfinite(R)):
+        raise ValueError(f"R must be finite and > 0, got {R!r}")
+    R_t = torch.full(X.shape[:-2], float(R), dtype=X.dtype, device=X.device)
+    notes.append(f"rows clipped to ||x||_1 <= R = {R}")
+    return clip_rows_l1(X, float(R)), R_t, "sound", notes
+
+
+def _initial_gmm(X, mask, K, init, init_params, generator, R_t):
+    batch, d = X.shape[:-2], X.shape[-1]
+    if init_params is not None:
+        w0, m0, c0 = (torch.as_tensor(t, dtype=X.dtype, device=X.device) for t in init_params)
+        return w0.expand(*batch, K), m0.expand(*batch, K, d), c0.expand(*batch, K, d, d), \
+            "initialisation supplied by the caller"
+    if init == "kmeans++":
+        centres = kmeans(X, kmeans_plusplus(X, K, mask, generator), mask, 10)
+        w, m, c = init_from_centers(X, centres, mask, 1e-6)
+        return w, m, c, "k-means++ initialisation on the raw data is NOT private (the paper uses DP k-means)"
+    if init == "random":
+        half = (R_t / d)[..., None, None]
+        means = (2.0 * torch.rand(*batch, K, d, dtype=X.dtype, device=X.device, generator=generator) - 1.0) * half
+        covs = torch.eye(d, dtype=X.dtype, device=X.device) * (half ** 2)[..., None] / 4.0
+        w = torch.full((*batch, K), 1.0 / K, dtype=X.dtype, device=X.device)
+        return w, means, covs.expand(*batch, K, d, d), "data-independent random initialisation (uses R only)"
+    raise ValueError(f"init must be 'kmeans++' or 'random', got {init!r}")
+
+
+def fit_dpgmm(
+    X: torch.Tensor,
+    num_components: int,
+    epsilon: float,
+    *,
+    R: float | None = None,
+    max_iter: int = 20,
+    split: tuple[float, float, float] = (0.14, 0.26, 0.6),
+    mask: torch.Tensor | None = None,
+    init: str = "kmeans++",
+    init_params=None,
+    enforce_min_count: bool = True,
+    zeta: float = 1e-3,
+    psd_floor: float = 1e-6,
+    generator: torch.Generator | None = None,
+) -> GMMFit:
+    """DPGMM (Wu et al. 2016), batched over the leading dims of ``X (..., N, d)``; pure epsilon-DP in total.
+
+    Returns a :class:`GMMFit` with ``loglik`` on the given rows and a :class:`PrivacyRecord`; ``extras``
+    holds ``min_count_violated (...)``: whether some iteration had ``N_k < n/(2K)``.
+    """
+    check_epsilon(epsilon)
+    if len(split) != 3 or any(s <= 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
+        raise ValueError(f"split must be three positive shares summing to 1, got {split!r}")
+    if not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+    mask = check_data(X, num_components, mask)
+    X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
+    Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
+    K = num_components
+    n = mask.sum(-1).to(X.dtype)
+    T = max_iter
+    eps_pi = split[0] * epsilon / T
+    eps_mu = split[1] * epsilon / (T * K)
+    eps_sig = split[2] * epsilon / (T * K)
+    S_pi, S_mu, S_sig = wu_sensitivities(n, K, R_t)
+    weights, means, covs, init_note = _initial_gmm(Xc, mask, K, init, init_params, generator, R_t)
+    notes.append(init_note)
+    violated = torch.zeros(X.shape[:-2], dtype=torch.bool, device=X.device)
+    floor = (n / (2.0 * K)).unsqueeze(-1)
+    for _ in range(T):
+        log_resp, _ = e_step(Xc, weights, means, covs, mask)
+        resp = log_resp.exp()
+        Nk = resp.sum(-2)
+        violated = violated | (Nk < floor).any(-1)
+        denom = torch.maximum(Nk, floor) if enforce_min_count else Nk.clamp(min=torch.finfo(X.dtype).tiny)
+        pi = Nk / n.unsqueeze(-1)
+        mu = torch.einsum("...nk,...nd->...kd", resp, Xc) / denom.unsqueeze(-1)
+        diff = Xc.unsqueeze(-3) - mu.unsqueeze(-2)
+        rT = resp.transpose(-1, -2).unsqueeze(-1)
+        sig = torch.matmul((rT * diff).transpose(-1, -2), diff) / denom[..., None, None]
+        pi = laplace(pi, (S_pi / eps_pi).unsqueeze(-1), generator)
+        mu = laplace(mu, (S_mu / eps_mu)[..., None, None], generator)
+        sig = laplace_symmetric(sig, (S_sig / eps_sig)[..., None, None, None], generator)
+        weights = normalise_weights_minmax(pi, zeta)
+        means = mu
+        covs = shift_psd(sig, psd_floor)
+    ll = mixture_log_likelihood(X, weights, means, covs, mask)
+    if not enforce_min_count:
+        notes.append("N_k >= n/(2K) was not enforced; see extras['min_count_violated']")
+    notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
+                 "and must not be published with the model")
+    record = PrivacyRecord(
+        mechanism="DPGMM (Wu et al. 2016, Laplace)",
+        epsilon=float(epsilon), delta=0.0, adjacency="one record removed or replaced (Wu et al.)",
+        accountant="linear (sequential) composition", mode=mode,
+        split={"pi": split[0], "mu": split[1], "Sigma": split[2], "iterations": T,
+               "eps_pi_per_iteration": eps_pi, "eps_mu_per_component_iteration": eps_mu,
+               "eps_Sigma_per_component_iteration": eps_sig,
+               "sensitivities": "S(pi)=K/n, S(mu)=4KR/n, S(Sigma)=(12nKR^2+8K^2R^2)/n^2"},
+        notes=notes)
+    return GMMFit(weights, means, covs, ll, n_iter=T, privacy=record,
+                  extras={"n": n, "R": R_t, "min_count_violated": violated})

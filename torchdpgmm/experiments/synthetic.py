@@ -1,0 +1,321 @@
+"""Figures 1-5 of paper 000 (Sec. V-A): KL divergence of released GMMs on synthetic data.
+
+Data: the Sec. V-A model (:func:`torchdpgmm.montecarlo.synthetic_data`): Dirichlet(1) weights, means
+``U[-10,10]^d``, ``Wishart_d(d+1, I)`` covariances, ``N`` i.i.d. points; defaults ``N=1000, K=5, d=3,
+delta=1e-5, lambda=1e-3``. The metric is the realised ``KL(released || fitted)`` (Appendix B), averaged
+over trials, with a Student-t 95% confidence interval.
+
+* ``fig1`` -- the proposed mechanism (all three design variants) vs epsilon, 200 trials.
+* ``fig2`` -- every mechanism vs epsilon (7 values), 100 trials.
+* ``fig3`` -- vs the data size N at epsilon = 1.
+* ``fig4`` -- vs the number of classes K at N = 1000, epsilon = 1.
+* ``fig5`` -- vs the dimension d at K = 5, N = 1000, epsilon = 1.
+
+The paper prints no grids; ours are the ``*_GRID`` constants below (overridable by flags). Every
+mechanism sees the same datasets within a study (common random numbers), so differences between
+mechanisms are paired. Rows carry ``mechanism``, ``variant``, the swept parameter and the fixed ones,
+``mean``, ``ci_low``, ``ci_high``, ``trials``.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any, Sequence
+
+import torch
+
+from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
+
+__all__ = ["STUDIES", "MECHANISM_VARIANTS", "kl_sweep", "EPS_GRID", "N_GRID", "K_GRID", "D_GRID"]
+
+# 7 values below ~9.4, where the paper's Gaussian rule stops being (eps, delta)-DP at delta = 1e-5
+EPS_GRID = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
+N_GRID = (200, 500, 1000, 2000, 5000)
+K_GRID = (2, 3, 4, 5, 6, 8, 10)
+D_GRID = (2, 3, 4, 5, 6, 8, 10)
+
+# (label, mechanism, variant)
+MECHANISM_VARIANTS: tuple[tuple[str, str, str | None], ...] = (
+    ("kl/as-published", "kl", "as-published"),
+    ("kl/global", "kl", "global"),
+    ("kl/exact-kl", "kl", "exact-kl"),
+    ("colored", "colored", None),
+    ("gaussian", "gaussian", None),
+    ("laplace", "laplace", None),
+    ("r1smg", "r1smg", None),
+)
+KL_ONLY = tuple(m for m in MECHANISM_VARIANTS if m[1] == "kl")
+
+DEFAULTS = {"n": 1000, "k": 5, "d": 3, "delta": 1e-5, "lam": 1e-3, "epsilon": 1.0}
+
+
+def _bytes_per_trial(n: int, k: int, d: int, n_eps: int) -> float:
+    # dominant working set: the label-flip difference vectors (K, N, d) of the SDP and the fit's (K, N, d)
+    # intermediates (once per dataset, whatever the epsilon grid), plus per-epsilon (K, d, d) parameters;
+    # a factor 16 of headroom for solver temporaries
+    return 8.0 * 16 * (k * n * d + n_eps * k * d * d * 8)
+
+
+def kl_sweep(
+    trials: int,
+    n: int,
+    k: int,
+    d: int,
+    epsilons: Sequence[float],
+    delta: float,
+    lam: float,
+    mechanisms: Sequence[tuple[str, str, str | None]],
+    seed: int,
+    device: str = "cpu",
+    solver: str = "dual",
+    memory_budget: float | None = None,
+    progress: bool | None = None,
+) -> dict[str, torch.Tensor]:
+    """Realised KL of every mechanism at every epsilon on shared synthetic datasets.
+
+    Returns ``{label: kl (trials, len(epsilons))}``. Trials run in chunks of a memory budget; each chunk
+    draws its data and all its noise from one generator derived from ``seed`` (see
+    :func:`torchdpgmm.montecarlo.run_chunked`). The epsilon values form a leading batch dimension of one
+    ``release`` call per mechanism.
+    """
+    from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET, run_chunked, synthetic_data
+    from torchdpgmm.release import release
+
+    from tqdm.auto import tqdm
+
+    from torchdpgmm.montecarlo import chunk_size_for_budget
+
+    E = len(epsilons)
+    budget = memory_budget or DEFAULT_MEMORY_BUDGET
+    bpt = _bytes_per_trial(n, k, d, E)
+    n_chunks = -(-trials // chunk_size_for_budget(trials, bpt, budget))
+    if progress is None:  # a bar on long runs: many trials or several chunks
+        progress = trials >= 50 or n_chunks > 1
+    bar = tqdm(total=n_chunks * len(mechanisms), desc=f"N={n} K={k} d={d}", unit="mechanism x chunk",
+               disable=not progress, leave=False)
+
+    def one_chunk(T: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+        data = synthetic_data(T, n, k, d, generator=g, device=device)
+        X, y = data.X, data.y  # one fit / one SDP per dataset; the epsilon grid broadcasts in front
+        eps = torch.tensor(list(epsilons), dtype=X.dtype, device=X.device)[:, None]
+        out = {}
+        base_design = None
+        for label, mech, variant in mechanisms:
+            kw: dict[str, Any] = {"mechanism": mech, "generator": g}
+            if mech == "kl":
+                kw.update(variant=variant, solver=solver, lam=lam)
+                if base_design is not None:
+                    # same data, same SDP: re-design the other variants without re-solving (reduction 1)
+                    kw["design"] = base_design.at(eps, variant=variant)
+            r = release(X, y, k, eps, delta, **kw)
+            if mech == "kl" and base_design is None:
+                base_design = r.design
+            out[label] = r.kl.transpose(0, 1).contiguous()  # (T, E)
+            bar.set_postfix_str(label)
+            bar.update(1)
+        return out
+
+    try:
+        return run_chunked(one_chunk, trials, seed=seed, bytes_per_trial=bpt, memory_budget=budget,
+                           device=device, progress=False)
+    finally:
+        bar.close()
+
+
+def _rows(kls: dict[str, torch.Tensor], mechanisms, x_name: str, x_values, fixed: dict[str, Any], eps_axis: bool):
+    rows = []
+    for label, mech, variant in mechanisms:
+        v = kls[label]  # (T, len(x_values))
+        ci = mean_ci(v, dim=0)
+        for j, x in enumerate(x_values):
+            row = {"mechanism": mech, "variant": variant, "label": label, x_name: x}
+            row.update({kk: vv for kk, vv in fixed.items() if kk != x_name})
+            row.update(
+                mean=float(ci["mean"][j]),
+                ci_low=float(ci["ci_low"][j]),
+                ci_high=float(ci["ci_high"][j]),
+                median=float(v[:, j].median()),
+                nonfinite=int((~torch.isfinite(v[:, j])).sum()),
+                trials=int(v.shape[0]),
+            )
+            rows.append(row)
+    return rows
+
+
+def _plot_factory(x_name: str, title: str, logx: bool):
+    def plot(rows, path):
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        labels = []
+        for r in rows:
+            if r["label"] not in labels:
+                labels.append(r["label"])
+        for lab in labels:
+            rs = [r for r in rows if r["label"] == lab]
+            xs = [r[x_name] for r in rs]
+            m = [r["mean"] for r in rs]
+            lo = [max(r["mean"] - r["ci_low"], 0.0) if r["ci_low"] is not None else 0.0 for r in rs]
+            hi = [r["ci_high"] - r["mean"] if r["ci_high"] is not None else 0.0 for r in rs]
+            ax.errorbar(xs, m, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=lab)
+        ax.set_yscale("log")
+        if logx:
+            ax.set_xscale("log")
+        ax.set_xlabel({"epsilon": "epsilon", "n": "N", "k": "K", "d": "d"}[x_name])
+        ax.set_ylabel("KL(released || fitted), mean and 95% CI")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+
+    return plot
+
+
+def _floats(s: str) -> list[float]:
+    return [float(v) for v in s.split(",") if v.strip()]
+
+
+def _ints(s: str) -> list[int]:
+    return [int(v) for v in s.split(",") if v.strip()]
+
+
+def _common_args(p: argparse.ArgumentParser, sweep: str) -> None:
+    p.add_argument("--n", type=int, default=DEFAULTS["n"], help="data size N (default 1000)")
+    p.add_argument("--k", type=int, default=DEFAULTS["k"], help="number of classes K (default 5)")
+    p.add_argument("--d", type=int, default=DEFAULTS["d"], help="dimension d (default 3)")
+    p.add_argument("--delta", type=float, default=DEFAULTS["delta"], help="delta (default 1e-5)")
+    p.add_argument("--lam", type=float, default=DEFAULTS["lam"], help="smoothing lambda of eq. (15) (default 1e-3)")
+    p.add_argument("--solver", default="dual", choices=["dual", "cvxpylayers"], help="SDP solver (default dual)")
+    if sweep == "epsilon":
+        p.add_argument("--epsilons", type=_floats, default=list(EPS_GRID), help="comma-separated epsilon grid")
+    else:
+        p.add_argument("--epsilon", type=float, default=DEFAULTS["epsilon"], help="epsilon (default 1)")
+        grid = {"n": N_GRID, "k": K_GRID, "d": D_GRID}[sweep]
+        p.add_argument("--grid", type=_ints, default=list(grid), help=f"comma-separated {sweep} grid")
+    p.add_argument(
+        "--mechanisms", default=None,
+        help="comma-separated subset of " + ",".join(m[0] for m in MECHANISM_VARIANTS),
+    )
+
+
+def _select(opts: dict, default) -> tuple:
+    sel = opts.get("mechanisms")
+    if not sel:
+        return tuple(default)
+    names = [s.strip() for s in sel.split(",") if s.strip()]
+    known = {m[0]: m for m in MECHANISM_VARIANTS}
+    bad = [s for s in names if s not in known]
+    if bad:
+        raise ValueError(f"--mechanisms: unknown {bad}; choose from {list(known)}")
+    return tuple(known[s] for s in names)
+
+
+def _quick(cfg: ExperimentConfig) -> int:
+    return cfg.trials if cfg.trials is not None else 100
+
+
+def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> StudyResult:
+    o = dict(DEFAULTS)
+    o.update({k: v for k, v in cfg.options.items() if v is not None})
+    mechs = _select(cfg.options, default_mechs)
+    eps = list(o.get("epsilons", EPS_GRID))
+    trials = int(cfg.trials or 100)
+    n, k, d = int(o["n"]), int(o["k"]), int(o["d"])
+    if cfg.quick:
+        eps, trials, n = [0.5, 2.0], min(trials, 3), min(n, 60)
+    kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], mechs, cfg.seed, cfg.device, o.get("solver", "dual"))
+    fixed = {"n": n, "k": k, "d": d, "delta": o["delta"], "lam": o["lam"]}
+    rows = _rows(kls, mechs, "epsilon", eps, fixed, True)
+    notes = _ratio_notes(kls, eps)
+    return StudyResult(rows=rows, config={"trials": trials, "epsilons": eps, "n": n, "k": k, "d": d,
+                                          "mechanisms": [m[0] for m in mechs]},
+                       notes=notes, plot=_plot_factory("epsilon", title, True))
+
+
+def _ratio_notes(kls, eps) -> list[str]:
+    notes = []
+    if "kl/exact-kl" in kls and "kl/as-published" in kls:
+        r = kls["kl/exact-kl"].mean(0) / kls["kl/as-published"].mean(0)
+        notes.append("mean KL ratio exact-kl / as-published per epsilon: "
+                     + ", ".join(f"{e:g}: {float(x):.3g}" for e, x in zip(eps, r)))
+    return notes
+
+
+def _run_param(cfg: ExperimentConfig, name: str, param: str, title: str) -> StudyResult:
+    o = dict(DEFAULTS)
+    o.update({k: v for k, v in cfg.options.items() if v is not None})
+    mechs = _select(cfg.options, MECHANISM_VARIANTS)
+    grid = list(o.get("grid", {"n": N_GRID, "k": K_GRID, "d": D_GRID}[param]))
+    trials = int(cfg.trials or 100)
+    n = int(o["n"])
+    if cfg.quick:
+        trials = min(trials, 3)
+        grid = {"n": [60, 100], "k": [2, 3], "d": [3, 4]}[param]
+        n = min(n, 100)
+    eps = float(o["epsilon"])
+    per = {m[0]: [] for m in mechs}
+    notes = []
+    for i, x in enumerate(grid):
+        nn, kk, dd = n, int(o["k"]), int(o["d"])
+        if param == "n":
+            nn = int(x)
+        elif param == "k":
+            kk = int(x)
+        else:
+            dd = int(x)
+        here = tuple(m for m in mechs if not (m[1] == "r1smg" and dd <= 2))
+        if len(here) < len(mechs):
+            notes.append(f"r1smg skipped at d={dd}: R1SMG needs d > 2 (Ji & Li 2024)")
+        kls = kl_sweep(trials, nn, kk, dd, [eps], o["delta"], o["lam"], here, cfg.seed + 1000 * (i + 1),
+                       cfg.device, o.get("solver", "dual"))
+        for lab in per:
+            nan = torch.full((trials,), float("nan"), dtype=torch.float64)
+            per[lab].append(kls[lab][:, 0] if lab in kls else nan)
+    stacked = {lab: torch.stack(v, 1) for lab, v in per.items()}
+    fixed = {"n": n, "k": int(o["k"]), "d": int(o["d"]), "epsilon": eps, "delta": o["delta"], "lam": o["lam"]}
+    rows = _rows(stacked, mechs, param, grid, fixed, False)
+    rows = [r for r in rows if r["nonfinite"] < r["trials"]]  # drop skipped (mechanism, grid point) pairs
+    return StudyResult(rows=rows, config={"trials": trials, "grid": grid, "epsilon": eps,
+                                          "mechanisms": [m[0] for m in mechs]},
+                       notes=notes, plot=_plot_factory(param, title, param == "n"))
+
+
+STUDIES = {
+    "fig1": Study(
+        "fig1",
+        lambda cfg: _run_eps(cfg, "fig1", KL_ONLY, "Fig. 1: proposed mechanism, mean KL and 95% CI"),
+        "Paper 000 Fig. 1: KL of the proposed mechanism (3 design variants) vs epsilon, 95% CI",
+        lambda p: _common_args(p, "epsilon"),
+        default_trials=200,
+    ),
+    "fig2": Study(
+        "fig2",
+        lambda cfg: _run_eps(cfg, "fig2", MECHANISM_VARIANTS, "Fig. 2: KL vs epsilon"),
+        "Paper 000 Fig. 2: KL vs epsilon for every mechanism (N=1000, K=5, d=3, delta=1e-5)",
+        lambda p: _common_args(p, "epsilon"),
+        default_trials=100,
+    ),
+    "fig3": Study(
+        "fig3",
+        lambda cfg: _run_param(cfg, "fig3", "n", "Fig. 3: KL vs N (epsilon = 1)"),
+        "Paper 000 Fig. 3: KL vs the data size N at epsilon=1",
+        lambda p: _common_args(p, "n"),
+        default_trials=100,
+    ),
+    "fig4": Study(
+        "fig4",
+        lambda cfg: _run_param(cfg, "fig4", "k", "Fig. 4: KL vs K (N = 1000, epsilon = 1)"),
+        "Paper 000 Fig. 4: KL vs the number of classes K at N=1000, epsilon=1",
+        lambda p: _common_args(p, "k"),
+        default_trials=100,
+    ),
+    "fig5": Study(
+        "fig5",
+        lambda cfg: _run_param(cfg, "fig5", "d", "Fig. 5: KL vs d (K = 5, N = 1000, epsilon = 1)"),
+        "Paper 000 Fig. 5: KL vs the dimension d at K=5, N=1000, epsilon=1",
+        lambda p: _common_args(p, "d"),
+        default_trials=100,
+    ),
+}

@@ -1,0 +1,220 @@
+"""Batched Monte Carlo engine: the synthetic data of paper 000, Sec. V-A, and chunked trial runs.
+
+A Monte Carlo study is one call with a trial dimension. :func:`synthetic_gmm` draws a batch of ground
+truth models, :func:`synthetic_data` a batch of labeled datasets from them (Sec. V-A: Dirichlet(1)
+weights, means ``U[-10, 10]^d``, covariances ``Wishart_d(d+1, I)``, ``N`` i.i.d. points), and
+:func:`run_chunked` splits a large number of trials into chunks that fit a memory budget, with one
+generator per chunk derived from one seed.
+
+Reproducibility. Every draw goes through the explicit ``generator`` (``torch.rand`` / ``randn`` /
+``multinomial``), so the same generator state gives the same batch. ``run_chunked`` derives chunk
+``c``'s seed from ``(seed, c)`` with :class:`numpy.random.SeedSequence`; the chunk size is computed
+from the problem size and the memory budget only (never from the device), so a seed and a budget fix
+the whole run. Changing the budget changes the chunking, hence the random streams (not their law).
+CPU and CUDA generators produce different streams; ``synthetic_data(..., draw_device="cpu")`` draws on
+the CPU and moves the result, which makes the data identical on every device.
+
+Small classes. The empirical covariance (eq. 2c) needs ``N_k >= 2`` and is singular unless
+``N_k >= d + 1``; the KL divergence and the mechanism design need it nonsingular. Trials in which some
+class receives fewer than ``min_class_size`` points (default ``d + 1``) are *redrawn as a whole*
+(model and data), i.e. the studied population is the Sec. V-A model conditioned on every class having
+at least ``min_class_size`` points. The number of redrawn trials is returned so that it can be reported.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+__all__ = [
+    "SyntheticBatch",
+    "synthetic_gmm_params",
+    "synthetic_data",
+    "chunk_size_for_budget",
+    "chunk_seeds",
+    "run_chunked",
+    "DEFAULT_MEMORY_BUDGET",
+]
+
+DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes: 1 GiB of working memory per chunk
+
+
+@dataclass
+class SyntheticBatch:
+    """A batch of synthetic datasets.
+
+    ``X (T, N, d)``, ``y (T, N)`` int64; ``weights (T, K)``, ``means (T, K, d)``, ``covariances
+    (T, K, d, d)`` are the ground-truth model; ``redrawn`` counts the trials that were redrawn because a
+    class had fewer than ``min_class_size`` points.
+    """
+
+    X: torch.Tensor
+    y: torch.Tensor
+    weights: torch.Tensor
+    means: torch.Tensor
+    covariances: torch.Tensor
+    redrawn: int = 0
+
+
+def _dirichlet_ones(shape: Sequence[int], k: int, generator, dtype, device) -> torch.Tensor:
+    # Dirichlet(1,...,1) = normalised i.i.d. Exp(1); Exp(1) = -log(U), U in (0, 1].
+    u = torch.rand(*shape, k, generator=generator, dtype=dtype, device=device)
+    e = -torch.log1p(-u)  # U in [0,1) -> 1-U in (0,1]: finite
+    return e / e.sum(-1, keepdim=True)
+
+
+def synthetic_gmm_params(
+    trials: int,
+    num_classes: int,
+    dim: int,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    mean_range: float = 10.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Ground-truth models of paper 000, Sec. V-A: ``(weights (T,K), means (T,K,d), covs (T,K,d,d))``.
+
+    Weights ~ Dirichlet(1), means ~ U[-mean_range, mean_range]^d, covariances ~ Wishart_d(d+1, I)
+    drawn exactly as ``G G^T`` with ``G`` a ``d x (d+1)`` standard normal matrix.
+    """
+    if device is None:
+        device = generator.device if generator is not None else torch.device("cpu")
+    T, K, d = int(trials), int(num_classes), int(dim)
+    w = _dirichlet_ones((T,), K, generator, dtype, device)
+    mu = (2 * torch.rand(T, K, d, generator=generator, dtype=dtype, device=device) - 1) * mean_range
+    G = torch.randn(T, K, d, d + 1, generator=generator, dtype=dtype, device=device)
+    cov = G @ G.transpose(-1, -2)
+    return w, mu, cov
+
+
+def _draw(T, N, K, d, generator, dtype, device, mean_range):
+    w, mu, cov = synthetic_gmm_params(T, K, d, generator, dtype, device, mean_range)
+    y = torch.multinomial(w, N, replacement=True, generator=generator)  # (T, N)
+    z = torch.randn(T, N, d, generator=generator, dtype=dtype, device=device)
+    L = torch.linalg.cholesky(cov)  # (T,K,d,d); Wishart with d+1 dof is a.s. PD
+    idx = y[..., None, None].expand(T, N, d, d)
+    Ly = torch.gather(L, 1, idx)  # (T,N,d,d)
+    x = torch.gather(mu, 1, y[..., None].expand(T, N, d)) + (Ly @ z[..., None]).squeeze(-1)
+    return x, y, w, mu, cov
+
+
+def synthetic_data(
+    trials: int,
+    n: int,
+    num_classes: int = 5,
+    dim: int = 3,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+    min_class_size: int | None = None,
+    mean_range: float = 10.0,
+    draw_device: torch.device | str | None = None,
+    max_redraws: int = 1000,
+) -> SyntheticBatch:
+    """A batch of ``trials`` labeled datasets of paper 000, Sec. V-A (``N = n`` i.i.d. points each).
+
+    ``min_class_size`` (default ``dim + 1``, so that eq. 2c is nonsingular) is enforced by redrawing
+    the failing trials as a whole from the same generator (see the module docstring). Draws happen on
+    ``draw_device`` (default: the generator's device) and the result is moved to ``device``.
+    """
+    for name, v in (("trials", trials), ("n", n), ("num_classes", num_classes), ("dim", dim)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if min_class_size is None:
+        min_class_size = dim + 1
+    if min_class_size < 0:
+        raise ValueError(f"min_class_size must be >= 0, got {min_class_size}")
+    if n < num_classes * min_class_size:
+        raise ValueError(
+            f"n={n} cannot give each of num_classes={num_classes} classes min_class_size={min_class_size} points"
+        )
+    if draw_device is None:
+        draw_device = generator.device if generator is not None else torch.device("cpu")
+    if device is None:
+        device = draw_device
+    T, N, K, d = trials, n, num_classes, dim
+    x, y, w, mu, cov = _draw(T, N, K, d, generator, dtype, draw_device, mean_range)
+    redrawn = 0
+    for _ in range(max_redraws):
+        counts = torch.zeros(T, K, dtype=torch.long, device=y.device).scatter_add_(1, y, torch.ones_like(y))
+        bad = (counts < min_class_size).any(-1)
+        nbad = int(bad.sum())  # host sync: data generation, not a hot path
+        if nbad == 0:
+            break
+        redrawn += nbad
+        x2, y2, w2, mu2, cov2 = _draw(nbad, N, K, d, generator, dtype, draw_device, mean_range)
+        x[bad], y[bad], w[bad], mu[bad], cov[bad] = x2, y2, w2, mu2, cov2
+    else:  # pragma: no cover - needs an absurd configuration
+        raise RuntimeError(f"could not meet min_class_size={min_class_size} after {max_redraws} redraws")
+    dev = torch.device(device)
+    return SyntheticBatch(x.to(dev), y.to(dev), w.to(dev), mu.to(dev), cov.to(dev), redrawn)
+
+
+def chunk_size_for_budget(trials: int, bytes_per_trial: float, memory_budget: float = DEFAULT_MEMORY_BUDGET) -> int:
+    """Largest chunk (>= 1, <= trials) whose estimated working memory fits ``memory_budget`` bytes."""
+    if bytes_per_trial <= 0:
+        return max(1, int(trials))
+    return int(max(1, min(int(trials), math.floor(memory_budget / bytes_per_trial))))
+
+
+def chunk_seeds(seed: int, num_chunks: int) -> list[int]:
+    """Independent 63-bit seeds for chunks ``0..num_chunks-1`` derived from one ``seed``."""
+    ss = np.random.SeedSequence(int(seed))
+    return [int(s.generate_state(1, dtype=np.uint64)[0]) & ((1 << 63) - 1) for s in ss.spawn(num_chunks)]
+
+
+def run_chunked(
+    fn: Callable[[int, torch.Generator], Any],
+    trials: int,
+    seed: int = 0,
+    bytes_per_trial: float = 0.0,
+    memory_budget: float = DEFAULT_MEMORY_BUDGET,
+    device: torch.device | str = "cpu",
+    progress: bool | None = None,
+    desc: str | None = None,
+    combine: Callable[[list[Any]], Any] | None = None,
+) -> Any:
+    """Run ``fn(chunk_trials, generator)`` over chunks of ``trials`` and combine the results.
+
+    Each call gets a fresh ``torch.Generator`` on ``device`` seeded from ``chunk_seeds(seed, C)[c]``.
+    The default ``combine`` concatenates tensors (or dicts / tuples of tensors) along dim 0, so a
+    chunked run returns the same shapes as one big call. ``progress`` shows a tqdm bar (default: only
+    when there is more than one chunk).
+    """
+    if not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be a positive int, got {trials!r}")
+    cs = chunk_size_for_budget(trials, bytes_per_trial, memory_budget)
+    sizes = [cs] * (trials // cs) + ([trials % cs] if trials % cs else [])
+    seeds = chunk_seeds(seed, len(sizes))
+    if progress is None:
+        progress = len(sizes) > 1
+    it = range(len(sizes))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=trials, desc=desc or "trials", unit="trial", leave=False)
+    outs = []
+    for c in it:
+        g = torch.Generator(device=device)
+        g.manual_seed(seeds[c])
+        outs.append(fn(sizes[c], g))
+        if bar is not None:
+            bar.update(sizes[c])
+    if bar is not None:
+        bar.close()
+    return (combine or _concat)(outs)
+
+
+def _concat(parts: list[Any]) -> Any:
+    first = parts[0]
+    if torch.is_tensor(first):
+        return torch.cat(parts, 0)
+    if isinstance(first, dict):
+        return {k: _concat([p[k] for p in parts]) for k in first}
+    if isinstance(first, (list, tuple)):
+        return type(first)(_concat([p[i] for p in parts]) for i in range(len(first)))
+    return parts
