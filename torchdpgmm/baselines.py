@@ -33,7 +33,7 @@ which enforces the bound. ``N_k >= n/(2K)`` is reported per trial, never assumed
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -158,7 +158,6 @@ def _triu_mask(d: int, device, dtype=torch.bool) -> torch.Tensor:
 
 def symmetric_laplace_noise(shape, scale: torch.Tensor, generator, dtype, device) -> torch.Tensor:
     """Symmetric ``(..., d, d)`` noise: i.i.d. Laplace(scale) on the upper triangle, mirrored."""
-    d = shape[-1]
     u = torch.rand(*shape, generator=generator, dtype=dtype, device=device) - 0.5
     # inverse CDF; |u| < 1/2 so log1p(-2|u|) is finite except at u = -1/2 exactly (prob. 2^-53)
     e = -torch.sign(u) * torch.log1p(-2.0 * u.abs().clamp(max=0.5 - 1e-16))

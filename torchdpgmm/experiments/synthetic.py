@@ -19,7 +19,6 @@ mechanisms are paired. Rows carry ``mechanism``, ``variant``, the swept paramete
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any, Sequence
 
 import torch
