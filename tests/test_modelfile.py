@@ -6,7 +6,8 @@ import torch
 
 import torchdpgmm as tdg
 from torchdpgmm.accounting import PrivacyRecord
-from torchdpgmm.cli import histogram_counts, main
+from torchdpgmm.cli import main
+from torchdpgmm.mixture import histogram_counts
 from torchdpgmm.datafile import read_labeled_table
 from torchdpgmm.modelfile import load_model, model_from_dict, model_to_dict, save_model
 

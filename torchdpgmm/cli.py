@@ -203,6 +203,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
 
 def _cmd_sample(args: argparse.Namespace) -> int:
     from torchdpgmm.datafile import write_labeled_csv
+    from torchdpgmm.mixture import histogram_counts
     from torchdpgmm.modelfile import load_model
 
     if args.n < 1:
@@ -230,21 +231,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                     progress=not args.no_progress)
     print(f"sweep in {args.out}: {res['done']} chunks run, {res['skipped']} already done; rows in {res['results']}")
     return 0
-
-
-def histogram_counts(hist, n: int):
-    """Scale a class histogram (counts or weights) to integer counts summing to ``n`` (largest remainders)."""
-    import torch
-
-    w = hist.to(torch.float64)
-    w = w / w.sum(-1, keepdim=True)
-    raw = w * n
-    base = raw.floor().long()
-    short = n - int(base.sum())
-    if short > 0:
-        order = torch.argsort(raw - base, descending=True)
-        base[order[:short]] += 1
-    return base
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -126,7 +126,7 @@ class DPGaussianMixture:
     def sample(self, n_samples: int = 1, preserve_histogram: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Draw synthetic ``(X, y)`` from the released model (class histogram preserved by default)."""
         self._check_fitted()
-        from torchdpgmm.cli import histogram_counts
+        from torchdpgmm.mixture import histogram_counts
 
         g = self._generator()
         if preserve_histogram:

@@ -16,7 +16,7 @@ import torch
 
 from torchdpgmm._validation import as_float_tensor, check_finite, check_labels
 
-__all__ = ["LabeledGMM", "fit_labeled", "class_counts"]
+__all__ = ["LabeledGMM", "fit_labeled", "class_counts", "histogram_counts"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -216,6 +216,24 @@ def class_counts(y: torch.Tensor, num_classes: int, mask: torch.Tensor | None = 
     if mask is not None:
         onehot = onehot * mask.unsqueeze(-1).to(onehot.dtype)
     return onehot.sum(-2)
+
+
+def histogram_counts(hist: torch.Tensor, n: int) -> torch.Tensor:
+    """Integer class counts ``(..., K)`` summing to ``n`` closest to ``n * hist / hist.sum()`` (largest remainders).
+
+    ``hist`` is a class histogram: weights or counts, batched over ``...``. The KL-optimal release draws
+    ``pi~`` on the lattice ``{c / N}``, so ``N * pi~`` is already integral there; for other mechanisms
+    (Laplace/Gaussian weights) this rounding keeps the released histogram.
+    """
+    w = hist.to(torch.float64)
+    target = w / w.sum(-1, keepdim=True) * n
+    base = torch.floor(target)
+    rem = target - base
+    short = (n - base.sum(-1, keepdim=True)).round().to(torch.int64)  # (..., 1), in [0, K)
+    order = torch.argsort(rem, dim=-1, descending=True)
+    rank = torch.argsort(order, dim=-1)  # rank of each class by remainder
+    extra = (rank < short).to(torch.float64)
+    return (base + extra).to(torch.int64)
 
 
 def fit_labeled(

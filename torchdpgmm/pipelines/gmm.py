@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from torchdpgmm.mixture import histogram_counts
+
 __all__ = ["gmm_accuracy", "histogram_counts", "synthesize"]
 
 
@@ -24,22 +26,6 @@ def gmm_accuracy(model, X: torch.Tensor, y: torch.Tensor, chunk: int = 5000) -> 
         c = (pred == y[s : s + chunk].to(pred.device)).sum(-1).to(torch.float64)
         correct = c if correct is None else correct + c
     return correct / X.shape[0]
-
-
-def histogram_counts(weights: torch.Tensor, n: int) -> torch.Tensor:
-    """Integer class counts ``(..., K)`` summing to ``n`` closest to ``n * weights`` (largest remainders).
-
-    The KL-optimal release draws ``pi~`` on the lattice ``{c / N}`` so ``N * pi~`` is already integral
-    there; for other mechanisms (Laplace/Gaussian weights) this rounding keeps the released histogram.
-    """
-    target = weights.to(torch.float64) * n
-    base = torch.floor(target)
-    rem = target - base
-    short = (n - base.sum(-1, keepdim=True)).round().to(torch.int64)  # (..., 1), in [0, K)
-    order = torch.argsort(rem, dim=-1, descending=True)
-    rank = torch.argsort(order, dim=-1)  # rank of each class by remainder
-    extra = (rank < short).to(torch.float64)
-    return (base + extra).to(torch.int64)
 
 
 def synthesize(model, n: int, generator: torch.Generator | None = None):
