@@ -179,12 +179,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
         bar.close()
     rows = load_results(out, chunks)
     results = out / "results.csv"
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=".tmp-", suffix=".csv")
-    with os.fdopen(fd, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=RESULT_FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, results)
+    _atomic_rows(results, rows)
     summary = summarize(rows)
     (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "points": summary}, indent=2))
     plot_results(summary, out / "sweep.png")
