@@ -7,7 +7,6 @@ once; they run at the API boundary, never inside the batched hot paths.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -93,6 +92,3 @@ def as_float_tensor(x: Any, name: str, dtype: torch.dtype | None = None) -> torc
         x = x.to(torch.float64)
     return x
 
-
-def is_positive_int(n: Any) -> bool:
-    return isinstance(n, int) and not isinstance(n, bool) and n > 0 and math.isfinite(n)
