@@ -519,31 +519,95 @@ def _fmt(v: Any, nd: int = 3) -> str:
     return str(v)
 
 
-def audit_markdown(rows: list[dict[str, Any]]) -> str:
-    """The audit rows as a markdown table (claimed vs audited epsilon, the pair and the evidence)."""
-    head = ("| mode | mechanism | neighbours | claimed eps (delta) | audited eps, 95% lower bound | above claim? "
-            "| statistic | FPR / FNR (held-out) | exact | status |\n|---|---|---|---|---|---|---|---|---|---|")
+def _exact_cell(r: dict[str, Any]) -> str:
+    if r.get("exact_max_log_ratio") is not None:
+        return f"max ln-ratio {_fmt(r['exact_max_log_ratio'])}"
+    if r.get("exact_delta_at_claimed_epsilon") is not None:
+        return f"delta at claimed eps >= {_fmt(r['exact_delta_at_claimed_epsilon'])}"
+    if r.get("exact_epsilon") is not None:
+        return f"true eps {_fmt(r['exact_epsilon'])}"
+    if r.get("pair_exact_epsilon") is not None:
+        return f"pair eps {_fmt(r['pair_exact_epsilon'])} (mu {_fmt(r.get('pair_mu'))})"
+    return ""
+
+
+def _status_cell(r: dict[str, Any]) -> str:
+    status = r.get("status", "")
+    if status.startswith("unavailable") or status.startswith("error"):
+        status = status[:90] + ("..." if len(status) > 90 else "")
+    return status
+
+
+def audit_markdown(rows: list[dict[str, Any]], modes: tuple[str, ...] | None = None) -> str:
+    """The audit rows as a markdown table: claimed vs audited epsilon, the likelihood-ratio bound, the
+    power (the same test's ceiling against a mechanism exactly at the claim) and the exact value."""
+    head = ("| mode | mechanism | neighbours (adjacency) | claimed eps (delta) | audited eps, 95% lower bound "
+            "| above claim? | statistic | LR bound | ceiling at claim | exact | draws (held-out) | status |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     order = {"sound": 0, "as-published": 1, "as-published (component)": 2}
-    for r in sorted(rows, key=lambda r: (order.get(r.get("mode"), 3), r.get("claimed_epsilon", 0))):
-        exact = ""
-        if r.get("exact_max_log_ratio") is not None:
-            exact = f"max ln-ratio {_fmt(r['exact_max_log_ratio'])}"
-        elif r.get("exact_delta_at_claimed_epsilon") is not None:
-            exact = f"delta at claimed eps >= {_fmt(r['exact_delta_at_claimed_epsilon'])}"
-        elif r.get("exact_epsilon") is not None:
-            exact = f"true eps {_fmt(r['exact_epsilon'])}"
-        status = r.get("status", "")
-        if status.startswith("unavailable") or status.startswith("error"):
-            status = status[:90] + ("..." if len(status) > 90 else "")
+    sel = [r for r in rows if modes is None or r.get("mode") in modes]
+    for r in sorted(sel, key=lambda r: (order.get(r.get("mode"), 3), r.get("claimed_epsilon", 0))):
         aud = r.get("audited_epsilon_lower")
         flag = "" if aud is None else ("**YES**" if r.get("exceeds_claim") else "no")
-        fr = "" if aud is None else f"{_fmt(r.get('fpr'), 4)} / {_fmt(r.get('fnr'), 4)}"
+        draws = "" if aud is None else f"{r.get('num_draws')} ({r.get('num_evaluation')})"
         lines.append(
-            f"| {r.get('mode')} | {r.get('mechanism')} | {r.get('neighbours')} | "
+            f"| {r.get('mode')} | {r.get('mechanism')} | {r.get('neighbours')} ({r.get('adjacency', '')}) | "
             f"{_fmt(r.get('claimed_epsilon'), 2)} ({_fmt(r.get('claimed_delta'))}) | {_fmt(aud)} | {flag} | "
-            f"{r.get('statistic') or ''} | {fr} | {exact} | {status} |")
+            f"{r.get('statistic') or ''} | {_fmt(r.get('lr_epsilon_lower')) if r.get('lr_epsilon_lower') is not None else ''} | "
+            f"{_fmt(r.get('claim_ceiling_epsilon')) if aud is not None else ''} | {_exact_cell(r)} | {draws} | "
+            f"{_status_cell(r)} |")
     return "\n".join(lines)
+
+
+def audit_summary_markdown(rows: list[dict[str, Any]]) -> str:
+    """Bullet points computed from the audit rows (largest sound ratio, violations, worst-case power)."""
+    ok = [r for r in rows if r.get("audited_epsilon_lower") is not None]
+    sound = [r for r in ok if r["mode"] == "sound"]
+    out = []
+    if sound:
+        top = max(sound, key=lambda r: r["audited_epsilon_lower"] / r["claimed_epsilon"])
+        over = sum(bool(r["exceeds_claim"]) for r in sound)
+        out.append(f"- Sound mode: {over} of {len(sound)} audited rows above the claim. Largest ratio of bound to "
+                   f"claim: {_fmt(top['audited_epsilon_lower'] / top['claimed_epsilon'])} ({top['mechanism']}, "
+                   f"{top['neighbours']}, claimed eps {_fmt(top['claimed_epsilon'], 2)}).")
+        for r in sorted((r for r in sound if r["neighbours"].startswith("worst")),
+                        key=lambda r: (r["claimed_epsilon"], r["neighbours"], r["mechanism"])):
+            exact = f", the pair's exact eps {_fmt(r['pair_exact_epsilon'])}" if r.get("pair_exact_epsilon") is not None else ""
+            out.append(f"- Sound {r['mechanism']} on {r['neighbours']} ({r['adjacency']}), claimed eps "
+                       f"{_fmt(r['claimed_epsilon'], 2)}: likelihood-ratio bound {_fmt(r.get('lr_epsilon_lower'))}; "
+                       f"the same test's ceiling against a mechanism exactly at the claim "
+                       f"{_fmt(r.get('claim_ceiling_epsilon'))}{exact}; {r['num_draws']} draws per dataset.")
+    pub = [r for r in ok if r["mode"] != "sound"]
+    if pub:
+        over = [r for r in pub if r["exceeds_claim"]]
+        out.append(f"- As-published (full releases and components): {len(over)} of {len(pub)} audited rows above "
+                   f"the claim.")
+    return "\n".join(out)
+
+
+def records_markdown(rows: list[dict[str, Any]]) -> str:
+    """The privacy records of tiny releases (scripts/privacy_records.py): one row per mode and mechanism."""
+    head = ("| family | release | record mode | adjacency | accountant | covered | noised blocks | notes |\n"
+            "|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        if r.get("status") != "ok":
+            lines.append(f"| {r['family']} | {r['release']} | {r['call_mode']} | - | - | - | - | "
+                         f"not released: {_cell(r['status'])} |")
+            continue
+        blocks = "; ".join(f"{b['name']}: {b['mechanism']}, sens {_fmt(b['sensitivity'])} ({b['norm']}), "
+                           f"scale {_fmt(b['noise_scale'])}" + (f" x{b['count']}" if b.get("count", 1) != 1 else "")
+                           for b in (r.get("blocks") or []))
+        notes = "<br>".join(_cell(n) for n in (r.get("notes") or []))
+        lines.append(f"| {r['family']} | {r['release']} | {r.get('mode')} | {r.get('adjacency')} | "
+                     f"{_cell(r.get('accountant') or '')} | {'yes' if r.get('covered') else 'no'} | {blocks or '-'} | "
+                     f"{notes} |")
+    return "\n".join(lines)
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def utility_markdown(rows: list[dict[str, Any]]) -> str:
