@@ -368,3 +368,20 @@ def test_draws_are_chunked_under_the_memory_budget():
     # per dataset: 256 draws first, then chunks of budget / (8 x 8 kB) = 100 draws
     assert sum(sizes) == 6000 and sizes.count(256) == 2 and max(s for s in sizes if s != 256) == 100
     assert r.epsilon_lower > 5  # a deterministic mechanism: the bound is limited by the draws only
+
+
+def test_noise_scales_read_from_typed_record_blocks():
+    """A typed PrivacyRecord (NoisedBlock per block) gives the same statistic as the legacy noise dict."""
+    from torchdpgmm.privacy import NoisedBlock, PrivacyRecord
+
+    P, mech, rec = _worst_pair_setup(1.0)
+    blocks = tuple(NoisedBlock(name=k, mechanism="gaussian", sensitivity=1.0, noise_scale=rec.noise[f"sigma_{k}"])
+                   for k in ("counts", "sums", "second_moments"))
+    typed = PrivacyRecord(epsilon=EPS, delta=DELTA, adjacency="add-remove", accountant="GDP", mode="sound",
+                          blocks=blocks)
+    out = mech(P.dataset0, 50, torch.Generator().manual_seed(0))
+    a = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, rec).log_ratio(out)
+    b = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, typed).log_ratio(out)
+    assert torch.allclose(a, b)
+    assert A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, typed) == pytest.approx(
+        A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, rec))

@@ -762,19 +762,24 @@ def sound_blocks(output: Any, center: torch.Tensor | None = None) -> dict[str, t
     return {"counts": n, "sums": s, "second_moments": Q}
 
 
-def _noise_scales(noise: Any) -> tuple[str, dict[str, float]]:
-    """``("gaussian" | "laplace", {block: scale})`` from a record's noise dict (``sigma_counts``, ...,
-    ``laplace_scale_counts``, ...), a record with such a dict, or a record with ``blocks``."""
+def _noise_scales(noise: Any) -> dict[str, tuple[str, float]]:
+    """``{block: ("gaussian" | "laplace", scale)}`` from a record with ``blocks`` (``NoisedBlock``), a record
+    with a ``noise`` dict, or such a dict (``sigma_counts``, ..., ``laplace_scale_counts``, ...).
+
+    Discrete Gaussian / discrete Laplace blocks map to the continuous forms, whose log-ratio is exact for
+    integer means (their ``noise_scale`` is the sigma / scale parameter of the PMF).
+    """
     blocks = getattr(noise, "blocks", None)
     if blocks:
-        kind = "laplace" if any("laplace" in b.mechanism for b in blocks) else "gaussian"
-        return kind, {b.name: float(b.noise_scale) for b in blocks}
+        return {b.name: ("laplace" if "laplace" in b.mechanism else "gaussian", float(b.noise_scale))
+                for b in blocks}
     noise = getattr(noise, "noise", noise)
+    out = {}
     for kind, prefix in (("gaussian", "sigma_"), ("laplace", "laplace_scale_")):
-        sc = {k[len(prefix):]: float(v) for k, v in noise.items() if k.startswith(prefix)}
-        if sc:
-            return kind, sc
-    raise ValueError(f"no noise scales found in {noise!r}")
+        out.update({k[len(prefix):]: (kind, float(v)) for k, v in noise.items() if k.startswith(prefix)})
+    if not out:
+        raise ValueError(f"no noise scales found in {noise!r}")
+    return out
 
 
 def _dataset_blocks(dataset, num_classes, clip_bound, center):
@@ -792,17 +797,20 @@ def sound_log_ratio(dataset0, dataset1, num_classes: int, clip_bound: float, noi
     :func:`sound_blocks` reads the blocks back; with the eigenvalue floor on it is still a valid (weaker)
     statistic.
     """
-    kind, sc = _noise_scales(noise)
+    sc = _noise_scales(noise)
     b0 = _dataset_blocks(dataset0, num_classes, clip_bound, center)
     b1 = _dataset_blocks(dataset1, num_classes, clip_bound, center)
-    vec, sym = ((gaussian_log_ratio, symmetric_gaussian_log_ratio) if kind == "gaussian"
-                else (laplace_log_ratio, symmetric_laplace_log_ratio))
+    forms = {"gaussian": (gaussian_log_ratio, symmetric_gaussian_log_ratio),
+             "laplace": (laplace_log_ratio, symmetric_laplace_log_ratio)}
 
     def log_ratio(output):
         o = sound_blocks(output, center)
-        return (vec(o["counts"], b0["counts"], b1["counts"], sc["counts"])
-                + vec(o["sums"], b0["sums"], b1["sums"], sc["sums"])
-                + sym(o["second_moments"], b0["second_moments"], b1["second_moments"], sc["second_moments"]))
+        total = 0.0
+        for k in ("counts", "sums", "second_moments"):
+            kind, scale = sc[k]
+            fn = forms[kind][1 if k == "second_moments" else 0]
+            total = total + fn(o[k], b0[k], b1[k], scale)
+        return total
 
     return LikelihoodRatio(log_ratio)
 
@@ -815,12 +823,12 @@ def sound_pair_mu(dataset0, dataset1, num_classes: int, clip_bound: float, noise
     on D1, so the pair's exact tradeoff curve is ``G_mu`` (Dong, Roth & Su 2019): :func:`audit_ceiling`
     with :func:`gdp_tradeoff` then says what any audit of this pair can certify.
     """
-    kind, sc = _noise_scales(noise)
-    if kind != "gaussian":
-        raise ValueError("sound_pair_mu needs Gaussian noise scales")
+    sc = _noise_scales(noise)
+    if any(kind != "gaussian" for kind, _ in sc.values()):
+        raise ValueError("sound_pair_mu needs Gaussian noise on every block")
     b0 = _dataset_blocks(dataset0, num_classes, clip_bound, center)
     b1 = _dataset_blocks(dataset1, num_classes, clip_bound, center)
-    return math.sqrt(sum(float(((b1[k] - b0[k]) ** 2).sum()) / sc[k] ** 2 for k in b0))
+    return math.sqrt(sum(float(((b1[k] - b0[k]) ** 2).sum()) / sc[k][1] ** 2 for k in b0))
 
 
 # ----------------------------------------------------------------------------------------------------
