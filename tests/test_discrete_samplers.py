@@ -157,3 +157,17 @@ def test_discrete_events_accounting():
     # discrete Laplace: pure (Delta/b)-DP
     lap = P.PLDAccountant().compose(P.DiscreteLaplaceEvent(2, 4.0))
     assert lap.get_epsilon(1e-12) <= 0.5 + 1e-3
+
+
+@pytest.mark.cuda
+def test_samplers_and_calibration_run_on_cuda():
+    dev = torch.device("cuda")
+    x = D.discrete_gaussian_noise((1000,), 2.0, torch.Generator(device=dev).manual_seed(0), device=dev)
+    assert x.device.type == "cuda" and x.dtype == torch.int64
+    y = D.discrete_laplace_noise((1000,), 2.0, torch.Generator(device=dev).manual_seed(0), device=dev)
+    assert y.device.type == "cuda"
+    mu = P.gdp_mu(torch.tensor([0.5, 1.0], device=dev), 1e-5)
+    assert mu.device.type == "cuda"
+    assert float(mu[1]) == pytest.approx(P.gdp_mu(1.0, 1e-5), rel=1e-12)
+    n = M.laplace_noise((10,), torch.tensor(1.0, device=dev, dtype=torch.float32))
+    assert n.device.type == "cuda" and n.dtype == torch.float32
