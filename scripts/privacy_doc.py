@@ -23,10 +23,10 @@ from torchdpgmm.experiments.audit import (audit_markdown, audit_summary_markdown
 
 
 def fill(doc: str, name: str, body: str) -> str:
-    pat = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(\n<!-- END {name} -->)", re.S)
+    pat = re.compile(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)", re.S)
     if not pat.search(doc):
         raise SystemExit(f"marker {name} not found in the document")
-    return pat.sub(lambda m: m.group(1) + body + m.group(2), doc)
+    return pat.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(2), doc)
 
 
 def _audit_blocks(doc: str, path: Path) -> str:
