@@ -44,3 +44,17 @@ def test_sound_utility_quick(tmp_path):
     for m in ("gaussian", "kl", "laplace"):
         # more budget, less KL (averaged over trials)
         assert sound[(m, 4.0)]["kl_mean"] < sound[(m, 1.0)]["kl_mean"]
+
+
+def test_privacy_doc_tables_are_generated_from_the_committed_json():
+    """docs/privacy.md's generated blocks equal a fresh rendering of docs/results/*.json (no stale numbers)."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("privacy_doc", root / "scripts" / "privacy_doc.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = root / "docs" / "results"
+    doc = (root / "docs" / "privacy.md").read_text()
+    assert mod.render(doc, res / "audit.json", res / "sound-utility.json", res / "privacy_records.json") == doc
