@@ -129,3 +129,16 @@ def test_odometer_falls_back_to_the_stated_guarantee_for_unpriced_blocks():
     assert eps == pytest.approx(0.8, abs=5e-3)  # PLD of an (0.8, 1e-6)-DP event at delta = 1e-5
     z = P.BudgetOdometer(5.0, 1e-5, accountant="zcdp", adjacency="replace-one")
     assert z.spend(_sound_record(blocks=(dg,))) == pytest.approx(P.zcdp_epsilon(9.0 / (2 * 81.0), 1e-5), rel=1e-9)
+
+
+def test_subsampled_replace_one_matches_dp_accounting_and_rdp_refuses():
+    ev = P.SubsampledGaussianEvent(1.1, 0.01, 100)
+    ours = P.PLDAccountant(adjacency="replace-one").compose(ev).get_epsilon(1e-5)
+    ref = dpa.pld.PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE).compose(
+        dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.01, dpa.GaussianDpEvent(1.1)), 100)).get_epsilon(1e-5)
+    assert abs(ours - ref) < 1e-3
+    assert ours > P.PLDAccountant().compose(ev).get_epsilon(1e-5)  # replace-one costs more than add-remove
+    with pytest.raises(TypeError, match="add-remove"):
+        P.RDPAccountant(adjacency="replace-one").compose(ev)
+    rec = P.PrivacyRecord(1.0, 1e-5, "add-remove", "PLD", "sound", blocks=SOUND_BLOCKS[:1], covered=True)
+    assert rec.events() == [(P.GaussianEvent(SOUND_BLOCKS[0].sensitivity, SOUND_BLOCKS[0].noise_scale), 1)]

@@ -237,6 +237,9 @@ class RDPAccountant(Accountant):
     def _check(self, event: PrivacyEvent) -> None:
         if isinstance(event, ApproxDPEvent):
             raise TypeError("RDPAccountant cannot price an (epsilon, delta) event; use PLDAccountant")
+        if isinstance(event, SubsampledGaussianEvent) and self.adjacency is not Adjacency.ADD_REMOVE:
+            raise TypeError("dp-accounting's RDP prices Poisson subsampling under add-remove only; "
+                            "use PLDAccountant for replace-one")
 
     def _dp_event(self, e: PrivacyEvent):
         import dp_accounting as dpa
