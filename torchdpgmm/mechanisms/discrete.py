@@ -258,7 +258,9 @@ def add_noise(x: torch.Tensor, scale: Any, *, kind: str = "gaussian", noise: str
         noise: ``"continuous"`` (float64 samplers) or ``"discrete"``: ``x`` snapped to ``grid * Z``
             (nearest point) and exact discrete Gaussian / Laplace noise of scale ``scale / grid`` added on
             the grid (Canonne, Kamath & Steinke 2020). An integer-dtype ``x`` with ``grid == 1`` stays
-            integer (int64). Account with :func:`discrete_sensitivity`.
+            integer (int64). Account with :func:`discrete_sensitivity`; a statistic whose values are
+            integers (counts, even stored as floats) on ``grid == 1`` is not moved by the rounding, so
+            ``integer=True`` (no inflation) applies to it.
     """
     from torchdpgmm.mechanisms.laplace import laplace_noise
     from torchdpgmm.mechanisms.noise import normal_noise, symmetric_noise
