@@ -1,7 +1,9 @@
-"""Small shared pieces of the EM family: noise, post-processing, clipping, information criteria.
+"""Small shared pieces of the EM family: noise, post-processing, clipping, information criteria, records.
 
 Noise primitives and the PSD shift come from the core (:mod:`torchdpgmm.mechanisms`); this module only
-adapts them (symmetric-matrix noise, clipping, the paper-004 weight normalisation).
+adapts them (symmetric-matrix noise, clipping, the weight normalisation of the DP-MSNM paper, 2021).
+:func:`make_record` builds the privacy record through the privacy package (typed record with
+``NoisedBlock`` entries and ``covered``) when it is installed, else through ``torchdpgmm.accounting``.
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ __all__ = [
     "clip_rows_l2",
     "project_l1_ball",
     "PrivacyRecord",
+    "make_record",
+    "noised_block",
     "num_params_gmm",
     "num_params_msnm",
     "information_criteria",
@@ -29,6 +33,39 @@ __all__ = [
 from torchdpgmm.accounting import PrivacyRecord  # noqa: E402  (re-exported for the EM modules)
 from torchdpgmm.mechanisms.laplace import laplace_noise as _laplace_noise
 from torchdpgmm.mechanisms.psd import shift_psd as _core_shift_psd
+
+
+def noised_block(name: str, mechanism: str, sensitivity: Any, noise_scale: Any, norm: str, count: int = 1):
+    """A block description (dict with the privacy package's ``NoisedBlock`` fields), or ``None`` when the
+    sensitivity differs across the batch (it depends on a per-dataset n) and no single number describes it."""
+    vals = []
+    for v in (sensitivity, noise_scale):
+        t = torch.as_tensor(v, dtype=torch.float64).detach().flatten()
+        if t.numel() == 0 or not bool((t == t[0]).all()):
+            return None
+        vals.append(float(t[0]))
+    return {"name": name, "mechanism": mechanism, "sensitivity": vals[0], "noise_scale": vals[1], "norm": norm,
+            "count": int(count)}
+
+
+def make_record(*, epsilon: float, delta: float, adjacency: str, accountant: str, mode: str, mechanism: str,
+                split: dict[str, Any], notes: list[str], blocks: tuple = (), covered: bool = False):
+    """The release's privacy record: ``torchdpgmm.privacy.PrivacyRecord`` (typed ``NoisedBlock`` entries,
+    ``covered``) when the privacy package is present, else the older ``torchdpgmm.accounting`` record with
+    ``covered`` and the blocks kept in ``split``. ``covered`` is True only if every step that touches the
+    data is inside ``epsilon``; ``blocks`` entries that are ``None`` (batch-dependent) are left out."""
+    blocks = tuple(b for b in blocks if b is not None)
+    try:
+        from torchdpgmm.privacy import NoisedBlock, PrivacyRecord as TypedRecord
+    except ImportError:
+        TypedRecord = None
+    if TypedRecord is not None:
+        return TypedRecord(epsilon=epsilon, delta=delta, adjacency=adjacency, accountant=accountant, mode=mode,
+                           mechanism=mechanism, split=split, notes=tuple(notes),
+                           blocks=tuple(NoisedBlock(**b) for b in blocks), covered=bool(covered))
+    return PrivacyRecord(epsilon=epsilon, delta=delta, adjacency=adjacency, accountant=accountant, mode=mode,
+                         mechanism=mechanism, split={**split, "covered": bool(covered), "blocks": list(blocks)},
+                         notes=list(notes) + [f"covered: {bool(covered)}"])
 
 
 def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -65,14 +102,14 @@ def gaussian_symmetric(S: torch.Tensor, std: Any, generator: torch.Generator | N
 
 
 def shift_psd(S: torch.Tensor, floor: float = 0.0) -> torch.Tensor:
-    """``S + rho I`` with ``rho = max(0, floor - lambda_min(S))`` (Wu et al. 2016; paper 004 eq. 11), via
+    """``S + rho I`` with ``rho = max(0, floor - lambda_min(S))`` (Wu et al. 2016; DP-MSNM paper eq. 11), via
     :func:`torchdpgmm.mechanisms.psd.shift_psd`. ``floor = 0`` is the paper's ``min{r >= 0 : S + r I >= 0}``;
     a small positive floor keeps the result invertible (the next E-step needs the inverse)."""
     return _core_shift_psd(S, floor)
 
 
 def normalise_weights_minmax(w: torch.Tensor, zeta: float = 1e-3) -> torch.Tensor:
-    """Post-processing of noisy weights of paper 004 ("Post-processing step"):
+    """Post-processing of noisy weights of the DP-MSNM paper (2021) ("Post-processing step"):
 
     ``w <- (w - min w) / (max w - min w)``, then ``pi_k = (w_k + zeta) / (sum_j w_j + G zeta)``.
     When all entries are equal the min-max step is 0/0; we then return uniform weights.

@@ -1,4 +1,4 @@
-"""DP-EM for Gaussian mixtures (Park, Foulds, Chaudhuri, Welling, AISTATS 2017; supplement = paper 002).
+"""DP-EM for Gaussian mixtures (Park, Foulds, Chaudhuri & Welling, AISTATS 2017, and its supplement).
 
 Each iteration runs a non-private E-step, then perturbs the *expected sufficient statistics* of the M-step
 ("moment perturbation") and computes the MAP M-step of supplement Sec. 1 from the noisy moments:
@@ -30,8 +30,9 @@ import torch
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.accounting_moments import MomentsAccountant, calibrate_noise_multiplier
 from torchdpgmm.em._common import (
-    PrivacyRecord,
     clip_rows_l2,
+    make_record,
+    noised_block,
     gaussian_noise,
     gaussian_symmetric,
     laplace,
@@ -142,7 +143,7 @@ def fit_dp_em(
     psd_floor: float = 1e-6,
     generator: torch.Generator | None = None,
 ) -> GMMFit:
-    """DP-EM (paper 002) for full-covariance GMMs, batched over the leading dims of ``X (..., N, d)``.
+    """DP-EM (Park et al. 2017) for full-covariance GMMs, batched over the leading dims of ``X (..., N, d)``.
 
     Args:
         epsilon, delta: total budget over all ``max_iter`` iterations.
@@ -230,10 +231,19 @@ def fit_dp_em(
                  "init_params computed from the data are not covered by this record")
     notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
                  "and must not be published with the model")
-    record = PrivacyRecord(
+    covered = mode == "sound"  # init_params are the caller's public start (the notes say so)
+    if variant == "LLG":
+        blocks = (noised_block("counts", "laplace", sens["counts"]["l1"], b_counts, "l1", max_iter),
+                  noised_block("first_moments", "laplace", sens["first_moments"]["l1"], b_first, "l1", max_iter),
+                  noised_block("second_moments", "gaussian", sens["second_moments"]["l2"], s_second, "l2", max_iter))
+    else:
+        blocks = (noised_block("counts", "gaussian", sens["counts"]["l2"], s_counts, "l2", max_iter),
+                  noised_block("first_moments", "gaussian", sens["first_moments"]["l2"], s_first, "l2", max_iter),
+                  noised_block("second_moments", "gaussian", sens["second_moments"]["l2"], s_second, "l2", max_iter))
+    record = make_record(
         mechanism=f"DP-EM ({variant}, Park et al. 2017)",
-        epsilon=float(epsilon), delta=float(delta), adjacency="replace-one record",
-        accountant=("moments accountant (paper 002 supplement MGFs, " + conversion + " tail bound)")
+        epsilon=float(epsilon), delta=float(delta), adjacency="replace-one",
+        accountant=("moments accountant (Park et al. 2017 supplement MGFs, " + conversion + " tail bound)")
         if accountant == "moments" else "linear composition",
-        mode=mode, split=split, notes=notes)
+        mode=mode, split=split, notes=notes, blocks=blocks, covered=covered)
     return GMMFit(weights, means_o, covs_o, ll, n_iter=max_iter, privacy=record, extras={"n": n})

@@ -1,6 +1,6 @@
-"""DP-MSNM (paper 004): EM for skew-normal mixtures with Laplace noise on every M-step, "as published".
+"""DP-MSNM (the DP-MSNM paper (2021)): EM for skew-normal mixtures with Laplace noise on every M-step, "as published".
 
-Each iteration: E-step (r0, r1, r2); M-step eqs. (8)-(10); noise (paper 004, "Noise adding step"):
+Each iteration: E-step (r0, r1, r2); M-step eqs. (8)-(10); noise (the DP-MSNM paper (2021), "Noise adding step"):
 ``pi + Lap(S(pi)/eps_pi)``, ``xi_k + Lap(S(xi)/eps_xi)``, ``Lambda_k + Lap(S(Lambda)/eps_Lambda)`` (upper
 triangle, mirrored), ``eta_k + Lap(S(eta)/eps_eta)``; post-processing: min-max normalisation of ``pi``
 with smoothing ``zeta`` and ``Lambda + rho I`` (eq. 11).
@@ -10,7 +10,7 @@ Sensitivities, Lemmas 1-4, under ``||x_i||_1 <= R``, ``N_k >= n/(2G)``, ``r1 <= 
 ``S(pi) = G/n``; ``S(xi) = 4G(R - R3)/n``; ``S(eta) = 2 G R R1 / (n R2)``;
 ``S(Lambda) = 2G(R^2 + 4 R R1 R3 + 4 R2 R3^2)/n``.
 
-Budget (paper 004, after Lemma 4): ``eps_Lambda = 0.6 eps/(TG)``, ``eps_xi = eps_eta = 0.13 eps/(TG)``; the
+Budget (the DP-MSNM paper (2021), after Lemma 4): ``eps_Lambda = 0.6 eps/(TG)``, ``eps_xi = eps_eta = 0.13 eps/(TG)``; the
 remaining ``0.14 eps/T`` goes to ``pi`` so that one iteration costs ``eps_pi + G(eps_xi + eps_Lambda +
 eps_eta) = eps/T`` and T iterations ``eps`` (sequential composition, pure DP).
 
@@ -20,6 +20,10 @@ to ``[0, R1]``, ``r2`` to ``[0, R2]``, ``eta_k`` (before noise) into the L1 ball
 privacy notes: Lemma 2's bound decreases in R3 (the triangle inequality gives ``R + R3``; we require
 ``R3 < R``); Lemma 3 divides by R2, an *upper* bound on r2, so it is not a valid worst case in general;
 R from the data (``R=None``) leaks.
+
+Labels: because Lemmas 2-3 are not proven worst cases, no DP-MSNM fit is labelled ``mode="sound"``: the
+record is ``"as-published"`` with ``covered=False``, and since the noise scales depend on ``n`` it claims
+replace-one adjacency only (the paper states removal of one record).
 """
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ import torch
 
 from torchdpgmm._validation import check_epsilon
 from torchdpgmm.em._common import (
-    PrivacyRecord,
     laplace,
+    make_record,
+    noised_block,
     laplace_symmetric,
     normalise_weights_minmax,
     project_l1_ball,
@@ -47,7 +52,7 @@ __all__ = ["msnm_sensitivities", "fit_dp_msnm"]
 
 
 def msnm_sensitivities(n, G: int, R, R1: float, R2: float, R3):
-    """Lemmas 1-4 of paper 004 (as published)."""
+    """Lemmas 1-4 of the DP-MSNM paper (2021) (as published)."""
     return {
         "pi": G / n,
         "xi": 4.0 * G * (R - R3) / n,
@@ -74,7 +79,7 @@ def fit_dp_msnm(
     psd_floor: float = 1e-6,
     generator: torch.Generator | None = None,
 ) -> SkewNormalMixtureFit:
-    """DP-MSNM (paper 004 Algorithm 2), batched over the leading dims of ``X (..., N, d)``.
+    """DP-MSNM (the DP-MSNM paper (2021) Algorithm 2), batched over the leading dims of ``X (..., N, d)``.
 
     Args:
         R: public bound on ``||x||_1`` (rows clipped); ``None`` takes it from the data (as published, leaks).
@@ -153,14 +158,22 @@ def fit_dp_msnm(
     ll = msnm_e_step(X, weights, xi, Lam, eta, mask)[3]
     notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
                  "and must not be published with the model")
-    record = PrivacyRecord(
-        mechanism="DP-MSNM (paper 004, Laplace)",
-        epsilon=float(epsilon), delta=0.0, adjacency="one record removed (paper 004: D' = D minus x_n)",
-        accountant="linear (sequential) composition", mode=mode,
+    notes.append("not covered by epsilon: Lemmas 2-3 of the DP-MSNM paper are not valid worst cases, so the "
+                 "stated sensitivities are not proven" + ("; k-means++ start on the raw data" if init_params is None
+                                                         else "") + ("; R taken from the data" if R is None else ""))
+    notes.append("noise scales depend on n: replace-one adjacency only (n public); the paper states removal")
+    blocks = (noised_block("weights", "laplace", S["pi"], S["pi"] / eps_pi, "l1", T),
+              noised_block("xi", "laplace", S["xi"], S["xi"] / eps_xi, "l1", T * G),
+              noised_block("eta", "laplace", S["eta"], S["eta"] / eps_eta, "l1", T * G),
+              noised_block("Lambda", "laplace", S["Lambda"], S["Lambda"] / eps_L, "l1", T * G))
+    record = make_record(
+        mechanism="DP-MSNM (DP-MSNM paper 2021, Laplace)",
+        epsilon=float(epsilon), delta=0.0, adjacency="replace-one",
+        accountant="linear (sequential) composition", mode="as-published",
         split={"Lambda": split[0], "xi": split[1], "eta": split[2], "pi": 1.0 - sum(split), "iterations": T,
                "eps_pi_per_iteration": eps_pi, "eps_Lambda_per_component_iteration": eps_L,
                "eps_xi_per_component_iteration": eps_xi, "eps_eta_per_component_iteration": eps_eta,
                "R1": R1, "R2": R2, "R3_fraction": R3_fraction},
-        notes=notes)
+        notes=notes, blocks=blocks, covered=False)
     return SkewNormalMixtureFit(weights, xi, Lam, eta, ll, n, n_iter=T, privacy=record,
                                 extras={"R": R_t, "min_count_violated": violated, "sensitivities": S})

@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
-from torchdpgmm.em._common import PrivacyRecord, laplace, laplace_symmetric
+from torchdpgmm.em._common import laplace, laplace_symmetric, make_record, noised_block
 from torchdpgmm.em.gmm import GMMFit, check_data, fit_gmm, mixture_log_likelihood
 
 __all__ = ["fit_sagmm", "sagmm_blocks", "sagmm_aggregate", "sagmm_sensitivities", "align_components"]
@@ -186,7 +186,7 @@ def fit_sagmm(
 ) -> GMMFit:
     """SAGMM (module docstring), record-level DP under ``adjacency``; returns a :class:`GMMFit` whose
     ``loglik`` is an evaluation on the given rows (not covered by the record) and whose ``privacy`` is a
-    :class:`PrivacyRecord`. ``mean_bounds = (lo, hi)`` (scalars or ``(d,)``) and ``var_bounds = (v_min,
+    privacy record (:func:`torchdpgmm.em._common.make_record`). ``mean_bounds = (lo, hi)`` (scalars or ``(d,)``) and ``var_bounds = (v_min,
     v_max)`` are public; ``delta`` is required for ``mechanism="gaussian"``."""
     check_epsilon(epsilon)
     split = dict(DEFAULT_SPLIT if split is None else split)
@@ -226,7 +226,11 @@ def fit_sagmm(
     m = torch.minimum(torch.maximum(m, lo_t), hi_t)
     c = _clip_spectrum(c, v_min, v_max)
     ll = mixture_log_likelihood(torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X)), w, m, c, mask)
-    record = PrivacyRecord(
+    kind, norms = (("gaussian", ("l2", "l2", "frobenius")) if mechanism == "gaussian" else ("laplace", ("l1",) * 3))
+    blocks = tuple(noised_block(k, kind, sens[k], scale[k], nm) for k, nm in zip(("weights", "means", "covariances"),
+                                                                                   norms))
+    record = make_record(
+        blocks=blocks, covered=True,
         epsilon=float(epsilon), delta=0.0 if mechanism == "laplace" else float(delta), adjacency=adjacency,
         accountant=accountant, mode="sound", mechanism=f"SAGMM (sample-and-aggregate, {mechanism})",
         split={**split, "num_blocks": num_blocks, "align": align, "sensitivities": sens, "noise_scales": scale},

@@ -1,6 +1,6 @@
-"""Multivariate skew-normal mixtures (MSNM) in the ``(xi, Lambda, eta)`` parametrisation of paper 004.
+"""Multivariate skew-normal mixtures (MSNM) in the ``(xi, Lambda, eta)`` parametrisation of the DP-MSNM paper (2021).
 
-Density of one component (paper 004 eq. 1; its eq. 2 has a typo, ``phi_d(x; xi, Sigma, alpha)`` should read
+Density of one component (the DP-MSNM paper (2021) eq. 1; its eq. 2 has a typo, ``phi_d(x; xi, Sigma, alpha)`` should read
 ``phi_d(x; xi, Sigma)``):
 
     f(x) = 2 phi_d(x; xi, Sigma) Phi(alpha^T omega^{-1} (x - xi)),   omega = diag(Sigma)^{1/2}.
@@ -13,7 +13,7 @@ With ``delta = Sigma_bar alpha / sqrt(1 + alpha^T Sigma_bar alpha)`` (``Sigma_ba
     alpha^T omega^{-1}(x - xi) = mu_tau / sigma_tau,
     mu_tau = eta^T Lambda^{-1}(x - xi) / (1 + eta^T Lambda^{-1} eta),  sigma_tau^2 = 1 / (1 + eta^T Lambda^{-1} eta).
 
-E-step (paper 004, "E-step"): ``r0`` the responsibilities, ``r1 = mu_tau + sigma_tau Delta``,
+E-step (the DP-MSNM paper (2021), "E-step"): ``r0`` the responsibilities, ``r1 = mu_tau + sigma_tau Delta``,
 ``r2 = mu_tau^2 + sigma_tau^2 + mu_tau sigma_tau Delta``, ``Delta = phi(m)/Phi(m)``, ``m = mu_tau/sigma_tau``;
 ``Delta`` is computed as ``exp(log phi(m) - log Phi(m))`` with ``torch.special.log_ndtr`` because Phi
 underflows for very negative ``m``.
@@ -110,7 +110,7 @@ def skew_normal_component_log_prob(X, xi, Lambda, eta) -> torch.Tensor:
 
 
 def skew_normal_mixture_log_prob(X, weights, xi, Lambda, eta) -> torch.Tensor:
-    """``log sum_k pi_k f_MSN(x_i; theta_k)`` -> ``(..., N)`` (paper 004 eq. 1)."""
+    """``log sum_k pi_k f_MSN(x_i; theta_k)`` -> ``(..., N)`` (the DP-MSNM paper (2021) eq. 1)."""
     return torch.logsumexp(skew_normal_component_log_prob(X, xi, Lambda, eta) + torch.log(weights).unsqueeze(-2), -1)
 
 
@@ -173,7 +173,7 @@ def truncated_normal_moment_terms(m: torch.Tensor, log_Phi: torch.Tensor | None 
 
 
 def msnm_e_step(X, weights, xi, Lambda, eta, mask=None):
-    """E-step of paper 004: returns ``r0, r1, r2`` (each ``(..., N, K)``) and the total log-likelihood ``(...)``.
+    """E-step of the DP-MSNM paper (2021): returns ``r0, r1, r2`` (each ``(..., N, K)``) and the total log-likelihood ``(...)``.
 
     Masked rows get ``r0 = 0``."""
     logf, mu_tau, sigma_tau, m, log_Phi = _component_terms(X, xi, Lambda, eta)
@@ -192,7 +192,7 @@ def msnm_e_step(X, weights, xi, Lambda, eta, mask=None):
 
 
 def msnm_m_step(X, r0, r1, r2, eta_old, reg: float = 0.0, return_stats: bool = False):
-    """M-step eqs. (8)-(10) of paper 004 (with the ``sum r0 r2`` denominator in eq. 9, see module doc).
+    """M-step eqs. (8)-(10) of the DP-MSNM paper (2021) (with the ``sum r0 r2`` denominator in eq. 9, see module doc).
 
     ``pi_k = N_k / n``; ``xi_k = (sum r0 x - eta_old sum r0 r1) / N_k``;
     ``eta_k = sum r0 r1 (x - xi_k) / sum r0 r2``;
@@ -312,7 +312,7 @@ def fit_skew_normal_mixture(
     init_params: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
 ) -> SkewNormalMixtureFit:
-    """Fit skew-normal mixtures by the EM of paper 004 (E-step r0/r1/r2, M-step eqs. 8-10), batched over
+    """Fit skew-normal mixtures by the EM of the DP-MSNM paper (2021) (E-step r0/r1/r2, M-step eqs. 8-10), batched over
     the leading dims of ``X (..., N, d)``.
 
     Args:

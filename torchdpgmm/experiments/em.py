@@ -1,7 +1,7 @@
-"""Studies of the EM family (paper 004's experiments, with DP-EM added).
+"""Studies of the EM family (the DP-MSNM paper (2021)'s experiments, with DP-EM added).
 
 ``ais``: AIS data (shipped in the package), the skewed pair BMI & Bfat and all 11 numeric columns.
-``em-synthetic``: synthetic skew-normal mixtures (paper 004's second data set, 3D Road Network from UCI, is
+``em-synthetic``: synthetic skew-normal mixtures (the DP-MSNM paper (2021)'s second data set, 3D Road Network from UCI, is
 not available offline; a synthetic skewed 3-D mixture stands in for it).
 
 Both report (a) the log-likelihood mean ``(1/n) log f(x; fitted params)`` on the training data versus the
@@ -10,7 +10,7 @@ non-private EM fits (GMM and skew-normal mixture) as ``epsilon = inf`` rows, and
 number of components G for DP-MSNM and DPGMM at ``--ic-epsilon`` and for the non-private fits.
 
 Preprocessing (documented choice): each column is min-max scaled to [0, 1] using the data's own range
-(as Wu et al. do; paper 004 says it did not normalise AIS, but with its sensitivities the raw units give
+(as Wu et al. do; the DP-MSNM paper (2021) says it did not normalise AIS, but with its sensitivities the raw units give
 noise larger than the data at every epsilon it reports). Then ``||x||_1 <= d`` holds, so ``R = d`` is used
 as the public L1 bound (DPGMM, DP-MSNM) and ``sqrt(d)`` as the L2 bound (DP-EM). The min-max scaling itself
 uses the data and is not privatised: the notes say so. Log-likelihoods are in the scaled units. All
@@ -162,7 +162,7 @@ _COMMON_NOTES = [
     "public bounds, and rows are clipped to them",
     "DPGMM and DP-MSNM start from k-means++ on the data (not private; the papers use DP k-means); DP-EM "
     "starts from a data-independent random point",
-    "DP-MSNM uses the sensitivities of paper 004 as published (Lemma 3 is not a valid worst case in general)",
+    "DP-MSNM uses the sensitivities of the DP-MSNM paper (2021) as published (Lemma 3 is not a valid worst case in general)",
     "log-likelihood mean = (1/n) sum_i log f(x_i) on the training data, in scaled units; medians are plotted "
     "because a few noisy fits have near-singular covariances and huge negative values",
 ]
@@ -184,7 +184,7 @@ def run_ais(cfg: ExperimentConfig) -> StudyResult:
         Xb = X.expand(trials, *X.shape).contiguous()
         _sweep(name, Xb, cfg, opts, rows, seed_offset=1000 * i)
     notes = list(_COMMON_NOTES) + [
-        "paper 004's 'columns 2-3' of AIS is ambiguous; we use BMI and Bfat (both right-skewed) and all 11 "
+        "the DP-MSNM paper (2021)'s 'columns 2-3' of AIS is ambiguous; we use BMI and Bfat (both right-skewed) and all 11 "
         "numeric columns"]
     return StudyResult(rows=rows, config={**opts, "trials": trials}, notes=notes, plot=_plot)
 
@@ -219,7 +219,7 @@ def run_em_synthetic(cfg: ExperimentConfig) -> StudyResult:
     rows: list[dict[str, Any]] = []
     _sweep("synthetic 3-D skew-normal mixture (G=3)", _minmax(X), cfg, opts, rows, seed_offset=0)
     notes = list(_COMMON_NOTES) + [
-        "paper 004's second data set (3D Road Network, UCI) is not available offline; a synthetic 3-D "
+        "the DP-MSNM paper (2021)'s second data set (3D Road Network, UCI) is not available offline; a synthetic 3-D "
         "three-component skew-normal mixture stands in for it (parameters in synthetic_skew_mixture)",
         "each trial draws its own dataset"]
     return StudyResult(rows=rows, config={**opts, "trials": trials, "n": n}, notes=notes, plot=_plot)
