@@ -136,7 +136,8 @@ def test_study_small_run(tmp_path):
                  "--num-test", "2000"]) == 0
     payload = json.loads((tmp_path / "xi-parkinson.json").read_text())
     rows = payload["rows"]
-    methods = {"xi2011-laplace", "xi2011-laplace-public-box", "sound-gaussian", "sound-gaussian-oracle-box",
+    methods = {"xi2011-laplace", "xi2011-laplace-common-box", "xi2011-laplace-public-box", "sound-gaussian",
+               "sound-gaussian-oracle-box",
                "nonprivate"}
     assert {r["method"] for r in rows} == methods
     assert {r["panel"] for r in rows} == {"size", "epsilon"}

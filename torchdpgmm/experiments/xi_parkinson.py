@@ -11,7 +11,9 @@ Methods (every trial: one training set of size ``n`` from the class model, one f
 * ``xi2011-laplace``: the paper's release (:func:`torchdpgmm.bayes.xi_release`: truncation to
   ``mu_k +- 6 sigma_k`` of the *generating* parameters, Laplace noise with Theorems 3.1 / 3.7, PD repair
   of step 3); replace-one adjacency, labels and class sizes public, pure epsilon-DP;
-* ``xi2011-laplace-public-box``: the same with the public box below instead of the generating box;
+* ``xi2011-laplace-common-box``: the same with one box for both classes, the union of the two generating
+  boxes (the paper's Section 1.1 normalises every attribute with one range);
+* ``xi2011-laplace-public-box``: the same with the public box below instead of the generating boxes;
 * ``sound-gaussian``: :func:`torchdpgmm.sound.sound_statistics`, add/remove adjacency, analytic Gaussian
   (Balle & Wang 2018) at ``delta``, records standardised with the public box (centre ``c``, half width
   ``h``: ``z = (x - c) / h``) and clipped to ``||z||_2 <= sqrt(d)`` (the ball around the box), released
@@ -45,12 +47,12 @@ __all__ = ["PUBLIC_BOX", "PAPER_SIZES", "EPSILON_GRID", "parkinson_model", "publ
 
 DT = torch.float64
 PAPER_SIZES = [500, 1000, 2000, 4000, 8000, 16000, 32000]
-EPSILON_GRID = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0]
+EPSILON_GRID = [0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 100.0, 1000.0]
 PAPER_DP_ERROR = 0.24
 PAPER_MAJORITY_ERROR = 0.2462
 PAPER_NONPRIVATE_BELOW = 0.01
-METHODS = ("xi2011-laplace", "xi2011-laplace-public-box", "sound-gaussian", "sound-gaussian-oracle-box",
-           "nonprivate")
+METHODS = ("xi2011-laplace", "xi2011-laplace-common-box", "xi2011-laplace-public-box", "sound-gaussian",
+           "sound-gaussian-oracle-box", "nonprivate")
 
 _F0 = "fundamental frequency of sustained phonation: adult voices lie within 50-650 Hz"
 _JIT = "relative period perturbation (a fraction); even strongly dysphonic voices stay below 10%"
@@ -134,9 +136,12 @@ def parkinson_trials(model: GaussianClasses, n: int, trials: int, epsilon: float
         x, y = sample_classes(model, n, generator, (t,))
         cs = max(500, int(4e6 // (2 * t * d)))
         rel = xi_release(x, y, 2, epsilon, gen_lo, gen_hi, generator=generator)
+        u_lo, u_hi = boxes["oracle"]
+        rel_com = xi_release(x, y, 2, epsilon, u_lo.expand(2, d), u_hi.expand(2, d), generator=generator)
         rel_pub = xi_release(x, y, 2, epsilon, pub_lo.expand(2, d), pub_hi.expand(2, d), generator=generator)
         released = {
             "xi2011-laplace": rel.model,
+            "xi2011-laplace-common-box": rel_com.model,
             "xi2011-laplace-public-box": rel_pub.model,
             "sound-gaussian": sound_gaussian_release(x, y, epsilon, delta, *boxes["public"], generator),
             "sound-gaussian-oracle-box": sound_gaussian_release(x, y, epsilon, delta, *boxes["oracle"], generator),
@@ -148,7 +153,8 @@ def parkinson_trials(model: GaussianClasses, n: int, trials: int, epsilon: float
     return {k: torch.cat(v) for k, v in out.items()}
 
 
-_ADJ = {"xi2011-laplace": "replace-one", "xi2011-laplace-public-box": "replace-one", "sound-gaussian": "add-remove",
+_ADJ = {"xi2011-laplace": "replace-one", "xi2011-laplace-common-box": "replace-one",
+        "xi2011-laplace-public-box": "replace-one", "sound-gaussian": "add-remove",
         "sound-gaussian-oracle-box": "add-remove (box read from the data: not private)", "nonprivate": "none"}
 
 
@@ -173,7 +179,8 @@ def _rows(panel: str, model, n: int, eps: float, delta: float, r: dict[str, torc
 def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epsilon", type=float, default=0.1, help="privacy budget of the size panel (0.1, as the paper)")
     p.add_argument("--sizes", type=int, nargs="+", default=PAPER_SIZES, help="training set sizes (500..32000)")
-    p.add_argument("--epsilons", type=float, nargs="+", default=EPSILON_GRID, help="epsilon grid of the second panel")
+    p.add_argument("--epsilons", type=float, nargs="+", default=EPSILON_GRID,
+                   help="epsilon grid of the second panel (0.1 ... 10, and 100, 1000 to show where methods separate)")
     p.add_argument("--grid-n", type=int, default=4000, help="training set size of the epsilon panel (4000)")
     p.add_argument("--delta", type=float, default=1e-5, help="delta of the sound Gaussian release (1e-5)")
     p.add_argument("--num-test", type=int, default=50_000, help="test points per trial (50,000, as the paper)")
@@ -213,9 +220,17 @@ def run_parkinson(cfg: ExperimentConfig) -> StudyResult:
         "add/remove, classes public, analytic Gaussian; the oracle box is read from the data (not private); "
         "nonprivate rows do not depend on epsilon (it is the grid point they were drawn at).",
         "public box: per-feature bounds from definitions and general voice ranges (PUBLIC_BOX in "
-        "torchdpgmm/experiments/xi_parkinson.py, one reason per feature).",
+        "torchdpgmm/experiments/xi_parkinson.py, one reason per feature); public_over_oracle_width: its width over "
+        "the data-derived box's, per feature: the factor by which the noise on that feature's released mean grows "
+        "(its square for covariance entries).",
     ]
-    config = {"trials": trials, "num_test": num_test, "epsilon": eps0, "delta": delta, "grid_n": grid_n,
+    gen_lo, gen_hi = truncation_box(model.means, model.covariances, 6.0)
+    pub_lo, pub_hi = public_box(cfg.device)
+    ratio = (pub_hi - pub_lo) / (gen_hi.amax(0) - gen_lo.amin(0))
+    from torchdpgmm.data.parkinsons import PARKINSONS_FEATURES
+
+    config = {"trials": trials, "public_over_oracle_width": dict(zip(PARKINSONS_FEATURES, ratio.tolist())),
+              "public_over_oracle_width_geomean": float(ratio.log().mean().exp()), "num_test": num_test, "epsilon": eps0, "delta": delta, "grid_n": grid_n,
               "paper_dp_error": PAPER_DP_ERROR, "paper_majority_error": PAPER_MAJORITY_ERROR,
               "paper_nonprivate_below": PAPER_NONPRIVATE_BELOW,
               "public_box": {f: [lo, hi] for f, (lo, hi, _) in PUBLIC_BOX.items()}}
