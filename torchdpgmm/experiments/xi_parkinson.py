@@ -233,7 +233,7 @@ def run_parkinson(cfg: ExperimentConfig) -> StudyResult:
               "public_over_oracle_width_geomean": float(ratio.log().mean().exp()), "num_test": num_test, "epsilon": eps0, "delta": delta, "grid_n": grid_n,
               "paper_dp_error": PAPER_DP_ERROR, "paper_majority_error": PAPER_MAJORITY_ERROR,
               "paper_nonprivate_below": PAPER_NONPRIVATE_BELOW,
-              "public_box": {f: [lo, hi] for f, (lo, hi, _) in PUBLIC_BOX.items()}}
+              "public_box": {f: [lo, hi, why] for f, (lo, hi, why) in PUBLIC_BOX.items()}}
     return StudyResult(rows, config, notes, _plot)
 
 
