@@ -1,5 +1,5 @@
 """Generate the result tables of docs/bayes.md (study ``xi-parkinson``) and docs/em.md (studies ``ais`` and
-``em-synthetic``) from the studies' JSON files, between ``<!-- BEGIN GENERATED: NAME -->`` and
+``em-synthetic``, benchmark ``bench_em``) from their JSON files, between ``<!-- BEGIN GENERATED: NAME -->`` and
 ``<!-- END GENERATED: NAME -->`` markers. Every number in those blocks comes from the JSON.
 
     python scripts/stats_docs.py --write      # rewrite the blocks
@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PARKINSON_JSON = ROOT / "docs" / "results" / "xi" / "xi-parkinson.json"
 EM_JSONS = [ROOT / "docs" / "results" / "em" / "ais.json", ROOT / "docs" / "results" / "em" / "em-synthetic.json"]
+BENCH_JSON = ROOT / "benchmarks" / "results" / "bench_em.json"
 PK_METHODS = ["xi2011-laplace", "xi2011-laplace-common-box", "xi2011-laplace-public-box", "sound-gaussian",
               "sound-gaussian-oracle-box", "nonprivate"]
 EM_METHODS = ["DP-MSNM", "DPGMM", "DP-EM (LLG)", "SAGMM"]
@@ -111,6 +112,21 @@ def em_block(payloads: list[dict]) -> str:
     return "\n".join(out).rstrip()
 
 
+def bench_block(res: dict) -> str:
+    sn = res["skew_normal"]
+    return "\n".join([
+        "| EM | ours (s, median) | baseline (s, median) | speedup | largest relative log-likelihood difference |",
+        "| --- | --- | --- | --- | --- |",
+        f"| GMM vs scikit-learn loop | {res['median_ours']:.3g} | {res['median_sklearn_loop']:.3g} | "
+        f"{res['speedup']:.1f}x | {res['max_rel_loglik_diff']:.1e} |",
+        f"| skew-normal vs direct implementation | {sn['median_ours']:.3g} | {sn['median_direct']:.3g} | "
+        f"{sn['speedup']:.1f}x | {sn['max_rel_loglik_diff']:.1e} |",
+        "",
+        f"Load average during the run: {', '.join(f'{x:.1f}' for x in res['load_average'])} "
+        f"({res['cpu_count']} CPUs, {res['torch_threads']} torch thread).",
+    ])
+
+
 def _replace(text: str, name: str, block: str) -> str:
     pat = re.compile(rf"(<!-- BEGIN GENERATED: {re.escape(name)} -->\n)(.*?)(<!-- END GENERATED: {re.escape(name)} -->)",
                      re.S)
@@ -126,7 +142,8 @@ def main(argv=None) -> int:
     g.add_argument("--check", action="store_true")
     a = ap.parse_args(argv)
     jobs = [(ROOT / "docs" / "bayes.md", "xi-parkinson", parkinson_block(json.loads(PARKINSON_JSON.read_text()))),
-            (ROOT / "docs" / "em.md", "em-heldout", em_block([json.loads(p.read_text()) for p in EM_JSONS]))]
+            (ROOT / "docs" / "em.md", "em-heldout", em_block([json.loads(p.read_text()) for p in EM_JSONS])),
+            (ROOT / "docs" / "em.md", "em-bench", bench_block(json.loads(BENCH_JSON.read_text())))]
     stale = []
     for doc, name, block in jobs:
         old = doc.read_text()

@@ -52,6 +52,7 @@ def test_bench_em_smoke(tmp_path):
         torch.set_num_threads(threads)
     res = json.loads(out.read_text())
     assert res["max_rel_loglik_diff"] < 1e-6
+    assert res["skew_normal"]["max_rel_loglik_diff"] < 1e-8  # same EM as the direct implementation
     assert res["torch_threads"] >= 1
 
 
