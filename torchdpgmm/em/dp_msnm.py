@@ -61,6 +61,38 @@ def msnm_sensitivities(n, G: int, R, R1: float, R2: float, R3):
     }
 
 
+def _msnm_start(Xc, mask, G: int, init_params, generator):
+    """Caller-supplied ``(weights, xi, Lambda, eta)`` or the moment start from k-means++ / Lloyd clusters on
+    the (clipped) data, which is not private; returns the four tensors and a note for the record."""
+    batch, d = Xc.shape[:-2], Xc.shape[-1]
+    if init_params is not None:
+        weights, xi, Lam, eta = (torch.as_tensor(t, dtype=Xc.dtype, device=Xc.device) for t in init_params)
+        return (weights.expand(*batch, G), xi.expand(*batch, G, d), Lam.expand(*batch, G, d, d),
+                eta.expand(*batch, G, d), "initialisation supplied by the caller")
+    centres = kmeans(Xc, kmeans_plusplus(Xc, G, mask, generator), mask, 10)
+    resp = torch.nn.functional.one_hot(_nearest(Xc, centres), G).to(Xc.dtype)
+    return (*init_skew_normal_params(Xc, resp, mask),
+            "k-means++ initialisation on the raw data is NOT private (the paper uses DP k-means)")
+
+
+def _clipped_m_step(Xc, r0, r1, r2, eta, denom, R3_t):
+    """Eqs. (8)-(10) of the DP-MSNM paper with the paper's denominators ``max(N_k, n/(2G))`` and ``eta``
+    clipped into the L1 ball of radius ``R3`` before ``Lambda`` is formed; returns ``(xi, eta, Lambda)``."""
+    tiny = torch.finfo(Xc.dtype).tiny
+    w1 = r0 * r1
+    w2 = (r0 * r2).sum(-2).clamp(min=tiny)
+    xi_new = (torch.einsum("...nk,...nd->...kd", r0, Xc) - eta * w1.sum(-2).unsqueeze(-1)) / denom.unsqueeze(-1)
+    diff = Xc.unsqueeze(-3) - xi_new.unsqueeze(-2)
+    s = torch.einsum("...nk,...knd->...kd", w1, diff)
+    eta_new = project_l1_ball(s / w2.unsqueeze(-1), R3_t[..., None, None])
+    rT = r0.transpose(-1, -2).unsqueeze(-1)
+    Sxx = torch.matmul((rT * diff).transpose(-1, -2), diff)
+    es = eta_new.unsqueeze(-1) * s.unsqueeze(-2)
+    Lam_new = (Sxx - es - es.transpose(-1, -2)
+               + w2[..., None, None] * eta_new.unsqueeze(-1) * eta_new.unsqueeze(-2)) / denom[..., None, None]
+    return xi_new, eta_new, 0.5 * (Lam_new + Lam_new.transpose(-1, -2))
+
+
 def fit_dp_msnm(
     X: torch.Tensor,
     num_components: int,
@@ -110,42 +142,20 @@ def fit_dp_msnm(
     eps_L, eps_xi, eps_eta = (s * epsilon / (T * G) for s in split)
     eps_pi = (1.0 - sum(split)) * epsilon / T
     S = msnm_sensitivities(n, G, R_t, R1, R2, R3_t)
-    if init_params is not None:
-        weights, xi, Lam, eta = (torch.as_tensor(t, dtype=X.dtype, device=X.device) for t in init_params)
-        batch = X.shape[:-2]
-        weights, xi, Lam, eta = (weights.expand(*batch, G), xi.expand(*batch, G, d),
-                                 Lam.expand(*batch, G, d, d), eta.expand(*batch, G, d))
-        notes.append("initialisation supplied by the caller")
-    else:
-        centres = kmeans(Xc, kmeans_plusplus(Xc, G, mask, generator), mask, 10)
-        resp = torch.nn.functional.one_hot(_nearest(Xc, centres), G).to(X.dtype)
-        weights, xi, Lam, eta = init_skew_normal_params(Xc, resp, mask)
-        notes.append("k-means++ initialisation on the raw data is NOT private (the paper uses DP k-means)")
+    weights, xi, Lam, eta, init_note = _msnm_start(Xc, mask, G, init_params, generator)
+    notes.append(init_note)
     notes.append("Lemma 3 divides by R2 (an upper bound on r2): not a valid worst case in general")
     notes.append("Lemma 2's S(xi) = 4G(R-R3)/n decreases in R3; the triangle inequality gives 4G(R+R3)/n")
     floor = (n / (2.0 * G)).unsqueeze(-1)
     violated = torch.zeros(X.shape[:-2], dtype=torch.bool, device=X.device)
-    tiny = torch.finfo(X.dtype).tiny
     for _ in range(T):
         r0, r1, r2, _ = msnm_e_step(Xc, weights, xi, Lam, eta, mask)
         r1 = r1.clamp(0.0, R1)
         r2 = r2.clamp(0.0, R2)
         Nk = r0.sum(-2)
         violated = violated | (Nk < floor).any(-1)
-        denom = torch.maximum(Nk, floor)
         pi = Nk / n.unsqueeze(-1)
-        w1 = r0 * r1
-        w2 = (r0 * r2).sum(-2).clamp(min=tiny)
-        xi_new = (torch.einsum("...nk,...nd->...kd", r0, Xc) - eta * w1.sum(-2).unsqueeze(-1)) / denom.unsqueeze(-1)
-        diff = Xc.unsqueeze(-3) - xi_new.unsqueeze(-2)
-        s = torch.einsum("...nk,...knd->...kd", w1, diff)
-        eta_new = project_l1_ball(s / w2.unsqueeze(-1), R3_t[..., None, None])
-        rT = r0.transpose(-1, -2).unsqueeze(-1)
-        Sxx = torch.matmul((rT * diff).transpose(-1, -2), diff)
-        es = eta_new.unsqueeze(-1) * s.unsqueeze(-2)
-        Lam_new = (Sxx - es - es.transpose(-1, -2)
-                   + w2[..., None, None] * eta_new.unsqueeze(-1) * eta_new.unsqueeze(-2)) / denom[..., None, None]
-        Lam_new = 0.5 * (Lam_new + Lam_new.transpose(-1, -2))
+        xi_new, eta_new, Lam_new = _clipped_m_step(Xc, r0, r1, r2, eta, torch.maximum(Nk, floor), R3_t)
         # noise adding step
         pi = laplace(pi, (S["pi"] / eps_pi).unsqueeze(-1), generator)
         xi_new = laplace(xi_new, (S["xi"] / eps_xi)[..., None, None], generator)
