@@ -2,8 +2,8 @@
 
 Noise primitives and the PSD shift come from the core (:mod:`torchdpgmm.mechanisms`); this module only
 adapts them (symmetric-matrix noise, clipping, the weight normalisation of the DP-MSNM paper, 2021).
-:func:`make_record` builds the privacy record through the privacy package (typed record with
-``NoisedBlock`` entries and ``covered``) when it is installed, else through ``torchdpgmm.accounting``.
+:func:`make_record` builds the typed privacy record of the privacy package (``NoisedBlock`` entries and
+``covered``). All noise is drawn by :mod:`torchdpgmm.mechanisms`.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ __all__ = [
 ]
 
 
-from torchdpgmm.accounting import PrivacyRecord  # noqa: E402  (re-exported for the EM modules)
-from torchdpgmm.mechanisms.laplace import laplace_noise as _laplace_noise
+from torchdpgmm.privacy import PrivacyRecord  # noqa: E402  (re-exported for the EM modules)
+from torchdpgmm.mechanisms import laplace_noise as _laplace_noise, normal_noise, symmetric_noise
 from torchdpgmm.mechanisms.psd import shift_psd as _core_shift_psd
 
 
@@ -50,22 +50,14 @@ def noised_block(name: str, mechanism: str, sensitivity: Any, noise_scale: Any, 
 
 def make_record(*, epsilon: float, delta: float, adjacency: str, accountant: str, mode: str, mechanism: str,
                 split: dict[str, Any], notes: list[str], blocks: tuple = (), covered: bool = False):
-    """The release's privacy record: ``torchdpgmm.privacy.PrivacyRecord`` (typed ``NoisedBlock`` entries,
-    ``covered``) when the privacy package is present, else the older ``torchdpgmm.accounting`` record with
-    ``covered`` and the blocks kept in ``split``. ``covered`` is True only if every step that touches the
-    data is inside ``epsilon``; ``blocks`` entries that are ``None`` (batch-dependent) are left out."""
-    blocks = tuple(b for b in blocks if b is not None)
-    try:
-        from torchdpgmm.privacy import NoisedBlock, PrivacyRecord as TypedRecord
-    except ImportError:
-        TypedRecord = None
-    if TypedRecord is not None:
-        return TypedRecord(epsilon=epsilon, delta=delta, adjacency=adjacency, accountant=accountant, mode=mode,
-                           mechanism=mechanism, split=split, notes=tuple(notes),
-                           blocks=tuple(NoisedBlock(**b) for b in blocks), covered=bool(covered))
+    """The release's typed privacy record (:class:`torchdpgmm.privacy.PrivacyRecord`, one ``NoisedBlock`` per
+    noised statistic). ``covered`` is True only if every step that touches the data is inside ``epsilon``;
+    ``blocks`` entries that are ``None`` (batch-dependent) are left out."""
+    from torchdpgmm.privacy import NoisedBlock
+
+    blocks = tuple(NoisedBlock(**b) for b in blocks if b is not None)
     return PrivacyRecord(epsilon=epsilon, delta=delta, adjacency=adjacency, accountant=accountant, mode=mode,
-                         mechanism=mechanism, split={**split, "covered": bool(covered), "blocks": list(blocks)},
-                         notes=list(notes) + [f"covered: {bool(covered)}"])
+                         mechanism=mechanism, split=split, notes=tuple(notes), blocks=blocks, covered=bool(covered))
 
 
 def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -79,26 +71,22 @@ def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = Non
 
 def gaussian_noise(x: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
     """``x + N(0, std^2)`` i.i.d. element-wise (spherical Gaussian mechanism)."""
-    std = torch.as_tensor(std, dtype=x.dtype, device=x.device)
-    z = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)  # std broadcasts to x
-    return x + std * z
-
-
-def _sym_from_upper(noise: torch.Tensor) -> torch.Tensor:
-    upper = torch.triu(noise)
-    return upper + torch.triu(noise, diagonal=1).transpose(-1, -2)
+    std = torch.as_tensor(std, dtype=x.dtype, device=x.device)  # broadcasts to x
+    return x + normal_noise(x.shape, std, generator, dtype=x.dtype, device=x.device)
 
 
 def laplace_symmetric(S: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
     """Add Laplace noise to the upper triangle (with diagonal) of ``S`` and mirror it (stays symmetric)."""
-    noise = laplace(torch.zeros_like(S), scale, generator)
-    return S + _sym_from_upper(noise)
+    scale = torch.as_tensor(scale, dtype=S.dtype, device=S.device)
+    return S + symmetric_noise(S.shape[:-2], S.shape[-1], scale.reshape(scale.shape[:-2]) if scale.dim() >= 2 else scale,
+                               kind="laplace", generator=generator, dtype=S.dtype, device=S.device)
 
 
 def gaussian_symmetric(S: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
     """Add i.i.d. Gaussian noise to the upper triangle (with diagonal) of ``S`` and mirror it."""
-    noise = gaussian_noise(torch.zeros_like(S), std, generator)
-    return S + _sym_from_upper(noise)
+    std = torch.as_tensor(std, dtype=S.dtype, device=S.device)
+    return S + symmetric_noise(S.shape[:-2], S.shape[-1], std.reshape(std.shape[:-2]) if std.dim() >= 2 else std,
+                               kind="gaussian", generator=generator, dtype=S.dtype, device=S.device)
 
 
 def shift_psd(S: torch.Tensor, floor: float = 0.0) -> torch.Tensor:
@@ -133,10 +121,13 @@ def clip_rows_l1(X: torch.Tensor, R: Any) -> torch.Tensor:
 
 
 def clip_rows_l2(X: torch.Tensor, B: Any) -> torch.Tensor:
-    """Scale each row so that ``||x||_2 <= B`` (``B`` broadcasts against ``X[..., :1]``)."""
-    Bb = torch.as_tensor(B, dtype=X.dtype, device=X.device)
-    n2 = torch.linalg.vector_norm(X, dim=-1, keepdim=True)
-    return X * torch.where(n2 > Bb, Bb / n2.clamp(min=torch.finfo(X.dtype).tiny), torch.ones_like(n2))
+    """Scale each row so that ``||x||_2 <= B`` (one bound, or one per dataset broadcasting against
+    ``X.shape[:-2]``), through the noise layer's :func:`torchdpgmm.mechanisms.clip_records` (float64)."""
+    from torchdpgmm.mechanisms import clip_records
+
+    Bt = torch.as_tensor(B, dtype=torch.float64, device=X.device)
+    Bt = Bt.reshape(Bt.shape[:-2]) if Bt.dim() >= 2 else Bt  # older callers pass B[..., None, None]
+    return clip_records(X, Bt).to(X.dtype)
 
 
 def project_l1_ball(v: torch.Tensor, radius: Any) -> torch.Tensor:

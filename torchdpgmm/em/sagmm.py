@@ -50,6 +50,7 @@ import torch
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.em._common import laplace, laplace_symmetric, make_record, noised_block
 from torchdpgmm.em.gmm import GMMFit, check_data, fit_gmm, mixture_log_likelihood
+from torchdpgmm.mechanisms import normal_noise, symmetric_noise
 
 __all__ = ["fit_sagmm", "sagmm_blocks", "sagmm_aggregate", "sagmm_sensitivities", "align_components"]
 
@@ -133,13 +134,6 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     return (avg, (w, m, c)) if return_blocks else avg
 
 
-def _sym_gaussian(shape, d, sigma, generator, dtype, device) -> torch.Tensor:
-    """Symmetric noise isotropic in Frobenius-isometric coordinates: diagonal std ``sigma``, off-diagonal
-    ``sigma / sqrt 2`` (so a Frobenius sensitivity ``Delta`` needs ``sigma = Delta / mu``)."""
-    Z = torch.randn(*shape, d, d, dtype=dtype, device=device, generator=generator) * sigma
-    return (Z + Z.transpose(-1, -2)) / 2.0  # diagonal: Z_ii; off-diagonal: mean of two independent draws
-
-
 def _fmt(v) -> str:
     t = torch.as_tensor(v, dtype=torch.float64).flatten().tolist()
     return f"{t[0]:g}" if len(t) == 1 else "(" + ", ".join(f"{x:g}" for x in t) + ")"
@@ -203,14 +197,16 @@ def fit_sagmm(
                               direction=direction, reference_means=reference_means, generator=generator)
     batch = w.shape[:-1]
     if mechanism == "gaussian":
-        from torchdpgmm.sound import gdp_mu
+        from torchdpgmm.privacy import gdp_mu
 
         sens = sagmm_sensitivities(K, d, num_blocks, lo, hi, v_min, v_max, "l2")
-        mu = gdp_mu(float(epsilon), float(delta))
+        mu = float(gdp_mu(float(epsilon), float(delta)))
         scale = {k: sens[k] / (mu * math.sqrt(split[k])) for k in sens}
-        w = w + scale["weights"] * torch.randn(w.shape, dtype=w.dtype, device=w.device, generator=generator)
-        m = m + scale["means"] * torch.randn(m.shape, dtype=m.dtype, device=m.device, generator=generator)
-        c = c + _sym_gaussian(batch + (K,), d, scale["covariances"], generator, c.dtype, c.device)
+        w = w + normal_noise(w.shape, scale["weights"], generator, dtype=w.dtype, device=w.device)
+        m = m + normal_noise(m.shape, scale["means"], generator, dtype=m.dtype, device=m.device)
+        # isotropic in Frobenius-isometric coordinates: diagonal std sigma, off-diagonal sigma / sqrt 2
+        c = c + symmetric_noise(batch + (K,), d, scale["covariances"], kind="gaussian", isometric=True,
+                                generator=generator, dtype=c.dtype, device=c.device)
         accountant = f"Gaussian DP over the three blocks (mu={mu:.6g}), analytic Gaussian calibration"
     else:
         sens = sagmm_sensitivities(K, d, num_blocks, lo, hi, v_min, v_max, "l1")
