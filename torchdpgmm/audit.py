@@ -763,23 +763,33 @@ def sound_blocks(output: Any, center: torch.Tensor | None = None) -> dict[str, t
 
 
 def _noise_scales(noise: Any) -> dict[str, tuple[str, float]]:
-    """``{block: ("gaussian" | "laplace", scale)}`` from a record with ``blocks`` (``NoisedBlock``), a record
-    with a ``noise`` dict, or such a dict (``sigma_counts``, ..., ``laplace_scale_counts``, ...).
+    """``{block: ("gaussian" | "laplace", scale in data units)}`` of a sound release.
 
-    Discrete Gaussian / discrete Laplace blocks map to the continuous forms, whose log-ratio is exact for
-    integer means (their ``noise_scale`` is the sigma / scale parameter of the PMF).
+    Accepts a ``Release`` (its ``extras["noise"]``), a noise dict (``sigma_counts``, ...,
+    ``laplace_scale_counts``, ...: data units, as the release's extras and older records hold them), an
+    object with such a ``noise`` dict, or a typed record with continuous ``blocks`` (``NoisedBlock``).
+    Discrete blocks state their scale in grid units, so a record with discrete blocks is refused: pass the
+    release's ``extras["noise"]``. For discrete noise the continuous forms are used with the data-unit
+    scale; they are exact for means on the grid (Canonne, Kamath & Steinke 2020).
     """
+    ex = getattr(noise, "extras", None) or getattr(noise, "extra", None)
+    if isinstance(ex, dict) and "noise" in ex:
+        noise = ex["noise"]
+    noise = getattr(noise, "noise", noise) if not isinstance(noise, dict) else noise
+    if isinstance(noise, dict):
+        out = {}
+        for kind, prefix in (("gaussian", "sigma_"), ("laplace", "laplace_scale_")):
+            out.update({k[len(prefix):]: (kind, float(v)) for k, v in noise.items() if k.startswith(prefix)})
+        if out:
+            return out
     blocks = getattr(noise, "blocks", None)
     if blocks:
-        return {b.name: ("laplace" if "laplace" in b.mechanism else "gaussian", float(b.noise_scale))
+        if any(b.mechanism.startswith("discrete") for b in blocks):
+            raise ValueError("discrete blocks state their noise scale in grid units; pass the release's "
+                             "extras['noise'] (scales in data units) instead of its record")
+        return {b.name: ("laplace" if b.mechanism == "laplace" else "gaussian", float(b.noise_scale))
                 for b in blocks}
-    noise = getattr(noise, "noise", noise)
-    out = {}
-    for kind, prefix in (("gaussian", "sigma_"), ("laplace", "laplace_scale_")):
-        out.update({k[len(prefix):]: (kind, float(v)) for k, v in noise.items() if k.startswith(prefix)})
-    if not out:
-        raise ValueError(f"no noise scales found in {noise!r}")
-    return out
+    raise ValueError(f"no noise scales found in {noise!r}")
 
 
 def _dataset_blocks(dataset, num_classes, clip_bound, center):
@@ -791,7 +801,8 @@ def sound_log_ratio(dataset0, dataset1, num_classes: int, clip_bound: float, noi
                     center: torch.Tensor | None = None) -> LikelihoodRatio:
     """The exact Neyman-Pearson statistic of the sound mode's noisy blocks (counts, sums, second moments).
 
-    ``noise``: the release's noise scales (its record, or the record's ``noise`` dict). Gaussian blocks
+    ``noise``: the release's noise scales in data units (the ``Release``, its ``extras["noise"]``, or a
+    record with continuous blocks; see :func:`_noise_scales`). Gaussian blocks
     use :func:`gaussian_log_ratio` / :func:`symmetric_gaussian_log_ratio`, Laplace blocks the Laplace
     forms; independent blocks add. Apply it to releases made with ``eig_floor=float("-inf")`` so that
     :func:`sound_blocks` reads the blocks back; with the eigenvalue floor on it is still a valid (weaker)

@@ -125,17 +125,20 @@ def sound_adjacency(pair: A.NeighbourPair) -> str:
 def _sound_mechanism(mechanism: str, eps: float, delta: float, clip_bound: float, K: int, adjacency: str):
     """The sound release of the noisy blocks, eigenvalue floor off so that they read back exactly
     (:func:`torchdpgmm.audit.sound_blocks`); post-processing can only lower epsilon. Returns
-    ``(mechanism(D, n, g), noise)``; raises (e.g. for r1smg) before any draw."""
-    from torchdpgmm.sound import sound_statistics
+    ``(mechanism(D, n, g), noise scales in data units)``; raises (e.g. for r1smg) before any draw."""
+    from torchdpgmm.sound import release_sound, sound_statistics
+
+    opts = dict(clip_bound=clip_bound, adjacency=adjacency, mechanism=mechanism)
 
     def mech(D, n, g):
-        out, _ = sound_statistics(D[0], D[1], K, eps, delta, clip_bound, adjacency, mechanism, g,
-                                  D[2] if len(D) > 2 else None, eig_floor=float("-inf"), num_draws=n)
+        out, _ = sound_statistics(D[0], D[1], K, eps, delta, generator=g, mask=D[2] if len(D) > 2 else None,
+                                  eig_floor=float("-inf"), num_draws=n, **opts)
         return out
 
-    _, rec = sound_statistics(torch.zeros(4, 2, dtype=torch.float64), torch.arange(4) % K, K, eps, delta,
-                              clip_bound, adjacency, mechanism, torch.Generator().manual_seed(0))
-    return mech, rec
+    # the noise scales are public (data-independent): read them from a release on placeholder data
+    rel = release_sound(torch.zeros(4, 2, dtype=torch.float64), torch.arange(4) % K, K, eps, delta,
+                        generator=torch.Generator().manual_seed(0), **opts)
+    return mech, rel
 
 
 def _published_mechanism(mechanism: str, eps: float, delta: float, K: int):
