@@ -97,10 +97,17 @@ def make_pairs(generator: torch.Generator, clip_bound: float, quick: bool = Fals
 
 
 def _fit(X, y, K, mask=None):
-    from torchdpgmm.sound import _fit_empirical
-
-    w, m, c, n = _fit_empirical(X.to(torch.float64), y, K, mask)
-    return w, m, c, n
+    """Per-class weights, means, covariances (divisor n_k - 1, 0 for classes with < 2 records) and counts
+    of the raw records: the noiseless reference each attack statistic compares a release with."""
+    X = X.to(torch.float64)
+    oh = torch.nn.functional.one_hot(y.long(), K).to(torch.float64)
+    if mask is not None:
+        oh = oh * mask.to(torch.float64).unsqueeze(-1)
+    n = oh.sum(-2)
+    mean = (oh.transpose(-1, -2) @ X) / n.clamp(min=1).unsqueeze(-1)
+    D = X.unsqueeze(-3) - mean.unsqueeze(-2)
+    cov = (D * oh.transpose(-1, -2).unsqueeze(-1)).transpose(-1, -2) @ D / (n - 1).clamp(min=1)[..., None, None]
+    return n / n.sum(-1, keepdim=True), mean, cov, n
 
 
 def statistics_for(pair: A.NeighbourPair, num_classes: int) -> dict[str, Any]:
