@@ -472,8 +472,9 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
     kl_design = None
     for eps in eps_list:
         for mech in _names(o.get("sound_mechanisms", "gaussian,kl,laplace")):
-            rel = release_sound(X, y, K, eps, delta, clip_bound=B, mechanism=mech, generator=g)
-            rows.append(_utility_row("sound", mech, eps, delta, rel.kl, trials, N, B, "replace-one"))
+            rel = release_sound(X, y, K, eps, delta, clip_bound=B, adjacency="replace-one", mechanism=mech,
+                                generator=g)
+            rows.append(_utility_row("sound", mech, eps, delta, _kl(rel, X, y), trials, N, B, "replace-one"))
         for mech in _names(o.get("published_mechanisms", ",".join(MECHANISMS))):
             try:
                 from torchdpgmm.release import release
@@ -488,9 +489,19 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
                 rows.append(dict(mode="as-published", mechanism=mech, epsilon=eps, delta=delta,
                                  status=f"unavailable: {type(exc).__name__}: {exc}"))
                 continue
-            rows.append(_utility_row("as-published", mech, eps, delta, rel.kl, trials, N, None, "label-flip"))
+            rows.append(_utility_row("as-published", mech, eps, delta, _kl(rel, X, y), trials, N, None, "label-flip"))
     return StudyResult(rows=rows, config={"trials": trials, "N": N, "K": K, "d": d, "clip_bound": B},
                        notes=notes, plot=_plot_utility)
+
+
+def _kl(rel: Any, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """KL(released || fitted): the explicit, non-private evaluation call where the release no longer carries
+    it (``torchdpgmm.evaluation.evaluate``), else the release's own ``kl``."""
+    if getattr(rel, "kl", None) is not None:
+        return rel.kl
+    from torchdpgmm.evaluation import evaluate
+
+    return evaluate(rel, X, y).kl
 
 
 def _utility_row(mode, mech, eps, delta, kl, trials, N, B, adjacency):
