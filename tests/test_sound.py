@@ -39,7 +39,7 @@ def test_whole_release_composes_to_claim(mechanism, adjacency):
     rel = sound.release_sound(X, y, 3, eps, delta, clip_bound=B, adjacency=adjacency, mechanism=mechanism,
                               generator=torch.Generator().manual_seed(0))
     sens = sound.sensitivities(B, 2, adjacency)
-    noise = rel.extra["noise"]
+    noise = rel.extras["noise"]
     blocks = [(sens[k], noise[f"sigma_{k}"]) for k in ("counts", "sums", "second_moments")]
     total = None
     for s, sig in blocks:
