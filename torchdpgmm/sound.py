@@ -223,6 +223,8 @@ def joint_mu(
     if adjacency == "add-remove":
         return math.sqrt(g + a * B2 + b * B2 * B2)
     between = 2 * g + 2 * a * B2 + 2 * b * B2 * B2
+    if covariance_type == "tied" and dim == 1:  # pooled z^2 - z'^2: |z| = |z'| cancels it
+        between = 2 * g + max(2 * a * B2, a * B2 + b * B2 * B2)
     if covariance_type == "spherical" or dim == 1:  # z' = -r z/|z|: only the norms matter
         B = math.sqrt(B2)
         disc = B2 - 2 * a / b
