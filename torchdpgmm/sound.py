@@ -76,6 +76,8 @@ import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.mixture import COVARIANCE_TYPES, class_moments, moments_to_parameters
+from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
+from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu
 
 __all__ = [
     "release_sound",
@@ -93,76 +95,21 @@ __all__ = [
     "DEFAULT_ADJACENCY",
 ]
 
-ADJACENCIES = ("add-remove", "replace-one")
-DEFAULT_ADJACENCY = "add-remove"
+ADJACENCIES = (Adjacency.ADD_REMOVE, Adjacency.REPLACE_ONE)
+DEFAULT_ADJACENCY = Adjacency.ADD_REMOVE
 SOUND_MECHANISMS = ("gaussian", "colored", "kl", "laplace")
 BLOCKS = ("counts", "sums", "second_moments")
 DEFAULT_SPLIT = {"counts": 0.1, "sums": 0.45, "second_moments": 0.45}
 
 
 # ----------------------------------------------------------------------------------------------------
-# accounting: Gaussian differential privacy / analytic Gaussian mechanism
-# ----------------------------------------------------------------------------------------------------
-
-def gdp_delta(epsilon: float, mu: float) -> float:
-    """delta(eps) of a mu-GDP mechanism (tight; Balle & Wang 2018 Thm. 8, Dong-Roth-Su Cor. 2.13).
-
-    ``delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``, evaluated in log space.
-    """
-    from scipy.special import log_ndtr
-
-    if mu <= 0:
-        return 0.0
-    a = float(log_ndtr(-epsilon / mu + mu / 2))
-    b = float(epsilon + log_ndtr(-epsilon / mu - mu / 2))
-    return max(0.0, math.exp(a) - math.exp(b)) if a > b else 0.0
-
-
-def gdp_epsilon(delta: float, mu: float) -> float:
-    """Smallest epsilon with ``gdp_delta(epsilon, mu) <= delta`` (bisection; 0 if already met at 0)."""
-    if gdp_delta(0.0, mu) <= delta:
-        return 0.0
-    lo, hi = 0.0, max(1.0, mu * mu + 10 * mu)
-    while gdp_delta(hi, mu) > delta:
-        hi *= 2
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gdp_delta(mid, mu) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def gdp_mu(epsilon: float, delta: float) -> float:
-    """Largest mu such that a mu-GDP mechanism is (epsilon, delta)-DP (analytic Gaussian calibration).
-
-    A Gaussian mechanism with L2 sensitivity Delta and noise sigma is (Delta/sigma)-GDP, so
-    ``sigma = Delta / gdp_mu(eps, delta)`` is the analytic Gaussian mechanism of Balle & Wang (2018).
-    Bisection is done on the safe side: the returned mu satisfies ``gdp_delta(epsilon, mu) <= delta``.
-    """
-    check_epsilon(epsilon)
-    check_delta(delta)
-    lo, hi = 0.0, 1.0
-    while gdp_delta(epsilon, hi) <= delta:
-        lo, hi = hi, 2 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gdp_delta(epsilon, mid) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-# ----------------------------------------------------------------------------------------------------
 # sensitivities, the joint replace-one bound and the KL-driven split
 # ----------------------------------------------------------------------------------------------------
 
-def _check_adjacency(adjacency: Any) -> str:
-    value = getattr(adjacency, "value", adjacency)  # an Adjacency enum member or its string
+def _check_adjacency(adjacency: Any) -> Adjacency:
+    value = Adjacency.parse(adjacency)  # the enum or its string; ValueError otherwise
     if value not in ADJACENCIES:
-        raise ValueError(f"adjacency must be one of {ADJACENCIES} in sound mode, got {adjacency!r}")
+        raise ValueError(f"adjacency must be 'add-remove' or 'replace-one' in sound mode, got {adjacency!r}")
     return value
 
 
@@ -574,19 +521,30 @@ def _noise_summary(scales: dict[str, float], info: dict[str, Any]) -> dict[str, 
     return {f"sigma_{k}": v for k, v in scales.items()} | {"mu": info["mu"], "joint_factor": info["joint_factor"]}
 
 
-def _record(st: SoundSettings, scales: dict[str, float], info: dict[str, Any], dim: int):
-    """The release's PrivacyRecord (one noised block per released statistic, in ``noise`` until typed)."""
-    from torchdpgmm.accounting import PrivacyRecord
+def _blocks(st: SoundSettings, scales: dict[str, float], info: dict[str, Any]) -> tuple[NoisedBlock, ...]:
+    """One NoisedBlock per released statistic. Gaussian blocks state their share ``factor * Delta_b`` of the
+    joint worst case, so that composing the blocks as independent Gaussian mechanisms gives the release's
+    exact ``mu`` (``sum_b (share_b / sigma_b)^2 = mu^2``); the per-block maxima are in ``extras``."""
+    norms = {"counts": "l2", "sums": "l2",
+             "second_moments": "frobenius" if st.covariance_type in ("full", "tied") else "l2"}
+    if info["kind"] == "laplace":
+        return tuple(NoisedBlock(k, "laplace", info["sensitivities"][k], scales[k], norm="l1") for k in BLOCKS)
+    return tuple(NoisedBlock(k, "gaussian", info["joint_factor"] * info["sensitivities"][k], scales[k], norm=norms[k])
+                 for k in BLOCKS)
 
+
+def _record(st: SoundSettings, scales: dict[str, float], info: dict[str, Any], dim: int) -> PrivacyRecord:
+    """The release's typed PrivacyRecord: guarantee, accountant, one NoisedBlock per block, notes."""
     notes = _notes(st)
-    if info["kind"] == "gaussian" and st.adjacency == "replace-one":
+    if info["kind"] == "gaussian" and st.adjacency == Adjacency.REPLACE_ONE:
         notes.append(
             f"replace-one accounted jointly over the three blocks (worst case of one record's change): noise "
-            f"{info['joint_factor']:.4f} x the per-block-sum calibration")
+            f"{info['joint_factor']:.4f} x the per-block-sum calibration; each block's stated sensitivity is its "
+            "share of the joint worst case")
     return PrivacyRecord(
         epsilon=st.epsilon, delta=0.0 if st.delta is None else st.delta, adjacency=st.adjacency,
         accountant=info["accountant"], mode="sound", mechanism=st.mechanism, split=dict(st.split),
-        notes=notes + [f"noise: {_noise_summary(scales, info)}"],
+        notes=tuple(notes), blocks=_blocks(st, scales, info), covered=st.noise_multiplier == 1.0,
     )
 
 
@@ -617,7 +575,7 @@ def release_sound(
     model = LabeledGMM(out["weights"], out["means"], out["covariances"], counts=out["counts"], validate_args=False)
     extras = {
         "mode": "sound", "mechanism": st.mechanism, "clip_bound": st.clip_bound, "adjacency": st.adjacency,
-        "covariance_type": st.covariance_type, "noise": _noise_summary(scales, info),
+        "covariance_type": st.covariance_type, "noise": _noise_summary(scales, info), "dim": d,
         "sensitivities": dict(info["sensitivities"]),
     }
     return Release(model=model, privacy=_record(st, scales, info, d), extras=extras)
