@@ -426,3 +426,33 @@ def test_seeded_outputs_match_the_previous_implementation():
             assert 0.8 < f < 1.0
             for k in sound.BLOCKS:
                 assert rel.extras["noise"][f"sigma_{k}"] == pytest.approx(f * case["noise"][f"sigma_{k}"], rel=1e-12)
+
+
+@pytest.mark.parametrize("ct", TYPES)
+@pytest.mark.parametrize("mechanism", ["gaussian", "laplace"])
+def test_block_noise_moments(ct, mechanism):
+    """The noise added to each released block has the calibrated law (moments over 20k draws): Gaussian
+    std sigma (matrices: sigma on the diagonal, sigma/sqrt 2 off it), Laplace mean |noise| = b on the upper
+    triangle; symmetric matrices. Streams may change with the noise layer, the law may not."""
+    d, K, T = 3, 2, 20000
+    st = sound.sound_settings(d, K, 1.0, None if mechanism == "laplace" else 1e-5, clip_bound=2.0,
+                              covariance_type=ct, mechanism=mechanism)
+    scales, info = sound._calibrate(st, d)
+    q_shape = {"full": (T, K, d, d), "tied": (T, d, d), "diag": (T, K, d), "spherical": (T, K)}[ct]
+    zeros = (torch.zeros(T, K, dtype=torch.float64), torch.zeros(T, K, d, dtype=torch.float64),
+             torch.zeros(q_shape, dtype=torch.float64))
+    noisy = sound._perturb(zeros, scales, st, info["kind"], _g(11))
+    for block, x in zip(sound.BLOCKS, noisy):
+        s = scales[block]
+        if block == "second_moments" and ct in ("full", "tied"):
+            assert torch.equal(x, x.transpose(-1, -2))
+            iu = torch.triu_indices(d, d)
+            rel = torch.where(iu[0] == iu[1], 1.0, 1 / math.sqrt(2) if mechanism == "gaussian" else 1.0)
+            x = x[..., iu[0], iu[1]] / rel.to(torch.float64)
+        x = x.reshape(T, -1) / s
+        if mechanism == "gaussian":
+            np.testing.assert_allclose(x.std(0).numpy(), 1.0, rtol=0.03)
+        else:
+            np.testing.assert_allclose(x.abs().mean(0).numpy(), 1.0, rtol=0.03)
+            np.testing.assert_allclose(x.var(0).numpy(), 2.0, rtol=0.08)
+        assert float(x.mean(0).abs().max()) < 5 * math.sqrt(2.0 / T)

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from torchdpgmm.accounting import PrivacyRecord
+from torchdpgmm.privacy import PrivacyRecord
 from torchdpgmm.mixture import LabeledGMM
 
 __all__ = ["Release"]
