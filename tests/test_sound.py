@@ -191,6 +191,8 @@ def test_refuses_missing_or_bad_clip_bound_before_drawing():
         ({"num_classes": 2.0}, ValueError, "num_classes"),
         ({"split": {"counts": 1.0}}, ValueError, "split"),
         ({"min_count": 0.5}, ValueError, "min_count"),
+        ({"eig_floor": float("nan")}, ValueError, "eig_floor"),
+        ({"eig_floor": float("inf")}, ValueError, "eig_floor"),
         ({"covariance_type": "banded"}, ValueError, "covariance_type"),
         ({"num_draws": 0}, ValueError, "num_draws"),
         ({"center": torch.zeros(3)}, ValueError, "center"),

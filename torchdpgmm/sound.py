@@ -343,8 +343,11 @@ def sound_settings(
             raise ValueError(f"center must be a finite tensor with last dimension d={dim}")
     if not (isinstance(min_count, (int, float)) and 1 <= min_count < math.inf):
         raise ValueError(f"min_count must be a finite number >= 1, got {min_count!r}")
-    if eig_floor is not None:
-        eig_floor = _positive(eig_floor, "eig_floor")
+    if eig_floor is not None:  # float("-inf") switches the PSD repair off (audits read the blocks back)
+        if not (isinstance(eig_floor, (int, float)) and not isinstance(eig_floor, bool)
+                and (math.isfinite(eig_floor) or eig_floor == -math.inf)):
+            raise ValueError(f"eig_floor must be a finite number or -inf, got {eig_floor!r}")
+        eig_floor = float(eig_floor)
     noise_multiplier = _positive(noise_multiplier, "noise_multiplier")
     if num_draws is not None and not (isinstance(num_draws, int) and not isinstance(num_draws, bool)
                                       and num_draws >= 1):
@@ -495,7 +498,8 @@ def sound_statistics(
     Shapes: ``X (..., N, d)`` (any real dtype; cast to float64), integer ``y (..., N)``, optional boolean
     ``mask (..., N)`` (False rows are padding). ``options``: ``adjacency`` (default ``"add-remove"``),
     ``mechanism`` (default ``"kl"``), ``covariance_type``, ``center``, ``split``, ``prior_scale``,
-    ``min_count``, ``eig_floor``, ``noise_multiplier`` (< 1 breaks the guarantee; auditor tests only),
+    ``min_count``, ``eig_floor`` (a number; ``float("-inf")`` switches the PSD repair off so that an
+    auditor can read the noisy blocks back), ``noise_multiplier`` (< 1 breaks the guarantee; auditor tests only),
     ``num_draws`` (n independent releases of the same data in a new leading dim). Returns
     ``({"weights" (...,K), "means" (...,K,d), "covariances" (...,K,d,d), "counts" (...,K)}, record)``
     in float64. Every check is on public inputs and happens before any noise is drawn.
