@@ -76,8 +76,10 @@ import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.mixture import COVARIANCE_TYPES, class_moments, moments_to_parameters
+from torchdpgmm.mechanisms import add_noise, clip_records
+from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
-from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu
+from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, zcdp_rho
 
 __all__ = [
     "release_sound",
@@ -88,7 +90,10 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "kl_split",
-    "clip_records",
+    "sound_settings",
+    "check_schema",
+    "SoundSettings",
+    "NOISES",
     "ADJACENCIES",
     "SOUND_MECHANISMS",
     "COVARIANCE_TYPES",
@@ -98,6 +103,7 @@ __all__ = [
 ADJACENCIES = (Adjacency.ADD_REMOVE, Adjacency.REPLACE_ONE)
 DEFAULT_ADJACENCY = Adjacency.ADD_REMOVE
 SOUND_MECHANISMS = ("gaussian", "colored", "kl", "laplace")
+NOISES = ("discrete", "continuous")
 BLOCKS = ("counts", "sums", "second_moments")
 DEFAULT_SPLIT = {"counts": 0.1, "sums": 0.45, "second_moments": 0.45}
 
@@ -214,38 +220,6 @@ def kl_split(
     return {k: v / tot for k, v in r.items()}
 
 
-def clip_records(X: torch.Tensor, clip_bound: float, center: torch.Tensor | None = None) -> torch.Tensor:
-    """``z = (x - center) * min(1, B / ||x - center||_2)`` (Liu, Scaglione & Peisert 2025, Sec. IV-C)."""
-    Z = X if center is None else X - center.to(X)  # center broadcasts against X, e.g. (d,) or (...,1,d)
-    norms = torch.linalg.vector_norm(Z, dim=-1, keepdim=True)
-    factor = torch.clamp(clip_bound / torch.clamp(norms, min=1e-300), max=1.0)
-    return Z * factor
-
-
-def _sym_noise(shape: tuple[int, ...], d: int, sigma: torch.Tensor | float, kind: str, generator, dtype, device) -> torch.Tensor:
-    """Symmetric d x d noise, isotropic in Frobenius-isometric coordinates (Gaussian) or i.i.d. on the
-    upper triangle (Laplace). ``sigma`` is the std (Gaussian) or scale (Laplace) of the coordinates."""
-    iu = torch.triu_indices(d, d, device=device)
-    m = iu.shape[1]
-    if kind == "gaussian":
-        v = torch.randn(shape + (m,), generator=generator, dtype=dtype, device=device) * sigma
-        offdiag = iu[0] != iu[1]
-        v = torch.where(offdiag, v / math.sqrt(2.0), v)
-    else:
-        v = _laplace_noise(shape + (m,), sigma, generator, dtype, device)
-    M = torch.zeros(shape + (d, d), dtype=dtype, device=device)
-    M[..., iu[0], iu[1]] = v
-    M[..., iu[1], iu[0]] = v
-    return M
-
-
-def _laplace_noise(shape, scale, generator, dtype, device) -> torch.Tensor:
-    # inverse CDF of uniforms on (-1/2, 1/2): -b sgn(u) ln(1 - 2|u|)
-    u = torch.rand(shape, generator=generator, dtype=dtype, device=device) - 0.5
-    u = torch.clamp(u, min=-0.5 + 1e-16)  # avoid log(0)
-    return -scale * torch.sign(u) * torch.log1p(-2 * u.abs())
-
-
 # ----------------------------------------------------------------------------------------------------
 # the release: public checks, calibration, statistics, noise, estimates
 # ----------------------------------------------------------------------------------------------------
@@ -266,6 +240,7 @@ class SoundSettings:
     eig_floor: float | None = None
     noise_multiplier: float = 1.0
     num_draws: int | None = None
+    noise: str = "discrete"
 
 
 def _positive(value: Any, name: str) -> float:
@@ -326,6 +301,7 @@ def sound_settings(
     eig_floor: float | None = None,
     noise_multiplier: float = 1.0,
     num_draws: int | None = None,
+    noise: str = "discrete",
 ) -> SoundSettings:
     """Check every public setting of a sound release (one-line ``ValueError``), before any data is touched."""
     if clip_bound is None:
@@ -352,6 +328,8 @@ def sound_settings(
     if num_draws is not None and not (isinstance(num_draws, int) and not isinstance(num_draws, bool)
                                       and num_draws >= 1):
         raise ValueError(f"num_draws must be a positive int, got {num_draws!r}")
+    if noise not in NOISES:
+        raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
     if split is not None:
         split = _check_split(split)
     elif mechanism == "kl":
@@ -360,7 +338,7 @@ def sound_settings(
     else:
         split = dict(DEFAULT_SPLIT)
     return SoundSettings(eps, dlt, B, adjacency, mechanism, covariance_type, split, center, min_count, eig_floor,
-                         noise_multiplier, num_draws)
+                         noise_multiplier, num_draws, noise)
 
 
 def check_schema(X: Any, y: Any, num_classes: Any, mask: Any = None) -> int:
@@ -382,45 +360,113 @@ def check_schema(X: Any, y: Any, num_classes: Any, mask: Any = None) -> int:
     return int(X.shape[-1])
 
 
-def _calibrate(st: SoundSettings, dim: int) -> tuple[dict[str, float], dict[str, Any]]:
-    """Noise scales of the three blocks (std for Gaussian, b for Laplace) and what the record states."""
-    if st.mechanism == "laplace":
-        sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, norm="l1", covariance_type=st.covariance_type)
-        scales = {k: st.noise_multiplier * sens[k] / (st.epsilon * st.split[k]) for k in BLOCKS}
-        return scales, {"kind": "laplace", "sensitivities": sens, "norm": "l1",
-                        "accountant": "basic composition of Laplace mechanisms (pure epsilon-DP)"}
+def _norm(st: SoundSettings, block: str) -> str:
+    return "frobenius" if block == "second_moments" and st.covariance_type in ("full", "tied") else "l2"
+
+
+def _affected(st: SoundSettings, dim: int) -> dict[str, int]:
+    """How many coordinates of each block one record's change can touch (each moves its grid rounding by
+    at most one unit): one class under add/remove, two under replace-one; the tied block is shared."""
+    r = 1 if st.adjacency == Adjacency.ADD_REMOVE else 2
+    q = {"full": dim * (dim + 1) // 2, "tied": dim * (dim + 1) // 2, "diag": dim, "spherical": 1}[st.covariance_type]
+    return {"counts": r, "sums": r * dim, "second_moments": q if st.covariance_type == "tied" else r * q}
+
+
+def _grid_gaussian(sigma: float, grid: float) -> float:
+    """The discrete Gaussian's standard deviation actually used (data units, never below ``sigma``)."""
+    t, q, den = rational_gaussian_variance(sigma / grid)
+    return grid * math.sqrt(t * q / den)
+
+
+def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], dict[str, Any]]:
+    """Gaussian blocks. Continuous: analytic-Gaussian mu (Balle & Wang 2018), one factor on the fixed
+    noise shape so that the joint worst case (:func:`joint_mu`) equals mu. Discrete: sums and second moments
+    snapped to grids ``g_b = c sigma_b``, exact discrete Gaussian noise (Canonne, Kamath & Steinke 2020);
+    the rounding adds at most ``c sqrt(M)`` to the whitened sensitivity (M coordinates touched, Minkowski),
+    and the whole release is ``W^2/2``-zCDP with ``W <= sqrt(2 rho)``, ``rho = zcdp_rho(eps, delta)``."""
     sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, covariance_type=st.covariance_type)
-    mu = gdp_mu(st.epsilon, st.delta)
-    shape = {k: sens[k] / (mu * math.sqrt(st.split[k])) for k in BLOCKS}  # per-block sum would give mu
-    factor = joint_mu(shape, st.clip_bound, dim, adjacency=st.adjacency, covariance_type=st.covariance_type) / mu
-    scales = {k: st.noise_multiplier * factor * v for k, v in shape.items()}
-    return scales, {
-        "kind": "gaussian", "sensitivities": sens, "norm": "l2", "mu": mu, "joint_factor": factor,
-        "accountant": (f"Gaussian DP (Dong, Roth & Su 2019), joint worst case over the three blocks under "
-                       f"{st.adjacency}, mu={mu:.6g} (rho-zCDP={mu * mu / 2:.6g}); analytic Gaussian calibration "
-                       f"(Balle & Wang 2018)"),
-    }
+    shape = {k: sens[k] / math.sqrt(st.split[k]) for k in BLOCKS}
+    jm = lambda sig: joint_mu(sig, st.clip_bound, dim, adjacency=st.adjacency,  # noqa: E731
+                              covariance_type=st.covariance_type)
+    m = st.noise_multiplier
+    if st.noise == "continuous":
+        mu = gdp_mu(st.epsilon, st.delta)
+        factor = jm({k: v / mu for k, v in shape.items()}) / mu
+        scales = {k: m * factor * v / mu for k, v in shape.items()}
+        blocks = tuple(NoisedBlock(k, "gaussian", factor * sens[k], scales[k], norm=_norm(st, k)) for k in BLOCKS)
+        return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": factor,
+                        "grids": None, "requested": scales, "blocks": blocks, "accountant": (
+            f"Gaussian DP (Dong, Roth & Su 2019), joint worst case over the three blocks under {st.adjacency}, "
+            f"mu={mu:.6g} (rho-zCDP={mu * mu / 2:.6g}); analytic Gaussian calibration (Balle & Wang 2018)")}
+    rho = float(zcdp_rho(st.epsilon, st.delta))
+    mu = math.sqrt(2 * rho)
+    aff = _affected(st, dim)
+    M = aff["sums"] + aff["second_moments"]
+    c = min(0.01 * mu / math.sqrt(M), 2.0)
+    lam = jm(shape) / (mu - c * math.sqrt(M))
+    sigma = {k: lam * v for k, v in shape.items()}
+    grids = {k: c * sigma[k] for k in ("sums", "second_moments")}
+    grids["counts"] = 1.0 if sigma["counts"] >= 0.25 else 2.0 ** math.floor(math.log2(4 * sigma["counts"]))
+    scales = {k: _grid_gaussian(m * sigma[k], grids[k]) for k in BLOCKS}
+    W = jm(scales) + math.sqrt(sum(aff[k] * (grids[k] / scales[k]) ** 2 for k in ("sums", "second_moments")))
+    share = {k: (sens[k] / scales[k]) ** 2 for k in BLOCKS}
+    tot = sum(share.values())
+    blocks = tuple(NoisedBlock(k, "discrete-gaussian", scales[k] / grids[k] * W * math.sqrt(share[k] / tot),
+                               scales[k] / grids[k], norm=_norm(st, k)) for k in BLOCKS)
+    return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": lam * mu / jm(shape),
+                    "grids": grids, "requested": {k: m * v for k, v in sigma.items()}, "blocks": blocks, "accountant": (
+        f"zCDP of the discrete Gaussian (Canonne, Kamath & Steinke 2020), joint worst case over the three blocks "
+        f"under {st.adjacency} including the grid rounding, rho={W * W / 2:.6g} <= {rho:.6g}; (eps, delta) by "
+        f"Canonne, Kamath & Steinke 2020 Cor. 13")}
 
 
-def _block_noise(shape: tuple[int, ...], scale: float, kind: str, generator, device) -> torch.Tensor:
-    if kind == "laplace":
-        return _laplace_noise(shape, scale, generator, torch.float64, device)
-    return scale * torch.randn(shape, generator=generator, dtype=torch.float64, device=device)
+def _calibrate_laplace(st: SoundSettings, dim: int) -> tuple[dict[str, float], dict[str, Any]]:
+    """Laplace blocks, basic composition of pure-DP parts ``eps_b = split_b eps``. Discrete: counts on the
+    integers, the other blocks on grids ``g_b`` with ``L1 / g_b + M_b`` grid-unit sensitivity (rounding),
+    exact discrete Laplace noise (Canonne, Kamath & Steinke 2020), 99% of ``eps_b`` for the data."""
+    sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, norm="l1", covariance_type=st.covariance_type)
+    m, eps_b = st.noise_multiplier, {k: st.epsilon * st.split[k] for k in BLOCKS}
+    if st.noise == "continuous":
+        scales = {k: m * sens[k] / eps_b[k] for k in BLOCKS}
+        blocks = tuple(NoisedBlock(k, "laplace", sens[k], scales[k], norm="l1") for k in BLOCKS)
+        return scales, {"kind": "laplace", "sensitivities": sens, "grids": None, "requested": scales, "blocks": blocks,
+                        "accountant": "basic composition of Laplace mechanisms (pure epsilon-DP)"}
+    aff = _affected(st, dim)
+    grids, scales, requested, blocks = {"counts": 1.0}, {}, {}, []
+    for k in BLOCKS:
+        b = sens[k] / eps_b[k] if k == "counts" else sens[k] / (0.99 * eps_b[k])
+        if k != "counts":
+            grids[k] = 0.01 * eps_b[k] / aff[k] * b
+        requested[k] = m * b
+        t, s = rational_laplace_scale(m * b / grids[k])
+        scales[k] = grids[k] * t / s
+        gsens = sens[k] / grids[k] + (0 if k == "counts" else aff[k])
+        blocks.append(NoisedBlock(k, "discrete-laplace", gsens, t / s, norm="l1"))
+    return scales, {"kind": "laplace", "sensitivities": sens, "grids": grids, "requested": requested,
+                    "blocks": tuple(blocks),
+                    "accountant": "basic composition of discrete Laplace mechanisms (pure epsilon-DP; Canonne, "
+                                  "Kamath & Steinke 2020), grid rounding included in the sensitivities"}
 
 
-def _perturb(stats, scales, st: SoundSettings, kind: str, generator):
-    """Add the calibrated noise to (counts, sums, second moments) in this fixed order (seeded streams)."""
+def _calibrate(st: SoundSettings, dim: int) -> tuple[dict[str, float], dict[str, Any]]:
+    """Noise scales of the three blocks (std for Gaussian, b for Laplace; data units) and the record's blocks."""
+    return (_calibrate_laplace if st.mechanism == "laplace" else _calibrate_gaussian)(st, dim)
+
+
+def _perturb(stats, scales, st: SoundSettings, info: dict[str, Any], generator):
+    """Add the calibrated noise (the noise layer, :func:`torchdpgmm.mechanisms.add_noise`) to (counts, sums,
+    second moments), in this fixed order. Discrete counts stay integers when their grid is 1."""
     counts, sums, second = stats
-    K, d = sums.shape[-2:]
-    batch, device = counts.shape[:-1], counts.device
-    n_c = counts + _block_noise(counts.shape, scales["counts"], kind, generator, device)
-    s_n = sums + _block_noise(sums.shape, scales["sums"], kind, generator, device)
-    if st.covariance_type in ("full", "tied"):
-        lead = batch + (K,) if st.covariance_type == "full" else batch
-        q_n = second + _sym_noise(lead, d, scales["second_moments"], kind, generator, torch.float64, device)
-    else:
-        q_n = second + _block_noise(second.shape, scales["second_moments"], kind, generator, device)
-    return n_c, s_n, q_n
+    kind, grids = info["kind"], info["grids"] or {}
+    sym = st.covariance_type in ("full", "tied")
+    if st.noise == "discrete" and grids["counts"] == 1.0:
+        counts = counts.round().to(torch.int64)
+    out = []
+    for k, x in zip(BLOCKS, (counts, sums, second)):
+        y, _ = add_noise(x, info["requested"][k], kind=kind, noise=st.noise,
+                         grid=grids.get(k, 1.0), symmetric=sym and k == "second_moments", generator=generator)
+        out.append(y.to(torch.float64))
+    return tuple(out)
 
 
 def _estimate(noisy, scales, st: SoundSettings, kind: str):
@@ -459,8 +505,7 @@ def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     if mask is not None:
         valid = valid & mask
     X = torch.where(valid.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
-    center = None if st.center is None else st.center.to(X.device).unsqueeze(-2)
-    Z = clip_records(X, st.clip_bound, center)
+    Z = clip_records(X, st.clip_bound, center=st.center)
     stats = class_moments(Z, y, num_classes, mask=valid, covariance_type=st.covariance_type)
     if st.num_draws is not None:
         stats = tuple(t.expand((st.num_draws,) + t.shape) for t in stats)
@@ -476,6 +521,11 @@ def _notes(st: SoundSettings) -> list[str]:
     if st.mechanism in ("colored", "kl"):
         notes.append("with a Euclidean clipping ball the KL-optimal (and min-MSE) noise shape is isotropic; "
                      f"'{st.mechanism}' differs from 'gaussian' only through the budget split")
+    if st.noise == "discrete":
+        notes.append("exact discrete noise (Canonne, Kamath & Steinke 2020): counts on the integers, sums and "
+                     "second moments snapped to public grids, the rounding accounted in the sensitivities")
+    else:
+        notes.append("continuous float64 noise (not protected against floating-point attacks, Mironov 2012)")
     if st.noise_multiplier != 1.0:
         notes.append(f"noise scaled by {st.noise_multiplier:g}: the stated guarantee does NOT hold (test use only)")
     return notes
@@ -515,26 +565,19 @@ def _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options
     scales, info = _calibrate(st, d)
     # ---- nothing below may depend on private values for control flow ----
     stats = _clipped_statistics(X, y, num_classes, st, mask)
-    out = _estimate(_perturb(stats, scales, st, info["kind"], generator), scales, st, info["kind"])
+    out = _estimate(_perturb(stats, scales, st, info, generator), scales, st, info["kind"])
     return out, st, scales, info, d
 
 
-def _noise_summary(scales: dict[str, float], info: dict[str, Any]) -> dict[str, float]:
-    if info["kind"] == "laplace":
-        return {f"laplace_scale_{k}": v for k, v in scales.items()}
-    return {f"sigma_{k}": v for k, v in scales.items()} | {"mu": info["mu"], "joint_factor": info["joint_factor"]}
-
-
-def _blocks(st: SoundSettings, scales: dict[str, float], info: dict[str, Any]) -> tuple[NoisedBlock, ...]:
-    """One NoisedBlock per released statistic. Gaussian blocks state their share ``factor * Delta_b`` of the
-    joint worst case, so that composing the blocks as independent Gaussian mechanisms gives the release's
-    exact ``mu`` (``sum_b (share_b / sigma_b)^2 = mu^2``); the per-block maxima are in ``extras``."""
-    norms = {"counts": "l2", "sums": "l2",
-             "second_moments": "frobenius" if st.covariance_type in ("full", "tied") else "l2"}
-    if info["kind"] == "laplace":
-        return tuple(NoisedBlock(k, "laplace", info["sensitivities"][k], scales[k], norm="l1") for k in BLOCKS)
-    return tuple(NoisedBlock(k, "gaussian", info["joint_factor"] * info["sensitivities"][k], scales[k], norm=norms[k])
-                 for k in BLOCKS)
+def _noise_summary(scales: dict[str, float], info: dict[str, Any], st: SoundSettings) -> dict[str, Any]:
+    """Public noise description for ``extras`` (scales in data units; grids for discrete noise)."""
+    key = "laplace_scale" if info["kind"] == "laplace" else "sigma"
+    out: dict[str, Any] = {f"{key}_{k}": v for k, v in scales.items()} | {"noise": st.noise}
+    if info["kind"] == "gaussian":
+        out |= {"mu": info["mu"], "joint_factor": info["joint_factor"]}
+    if info["grids"] is not None:
+        out |= {f"grid_{k}": v for k, v in info["grids"].items()}
+    return out
 
 
 def _record(st: SoundSettings, scales: dict[str, float], info: dict[str, Any], dim: int) -> PrivacyRecord:
@@ -548,7 +591,7 @@ def _record(st: SoundSettings, scales: dict[str, float], info: dict[str, Any], d
     return PrivacyRecord(
         epsilon=st.epsilon, delta=0.0 if st.delta is None else st.delta, adjacency=st.adjacency,
         accountant=info["accountant"], mode="sound", mechanism=st.mechanism, split=dict(st.split),
-        notes=tuple(notes), blocks=_blocks(st, scales, info), covered=st.noise_multiplier == 1.0,
+        notes=tuple(notes), blocks=info["blocks"], covered=st.noise_multiplier == 1.0,
     )
 
 
@@ -579,7 +622,7 @@ def release_sound(
     model = LabeledGMM(out["weights"], out["means"], out["covariances"], counts=out["counts"], validate_args=False)
     extras = {
         "mode": "sound", "mechanism": st.mechanism, "clip_bound": st.clip_bound, "adjacency": st.adjacency,
-        "covariance_type": st.covariance_type, "noise": _noise_summary(scales, info), "dim": d,
+        "covariance_type": st.covariance_type, "noise": _noise_summary(scales, info, st), "dim": d,
         "sensitivities": dict(info["sensitivities"]),
     }
     return Release(model=model, privacy=_record(st, scales, info, d), extras=extras)
