@@ -406,7 +406,7 @@ class SoundMechanism(Mechanism):
     names = ("gaussian", "colored", "kl", "laplace")
     options = {"clip_bound": None, "adjacency": "add-remove", "covariance_type": "full", "center": None,
                "split": None, "prior_scale": None, "min_count": 2.0, "eig_floor": None, "noise_multiplier": 1.0,
-               "num_draws": None}
+               "num_draws": None, "noise": "discrete"}
     noised_blocks = ("counts", "sums", "second_moments")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
@@ -453,8 +453,9 @@ def release(
             ``max_iter``, ``tol``, ``kl_draws``, ``sdp_tol``. Baselines: ``data_bound``, ``split``,
             ``cov_floor``, ``calibration`` (+ ``solver``, ``solver_kw`` for ``colored``). Sound:
             ``clip_bound`` (required), ``adjacency`` (default ``"add-remove"``), ``covariance_type``
-            (``"full"`` | ``"tied"`` | ``"diag"`` | ``"spherical"``), ``center``, ``split``,
-            ``prior_scale``, ``min_count``, ``eig_floor``, ``noise_multiplier``, ``num_draws``.
+            (``"full"`` | ``"tied"`` | ``"diag"`` | ``"spherical"``), ``noise`` (``"discrete"``, the default:
+            exact samplers of Canonne, Kamath & Steinke 2020; or ``"continuous"`` float64), ``center``,
+            ``split``, ``prior_scale``, ``min_count``, ``eig_floor``, ``noise_multiplier``, ``num_draws``.
 
     Returns:
         :class:`~torchdpgmm.result.Release` (``model``, ``privacy``, ``design``, ``extras``; ``fitted`` and

@@ -50,8 +50,16 @@ guarantee holds (see ``docs/privacy.md``):
   (diag, spherical); doubled under replace-one, where a record moving between classes attains the sum for
   every type but tied), pure epsilon-DP by basic composition. ``"r1smg"`` is refused (not DP as
   calibrated; ``docs/privacy.md``).
-* **Calibration**: ``mu`` by the analytic Gaussian mechanism (Balle & Wang 2018): the largest mu with
-  ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) <= delta``.
+* **Noise** (``noise``, :data:`NOISES`): ``"discrete"`` (the default) draws exact discrete Gaussian /
+  discrete Laplace noise (Canonne, Kamath & Steinke 2020; :mod:`torchdpgmm.mechanisms.discrete`): the counts
+  stay integers, sums and second moments are snapped to public grids ``g_b`` (a fixed small fraction of
+  their noise scale) and the rounding (at most one grid unit per coordinate a record can touch) is added
+  to the sensitivities; the Gaussian flavour is accounted in zCDP (``rho = W^2/2`` with ``W`` the joint
+  whitened sensitivity including rounding, converted by Canonne, Kamath & Steinke 2020 Cor. 13), about 10%
+  more noise than the continuous calibration. ``"continuous"`` draws float64 Gaussian / Laplace noise
+  (exposed to floating-point attacks in principle, Mironov 2012) calibrated as below.
+* **Calibration** (continuous): ``mu`` by the analytic Gaussian mechanism (Balle & Wang 2018): the largest
+  mu with ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) <= delta``.
 * **Estimates** (post-processing, branch-free): counts floored at ``min_count``; eq. (2) from the noisy
   statistics (:func:`torchdpgmm.mixture.moments_to_parameters`); covariances repaired by an eigenvalue
   (or variance) floor at the noise level (``eig_floor``), computed with ``torch`` ops only.
@@ -385,7 +393,7 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
     the rounding adds at most ``c sqrt(M)`` to the whitened sensitivity (M coordinates touched, Minkowski),
     and the whole release is ``W^2/2``-zCDP with ``W <= sqrt(2 rho)``, ``rho = zcdp_rho(eps, delta)``."""
     sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, covariance_type=st.covariance_type)
-    shape = {k: sens[k] / math.sqrt(st.split[k]) for k in BLOCKS}
+    shape = {k: sens[k] / math.sqrt(st.split[k]) for k in BLOCKS}  # per-block-sum whitened sensitivity 1
     jm = lambda sig: joint_mu(sig, st.clip_bound, dim, adjacency=st.adjacency,  # noqa: E731
                               covariance_type=st.covariance_type)
     m = st.noise_multiplier
@@ -413,7 +421,7 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
     tot = sum(share.values())
     blocks = tuple(NoisedBlock(k, "discrete-gaussian", scales[k] / grids[k] * W * math.sqrt(share[k] / tot),
                                scales[k] / grids[k], norm=_norm(st, k)) for k in BLOCKS)
-    return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": lam * mu / jm(shape),
+    return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": jm(shape),
                     "grids": grids, "requested": {k: m * v for k, v in sigma.items()}, "blocks": blocks, "accountant": (
         f"zCDP of the discrete Gaussian (Canonne, Kamath & Steinke 2020), joint worst case over the three blocks "
         f"under {st.adjacency} including the grid rounding, rho={W * W / 2:.6g} <= {rho:.6g}; (eps, delta) by "
