@@ -426,3 +426,23 @@ def test_kl_release_noise_matches_design(kl_base):
     e0 = float(base.design.eps0[0])
     p = (1 - 1e-3) * math.exp(e0) / (math.exp(e0) + 6)
     assert float(kept) == pytest.approx(p, abs=6 * math.sqrt(p * (1 - p) / T) + 1e-3)
+
+
+@pytest.mark.parametrize("mech", ["laplace", "gaussian"])
+def test_baseline_covariance_noise_law(data, mech):
+    """The covariance noise of the baselines (now drawn by the one noise layer) keeps its law: i.i.d. on the
+    upper triangle, mirrored, with the recorded scale (Laplace: mean |noise| = b; Gaussian: std = sigma).
+    A large epsilon keeps the PSD projection inactive."""
+    X, y = data
+    Xr, yr = _replicated(X, y, 3000)
+    r = release(Xr, yr, 3, 1e5, 1e-5, mechanism=mech, generator=_g(12))
+    E = (r.model.covariances - r.fitted.covariances)[:, 0]  # (T, d, d), class 0
+    assert torch.allclose(E, E.transpose(-1, -2))
+    scale = float(r.extras["noise_scale"]["covariances"][0])
+    iu = torch.triu_indices(3, 3)
+    v = E[:, iu[0], iu[1]].numpy() / scale
+    if mech == "laplace":
+        np.testing.assert_allclose(np.abs(v).mean(0), 1.0, rtol=0.06)
+    else:
+        np.testing.assert_allclose(v.std(0), 1.0, rtol=0.06)
+    assert np.abs(v.mean(0)).max() < 5 * math.sqrt(2.0 / v.shape[0])
