@@ -322,8 +322,8 @@ class BaselineMechanism(Mechanism):
     noised_blocks = ("weights", "means", "covariances")
 
     def accepted(self) -> dict[str, Any]:
-        extra = {"solver": "dual", "solver_kw": None} if self.name == "colored" else {}
-        return dict(self.options) | extra
+        more = {"solver": "dual", "solver_kw": None} if self.name == "colored" else {}
+        return dict(self.options) | more
 
     def _check(self, X, delta, o: dict[str, Any]) -> None:
         if o["data_bound"] is not None:
