@@ -518,3 +518,29 @@ def test_block_noise_moments(ct, mechanism, noise):
             np.testing.assert_allclose(x.abs().mean(0).numpy(), 1.0, rtol=0.03)
             np.testing.assert_allclose(x.var(0).numpy(), 2.0, rtol=0.08)
         assert float(x.mean(0).abs().max()) < 5 * math.sqrt(2.0 / T)
+
+
+@pytest.mark.parametrize("noise", ["discrete", "continuous"])
+def test_release_never_fails_on_adversarial_data(noise):
+    """Degenerate data never make a sound release raise: all rows masked, one row, identical rows, huge and
+    non-finite values, every label out of range; the model is always finite and positive definite."""
+    d = 3
+    cases = {
+        "all-masked": (torch.randn(5, d, dtype=torch.float64), torch.zeros(5, dtype=torch.long),
+                       torch.zeros(5, dtype=torch.bool)),
+        "one-row": (torch.ones(1, d, dtype=torch.float64), torch.zeros(1, dtype=torch.long), None),
+        "identical": (torch.ones(50, d, dtype=torch.float64), torch.zeros(50, dtype=torch.long), None),
+        "huge": (torch.full((20, d), 1e300, dtype=torch.float64), torch.arange(20) % 3, None),
+        "non-finite": (torch.full((20, d), float("nan"), dtype=torch.float64), torch.arange(20) % 3, None),
+        "labels-out": (torch.randn(20, d, dtype=torch.float64), torch.full((20,), 7), None),
+        "int-features": (torch.arange(60).reshape(20, d), torch.arange(20) % 3, None),
+    }
+    for name, (X, y, mask) in cases.items():
+        for mech, ct in [("kl", t) for t in TYPES] + [("laplace", "full"), ("laplace", "diag")]:
+            rel = sound.release_sound(X, y, 3, 1.0, 1e-5, clip_bound=2.0, mechanism=mech, covariance_type=ct,
+                                      noise=noise, mask=mask, adjacency="replace-one", generator=_g(0))
+            m = rel.model
+            assert m.means.shape == (3, d), name
+            for t in (m.weights, m.means, m.covariances, m.counts):
+                assert bool(torch.isfinite(t).all()), (name, mech, ct)
+            assert float(torch.linalg.eigvalsh(m.covariances).min()) > 0, (name, mech, ct)
