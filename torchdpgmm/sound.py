@@ -41,8 +41,9 @@ guarantee holds (see ``docs/privacy.md``):
   ``2 a B^2 + 2 b B^4 + a^2/(2b)``; for ``"spherical"`` ``max_r (B + r)^2 (a + b (B - r)^2)`` over
   ``r = |z'|`` in ``[0, B]``. Add-remove: ``g + a B^2 + b B^4``. (:func:`joint_mu`; checked by brute force
   in ``tests/test_sound.py``.) The noise shape (split) is fixed first, then all scales are multiplied by
-  the one factor that makes the joint ``mu`` equal the calibrated one: about 10% less noise than the
-  per-block sum under replace-one, identical under add-remove.
+  the one factor that makes the joint ``mu`` equal the calibrated one: under replace-one 12% less noise
+  than the per-block sum with the default split, 3-18% with the ``kl`` split for d >= 2
+  (``scripts/sound_joint_factor.py``); identical under add-remove.
 * **Mechanisms** (:data:`SOUND_MECHANISMS`): ``"gaussian"``, ``"colored"``, ``"kl"``: the Gaussian
   mechanism on every block, matrices with isotropic noise in Frobenius-isometric coordinates (diagonal
   ``sigma``, off-diagonal ``sigma/sqrt 2``). ``"laplace"``: the Laplace mechanism with L1 sensitivities
