@@ -79,11 +79,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchdpgmm.result import Release
 from torchdpgmm.mixture import COVARIANCE_TYPES, class_moments, moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
 from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
@@ -615,7 +618,7 @@ def release_sound(
     generator: torch.Generator | None = None,
     mask: torch.Tensor | None = None,
     **options: Any,
-):
+) -> "Release":
     """Record-level (epsilon, delta)-DP release of a labeled GMM (module docstring); returns a ``Release``.
 
     ``Release.model`` is the released ``LabeledGMM`` (float64), ``Release.privacy`` its record and
