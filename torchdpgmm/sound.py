@@ -84,14 +84,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
-
-if TYPE_CHECKING:  # pragma: no cover
-    from torchdpgmm.result import Release
 from torchdpgmm.mixture import COVARIANCE_TYPES, class_moments, moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
 from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
 from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, zcdp_rho
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchdpgmm.result import Release
 
 __all__ = [
     "release_sound",
