@@ -344,6 +344,12 @@ def test_check_settings_warns_the_data_owner():
         warnings.simplefilter("error")
         norms = X.norm(dim=-1).sort().values
         assert check_settings(X, epsilon=1.0, delta=1e-6, clip_bound=float(norms[80])) == []
+    y = torch.arange(100) % 3
+    y[5] = 3
+    Xb = X.clone()
+    Xb[7, 0] = float("nan")
+    with pytest.warns(SettingsWarning, match="2 row"):
+        check_settings(Xb, y, num_classes=3, epsilon=1.0, delta=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -63,7 +63,9 @@ class SettingsWarning(UserWarning):
 
 def check_settings(
     X: torch.Tensor,
+    y: torch.Tensor | None = None,
     *,
+    num_classes: int | None = None,
     epsilon: float,
     delta: float | None = None,
     clip_bound: float | None = None,
@@ -74,8 +76,10 @@ def check_settings(
 
     Issues one :class:`SettingsWarning` per finding, each with a one-line suggestion, and returns the
     messages: ``delta >= 1/N`` (a mechanism may then publish a whole record), ``epsilon > 10`` (little
-    protection), and a ``clip_bound`` that clips more than half of the rows (statistics biased towards
-    the ball) or less than 1% (noise larger than needed). This is a separate call, not part of
+    protection), a ``clip_bound`` that clips more than half of the rows (statistics biased towards
+    the ball) or less than 1% (noise larger than needed), and (given ``y`` and ``num_classes``) rows that
+    the sound release will drop without an error: labels outside ``[0, num_classes)`` or non-finite
+    features. This is a separate call, not part of
     :func:`~torchdpgmm.release.release`, because the findings depend on the raw data: printing them from
     inside the release would make its visible behaviour data dependent, and a log of warnings is easily
     published with the model. Call it before releasing; never publish its output.
@@ -98,6 +102,15 @@ def check_settings(
         elif frac < 0.01:
             msgs.append(f"clip_bound = {float(clip_bound):g} clips {frac:.1%} of rows (< 1%): a smaller public bound "
                         "would need less noise")
+    finite = torch.isfinite(X).all(-1) if X.dim() >= 1 else torch.ones((), dtype=torch.bool)
+    dropped = ~finite if mask is None else mask & ~finite
+    if y is not None and num_classes is not None:
+        yy = torch.as_tensor(y)
+        out = (yy < 0) | (yy >= num_classes)
+        dropped = dropped | (out if mask is None else out & mask)
+    if bool(dropped.any()):
+        msgs.append(f"{int(dropped.sum())} row(s) have non-finite features or labels outside [0, {num_classes}): "
+                    "the sound release drops them; fix or remove them, or pass the right num_classes")
     for m in msgs:
         warnings.warn(m, SettingsWarning, stacklevel=2)
     return msgs
