@@ -131,16 +131,18 @@ def test_estimator_fit_sample_predict_score():
     rng = np.random.default_rng(0)
     y = np.repeat(np.array(["a", "b"]), 100)
     X = rng.normal(size=(200, 2)) + np.where(y[:, None] == "a", 0.0, 6.0)
-    est = DPGaussianMixture(epsilon=2.0, delta=1e-5, mechanism="kl", random_state=0).fit(X, y)
-    assert est.privacy_.epsilon == 2.0 and list(est.classes_) == ["a", "b"]
+    est = DPGaussianMixture(epsilon=2.0, delta=1e-5, classes=["a", "b"], clip_bound=10.0, random_state=0).fit(X, y)
+    assert est.privacy_.epsilon == 2.0 and list(est.classes_) == ["a", "b"] and est.privacy_.mode == "sound"
     Xs, ys = est.sample(40)
     assert Xs.shape == (40, 2) and set(ys) <= {"a", "b"}
     assert est.predict(X).shape == (200,) and np.isfinite(est.score(X))
     assert 0.0 <= est.accuracy(X, y) <= 1.0
     assert not hasattr(est, "fitted_")  # the non-private fit is not kept
     with pytest.raises(ValueError, match="clip_bound"):
-        DPGaussianMixture(mode="sound").fit(X, y)
+        DPGaussianMixture(classes=["a", "b"]).fit(X, y)
     with pytest.raises(ValueError, match="mechanism"):
         DPGaussianMixture(mechanism="nope").fit(X, y)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
         DPGaussianMixture().predict(X)
