@@ -41,7 +41,17 @@ _SOUND_MECHANISMS = ("kl", "gaussian", "colored", "laplace")
 _MODES = ("sound", "as-published")
 _ADJACENCIES = ("add-remove", "replace-one")
 _COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
-_SUPPORTED_COVARIANCE_TYPES = ("full",)  # widened when release(..., covariance_type=...) is available
+
+
+def _supported_covariance_types(mode: str) -> tuple[str, ...]:
+    """What the release supports: every type in sound mode once ``torchdpgmm.sound`` has them, else full."""
+    if mode != "sound":
+        return ("full",)
+    try:
+        from torchdpgmm.sound import COVARIANCE_TYPES
+    except ImportError:
+        return ("full",)
+    return tuple(COVARIANCE_TYPES)
 
 AS_PUBLISHED_WARNING = (
     "mode='as-published' reproduces Liu, Scaglione & Peisert (2025): label-level adjacency only, noise "
@@ -168,9 +178,10 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
             raise ValueError(f"adjacency must be one of {_ADJACENCIES}, got {self.adjacency!r}")
         if self.covariance_type not in _COVARIANCE_TYPES:
             raise ValueError(f"covariance_type must be one of {_COVARIANCE_TYPES}, got {self.covariance_type!r}")
-        if self.covariance_type not in _SUPPORTED_COVARIANCE_TYPES:
-            raise ValueError(f"covariance_type={self.covariance_type!r} is not supported by the release yet; "
-                             f"use one of {_SUPPORTED_COVARIANCE_TYPES}")
+        supported = _supported_covariance_types(self.mode)
+        if self.covariance_type not in supported:
+            raise ValueError(f"covariance_type={self.covariance_type!r} is not supported in mode={self.mode!r} "
+                             f"by this build's release; use one of {supported}")
         if not isinstance(self.device, (str, torch.device)):
             raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(self.device).__name__}")
         if torch.device(self.device).type == "cuda" and not torch.cuda.is_available():
@@ -279,6 +290,8 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
         kw: dict[str, Any] = {}
         if self.mode == "sound":
             kw.update(clip_bound=float(self.clip_bound), adjacency=self.adjacency)
+            if self.covariance_type != "full":
+                kw["covariance_type"] = self.covariance_type
         elif self.variant is not None:
             kw["variant"] = self.variant
         rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
@@ -290,14 +303,23 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
         return self
 
     def _set_gmm_attributes(self) -> None:
+        """``covariances_`` / ``precisions_cholesky_`` in the layout of ``GaussianMixture(covariance_type=...)``:
+        full (K, d, d), tied (d, d), diag (K, d), spherical (K,); precision = P P^T with P = (L^{-1})^T."""
         m = self.model_.to(torch.device("cpu")).to(torch.float64)
         self.weights_ = m.weights.numpy().copy()
         self.means_ = m.means.numpy().copy()
-        self.covariances_ = m.covariances.numpy().copy()
-        # sklearn's convention: precision_k = P_k P_k^T with P_k = (L_k^{-1})^T, L_k = chol(Sigma_k)
-        eye = torch.eye(m.dim, dtype=torch.float64).expand_as(m.covariances)
-        inv_l = torch.linalg.solve_triangular(m.scale_tril, eye, upper=False)
-        self.precisions_cholesky_ = inv_l.transpose(-1, -2).numpy().copy()
+        cov = m.covariances
+        eye = torch.eye(m.dim, dtype=torch.float64).expand_as(cov)
+        prec_chol = torch.linalg.solve_triangular(m.scale_tril, eye, upper=False).transpose(-1, -2)
+        var = torch.diagonal(cov, dim1=-2, dim2=-1)
+        layout = {
+            "full": (cov, prec_chol),
+            "tied": (cov[0], prec_chol[0]),
+            "diag": (var, var.rsqrt()),
+            "spherical": (var.mean(-1), var.mean(-1).rsqrt()),
+        }[self.covariance_type]
+        self.covariances_ = layout[0].numpy().copy()
+        self.precisions_cholesky_ = layout[1].numpy().copy()
 
     # ------------------------------------------------------------------ inference
     def _x(self, X: Any) -> torch.Tensor:
