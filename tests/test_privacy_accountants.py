@@ -120,3 +120,12 @@ def test_odometer_refuses_uncovered_and_mismatched_records():
 def test_odometer_bad_budget(bad):
     with pytest.raises(ValueError, match="epsilon_budget"):
         P.BudgetOdometer(bad, 1e-5)
+
+
+def test_odometer_falls_back_to_the_stated_guarantee_for_unpriced_blocks():
+    dg = P.NoisedBlock("sums", "discrete-gaussian", 3.0, 9.0)
+    odo = P.BudgetOdometer(5.0, 1e-5, adjacency="replace-one")
+    eps = odo.spend(_sound_record(blocks=(dg,), epsilon=0.8, delta=1e-6))
+    assert eps == pytest.approx(0.8, abs=5e-3)  # PLD of an (0.8, 1e-6)-DP event at delta = 1e-5
+    z = P.BudgetOdometer(5.0, 1e-5, accountant="zcdp", adjacency="replace-one")
+    assert z.spend(_sound_record(blocks=(dg,))) == pytest.approx(P.zcdp_epsilon(9.0 / (2 * 81.0), 1e-5), rel=1e-9)

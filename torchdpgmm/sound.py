@@ -59,6 +59,8 @@ from typing import Any
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon, check_finite, check_labels
+from torchdpgmm.mechanisms import clip_records, laplace_noise, normal_noise, symmetric_noise
+from torchdpgmm.privacy import gdp_delta, gdp_epsilon, gdp_mu  # noqa: F401  (re-exported)
 
 __all__ = [
     "release_sound",
@@ -68,7 +70,6 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "kl_split",
-    "clip_records",
     "ADJACENCIES",
     "SOUND_MECHANISMS",
 ]
@@ -78,60 +79,8 @@ SOUND_MECHANISMS = ("gaussian", "colored", "kl", "laplace")
 DEFAULT_SPLIT = {"counts": 0.1, "sums": 0.45, "second_moments": 0.45}
 
 
-# ----------------------------------------------------------------------------------------------------
-# accounting: Gaussian differential privacy / analytic Gaussian mechanism
-# ----------------------------------------------------------------------------------------------------
-
-def gdp_delta(epsilon: float, mu: float) -> float:
-    """delta(eps) of a mu-GDP mechanism (tight; Balle & Wang 2018 Thm. 8, Dong-Roth-Su Cor. 2.13).
-
-    ``delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``, evaluated in log space.
-    """
-    from scipy.special import log_ndtr
-
-    if mu <= 0:
-        return 0.0
-    a = float(log_ndtr(-epsilon / mu + mu / 2))
-    b = float(epsilon + log_ndtr(-epsilon / mu - mu / 2))
-    return max(0.0, math.exp(a) - math.exp(b)) if a > b else 0.0
-
-
-def gdp_epsilon(delta: float, mu: float) -> float:
-    """Smallest epsilon with ``gdp_delta(epsilon, mu) <= delta`` (bisection; 0 if already met at 0)."""
-    if gdp_delta(0.0, mu) <= delta:
-        return 0.0
-    lo, hi = 0.0, max(1.0, mu * mu + 10 * mu)
-    while gdp_delta(hi, mu) > delta:
-        hi *= 2
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gdp_delta(mid, mu) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def gdp_mu(epsilon: float, delta: float) -> float:
-    """Largest mu such that a mu-GDP mechanism is (epsilon, delta)-DP (analytic Gaussian calibration).
-
-    A Gaussian mechanism with L2 sensitivity Delta and noise sigma is (Delta/sigma)-GDP, so
-    ``sigma = Delta / gdp_mu(eps, delta)`` is the analytic Gaussian mechanism of Balle & Wang (2018).
-    Bisection is done on the safe side: the returned mu satisfies ``gdp_delta(epsilon, mu) <= delta``.
-    """
-    check_epsilon(epsilon)
-    check_delta(delta)
-    lo, hi = 0.0, 1.0
-    while gdp_delta(epsilon, hi) <= delta:
-        lo, hi = hi, 2 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gdp_delta(epsilon, mid) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
+# accounting: the calibrations live in torchdpgmm.privacy (gdp_mu/gdp_delta/gdp_epsilon are re-exported
+# here for existing callers: experiments/audit.py and the tests use ``sound.gdp_mu``/``sound.gdp_epsilon``)
 
 # ----------------------------------------------------------------------------------------------------
 # sensitivities and the KL-driven split
@@ -183,38 +132,6 @@ def kl_split(clip_bound: float, dim: int, adjacency: str = "replace-one", prior_
 def _check_adjacency(adjacency: str) -> None:
     if adjacency not in ADJACENCIES:
         raise ValueError(f"adjacency must be one of {ADJACENCIES}, got {adjacency!r}")
-
-
-def clip_records(X: torch.Tensor, clip_bound: float, center: torch.Tensor | None = None) -> torch.Tensor:
-    """``z = (x - center) * min(1, B / ||x - center||_2)`` (paper 000 Sec. V-E), rows of ``X`` (...,N,d)."""
-    Z = X if center is None else X - center.to(X)  # center broadcasts against X, e.g. (d,) or (...,1,d)
-    norms = torch.linalg.vector_norm(Z, dim=-1, keepdim=True)
-    factor = torch.clamp(clip_bound / torch.clamp(norms, min=1e-300), max=1.0)
-    return Z * factor
-
-
-def _sym_noise(shape: tuple[int, ...], d: int, sigma: torch.Tensor | float, kind: str, generator, dtype, device) -> torch.Tensor:
-    """Symmetric d x d noise, isotropic in Frobenius-isometric coordinates (Gaussian) or i.i.d. on the
-    upper triangle (Laplace). ``sigma`` is the std (Gaussian) or scale (Laplace) of the coordinates."""
-    iu = torch.triu_indices(d, d, device=device)
-    m = iu.shape[1]
-    if kind == "gaussian":
-        v = torch.randn(shape + (m,), generator=generator, dtype=dtype, device=device) * sigma
-        offdiag = iu[0] != iu[1]
-        v = torch.where(offdiag, v / math.sqrt(2.0), v)
-    else:
-        v = _laplace_noise(shape + (m,), sigma, generator, dtype, device)
-    M = torch.zeros(shape + (d, d), dtype=dtype, device=device)
-    M[..., iu[0], iu[1]] = v
-    M[..., iu[1], iu[0]] = v
-    return M
-
-
-def _laplace_noise(shape, scale, generator, dtype, device) -> torch.Tensor:
-    # inverse CDF of uniforms on (-1/2, 1/2): -b sgn(u) ln(1 - 2|u|)
-    u = torch.rand(shape, generator=generator, dtype=dtype, device=device) - 0.5
-    u = torch.clamp(u, min=-0.5 + 1e-16)  # avoid log(0)
-    return -scale * torch.sign(u) * torch.log1p(-2 * u.abs())
 
 
 @dataclass
@@ -296,8 +213,7 @@ def sound_statistics(
         raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
     if X.dim() < 2:
         raise ValueError(f"X must have shape (..., N, d), got {tuple(X.shape)}")
-    if not X.dtype.is_floating_point:
-        X = X.to(torch.float64)
+    X = X.to(torch.float64)  # float64 before clipping and summing (see torchdpgmm.mechanisms.clip)
     if not torch.is_tensor(y) or y.shape != X.shape[:-1]:
         raise ValueError(f"y must be a tensor of shape {tuple(X.shape[:-1])}, got {getattr(y, 'shape', type(y))}")
     if mask is not None:
@@ -327,7 +243,7 @@ def sound_statistics(
 
     # ---- statistics on clipped records ----------------------------------------------------------
     dtype, device = X.dtype, X.device
-    Z = clip_records(X, B, center.unsqueeze(-2) if center is not None else None)
+    Z = clip_records(X, B, center=center)
     onehot = torch.nn.functional.one_hot(y.long(), K).to(dtype)  # (...,N,K)
     if mask is not None:
         onehot = onehot * mask.unsqueeze(-1).to(dtype)
@@ -359,9 +275,10 @@ def sound_statistics(
         sens = sensitivities(B, d, adjacency, norm="l1")
         eps_b = {k: epsilon * w for k, w in split.items()}
         scale = {k: noise_multiplier * sens[k] / eps_b[k] for k in sens}
-        n_c = counts + _laplace_noise(counts.shape, scale["counts"], generator, dtype, device)
-        s_n = sums + _laplace_noise(sums.shape, scale["sums"], generator, dtype, device)
-        q_n = second + _sym_noise(batch + (K,), d, scale["second_moments"], "laplace", generator, dtype, device)
+        n_c = counts + laplace_noise(counts.shape, scale["counts"], generator, dtype=dtype, device=device)
+        s_n = sums + laplace_noise(sums.shape, scale["sums"], generator, dtype=dtype, device=device)
+        q_n = second + symmetric_noise(batch + (K,), d, scale["second_moments"], kind="laplace",
+                                       generator=generator, dtype=dtype, device=device)
         record = SoundRecord(
             epsilon=epsilon, delta=0.0 if delta is None else delta, adjacency=adjacency,
             accountant="basic composition of Laplace mechanisms (pure epsilon-DP)",
@@ -371,9 +288,10 @@ def sound_statistics(
         sens = sensitivities(B, d, adjacency, norm="l2")
         mu = gdp_mu(epsilon, delta)
         sigma = {k: noise_multiplier * sens[k] / (mu * math.sqrt(split[k])) for k in sens}
-        n_c = counts + sigma["counts"] * torch.randn(counts.shape, generator=generator, dtype=dtype, device=device)
-        s_n = sums + sigma["sums"] * torch.randn(sums.shape, generator=generator, dtype=dtype, device=device)
-        q_n = second + _sym_noise(batch + (K,), d, sigma["second_moments"], "gaussian", generator, dtype, device)
+        n_c = counts + normal_noise(counts.shape, sigma["counts"], generator, dtype=dtype, device=device)
+        s_n = sums + normal_noise(sums.shape, sigma["sums"], generator, dtype=dtype, device=device)
+        q_n = second + symmetric_noise(batch + (K,), d, sigma["second_moments"], kind="gaussian", isometric=True,
+                                       generator=generator, dtype=dtype, device=device)
         record = SoundRecord(
             epsilon=epsilon, delta=delta, adjacency=adjacency,
             accountant=f"Gaussian DP (exact composition of Gaussian mechanisms), mu={mu:.6g}, rho-zCDP={mu * mu / 2:.6g}; analytic Gaussian calibration",
@@ -436,7 +354,7 @@ def release_sound(
     )
     model = LabeledGMM(stats["weights"], stats["means"], stats["covariances"], counts=stats["counts"],
                        validate_args=False)
-    Xf = X if X.dtype.is_floating_point else X.to(torch.float64)
+    Xf = X.to(torch.float64)
     try:
         fitted = fit_labeled(Xf, y, num_classes, mask)
         kl = kl_divergence(model, fitted)

@@ -5,7 +5,14 @@ calibrate noise (:mod:`~torchdpgmm.privacy.calibration`, torch, batched), accoun
 (:mod:`~torchdpgmm.privacy.accountants`), and every release carries one typed
 :class:`~torchdpgmm.privacy.record.PrivacyRecord` with one :class:`NoisedBlock` per noised statistic.
 """
-from torchdpgmm.privacy.accountants import Accountant, GDPAccountant, PLDAccountant, RDPAccountant, make_accountant
+from torchdpgmm.privacy.accountants import (
+    Accountant,
+    GDPAccountant,
+    PLDAccountant,
+    RDPAccountant,
+    ZCDPAccountant,
+    make_accountant,
+)
 from torchdpgmm.privacy.adjacency import Adjacency
 from torchdpgmm.privacy.calibration import (
     analytic_gaussian_sigma,
@@ -38,7 +45,7 @@ __all__ = [
     "Adjacency", "NoisedBlock", "PrivacyRecord",
     "PrivacyEvent", "GaussianEvent", "LaplaceEvent", "SubsampledGaussianEvent", "DiscreteGaussianEvent",
     "DiscreteLaplaceEvent", "ApproxDPEvent", "ComposedEvent", "events_from_blocks",
-    "Accountant", "GDPAccountant", "PLDAccountant", "RDPAccountant", "make_accountant",
+    "Accountant", "GDPAccountant", "ZCDPAccountant", "PLDAccountant", "RDPAccountant", "make_accountant",
     "BudgetOdometer", "BudgetExceededError",
     "gdp_delta", "gdp_epsilon", "gdp_mu", "gaussian_delta", "analytic_gaussian_sigma", "laplace_scale",
     "paper_gaussian_sigma", "classical_gaussian_sigma", "zcdp_delta", "zcdp_epsilon", "zcdp_rho",

@@ -6,6 +6,10 @@
   engine, pessimistic discretisation, so an upper bound up to the discretisation interval): Gaussian,
   Laplace, Poisson-subsampled Gaussian, discrete Laplace, one-dimensional discrete Gaussian and
   (epsilon, delta) events.
+- :class:`ZCDPAccountant`: zero-concentrated DP (Bun & Steinke 2016), exact composition for Gaussian and
+  discrete Gaussian events (``rho = Delta^2 / (2 sigma^2)``, Canonne, Kamath & Steinke 2020 Thm 4; Renyi
+  divergences of independent coordinates add), converted by their Cor. 13; the accountant that matches
+  :func:`~torchdpgmm.privacy.calibration.zcdp_rho` calibration of a discrete release.
 - :class:`RDPAccountant`: Renyi DP (Mironov 2017; dp-accounting's RDP), a looser cross-check that also
   prices multi-dimensional discrete Gaussians through their zCDP bound.
 
@@ -21,7 +25,7 @@ import math
 from typing import Any
 
 from torchdpgmm.privacy.adjacency import Adjacency
-from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon
+from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, zcdp_delta, zcdp_epsilon
 from torchdpgmm.privacy.events import (
     ApproxDPEvent,
     ComposedEvent,
@@ -33,7 +37,7 @@ from torchdpgmm.privacy.events import (
     SubsampledGaussianEvent,
 )
 
-__all__ = ["Accountant", "GDPAccountant", "PLDAccountant", "RDPAccountant", "make_accountant"]
+__all__ = ["Accountant", "GDPAccountant", "ZCDPAccountant", "PLDAccountant", "RDPAccountant", "make_accountant"]
 
 
 def _flatten(event: PrivacyEvent, count: int) -> list[tuple[PrivacyEvent, int]]:
@@ -102,6 +106,34 @@ class GDPAccountant(Accountant):
 
     def get_delta(self, epsilon: float) -> float:
         return float(gdp_delta(epsilon, self.mu))
+
+
+class ZCDPAccountant(Accountant):
+    """Exact zCDP composition: ``rho = sum_i count_i rho_i`` with ``rho = Delta^2/(2 sigma^2)`` for Gaussian
+    and discrete Gaussian events and ``rho = eps^2/2`` for (discrete) Laplace ones (pure eps-DP implies
+    eps^2/2-zCDP, Bun & Steinke 2016 Prop. 1.4; loose)."""
+
+    name = "zCDP"
+
+    def _check(self, event: PrivacyEvent) -> None:
+        if not isinstance(event, (GaussianEvent, DiscreteGaussianEvent, LaplaceEvent, DiscreteLaplaceEvent)):
+            raise TypeError(f"ZCDPAccountant cannot price {type(event).__name__}; use PLDAccountant or RDPAccountant")
+
+    @property
+    def rho(self) -> float:
+        tot = 0.0
+        for e, c in self.ledger:
+            if isinstance(e, (GaussianEvent, DiscreteGaussianEvent)):
+                tot += c * e.sensitivity ** 2 / (2 * e.sigma ** 2)
+            else:
+                tot += c * e.epsilon ** 2 / 2
+        return tot
+
+    def get_epsilon(self, delta: float) -> float:
+        return float(zcdp_epsilon(self.rho, delta))
+
+    def get_delta(self, epsilon: float) -> float:
+        return float(zcdp_delta(self.rho, epsilon))
 
 
 def _relation(adjacency: Adjacency) -> Any:
@@ -237,10 +269,10 @@ class RDPAccountant(Accountant):
 
 
 def make_accountant(kind: str | Accountant = "pld", *, adjacency: Adjacency | str = Adjacency.ADD_REMOVE) -> Accountant:
-    """An accountant from its name (``"gdp"``, ``"pld"``, ``"rdp"``) or a fresh copy of an instance."""
+    """An accountant from its name (``"gdp"``, ``"zcdp"``, ``"pld"``, ``"rdp"``) or a fresh copy of an instance."""
     if isinstance(kind, Accountant):
         return kind.copy()
-    table = {"gdp": GDPAccountant, "pld": PLDAccountant, "rdp": RDPAccountant}
+    table = {"gdp": GDPAccountant, "zcdp": ZCDPAccountant, "pld": PLDAccountant, "rdp": RDPAccountant}
     if not isinstance(kind, str) or kind.lower() not in table:
         raise ValueError(f"accountant must be one of {sorted(table)} or an Accountant, got {kind!r}")
     return table[kind.lower()](adjacency=adjacency)

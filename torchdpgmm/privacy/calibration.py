@@ -129,6 +129,8 @@ def gdp_mu(epsilon: Any, delta: Any) -> Any:
     hi = 2 * lo
     for _ in range(64):  # grow hi until infeasible (public values only)
         ok = _gdp_delta(eps, hi) <= dl
+        if not bool(ok.any()):
+            break
         lo, hi = torch.where(ok, hi, lo), torch.where(ok, 2 * hi, hi)
     for _ in range(_BISECT_STEPS):
         mid = 0.5 * (lo + hi)
@@ -174,7 +176,7 @@ def classical_gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -
     return _out(sens * torch.sqrt(2 * torch.log(1.25 / dl)) / eps, is_t)
 
 
-def _zcdp_log_delta(eps: torch.Tensor, rho: torch.Tensor, steps: int = 100) -> torch.Tensor:
+def _zcdp_log_delta(eps: torch.Tensor, rho: torch.Tensor, steps: int = 80) -> torch.Tensor:
     """``min_a log[exp((a-1)(a rho - eps)) / (a-1) * (1-1/a)^a]`` by golden section over ``log(a-1)``
     (any order gives a valid delta, so an inexact minimum is only conservative)."""
     def f(t: torch.Tensor) -> torch.Tensor:
@@ -213,7 +215,7 @@ def zcdp_epsilon(rho: Any, delta: Any) -> Any:
     rr = torch.clamp(r, min=1e-300)
     for _ in range(64):
         mid = 0.5 * (lo + hi)
-        bad = _zcdp_log_delta(mid, rr, steps=60) > ld
+        bad = _zcdp_log_delta(mid, rr, steps=48) > ld
         lo, hi = torch.where(bad, mid, lo), torch.where(bad, hi, mid)
     return _out(torch.where(r > 0, hi, torch.zeros_like(hi)), is_t)
 
@@ -228,10 +230,12 @@ def zcdp_rho(epsilon: Any, delta: Any) -> Any:
     hi = eps.clone()  # rho = eps already gives delta >= ... > delta for every useful setting; grown below
     ld = torch.log(dl)
     for _ in range(64):
-        ok = _zcdp_log_delta(eps, hi, steps=60) <= ld
+        ok = _zcdp_log_delta(eps, hi, steps=48) <= ld
+        if not bool(ok.any()):
+            break
         lo, hi = torch.where(ok, hi, lo), torch.where(ok, 2 * hi, hi)
     for _ in range(64):
         mid = 0.5 * (lo + hi)
-        ok = _zcdp_log_delta(eps, mid, steps=60) <= ld
+        ok = _zcdp_log_delta(eps, mid, steps=48) <= ld
         lo, hi = torch.where(ok, mid, lo), torch.where(ok, hi, mid)
     return _out(lo, is_t)

@@ -1,7 +1,8 @@
 """A privacy budget odometer: records releases, answers "epsilon spent at delta", refuses overruns.
 
 Each release is priced by its record's noised blocks (composed tightly with every earlier release by
-the chosen accountant); a record without blocks is taken at its stated (epsilon, delta). A release
+the chosen accountant); a record without blocks, or with blocks the chosen accountant cannot price
+(multi-dimensional discrete Gaussians under PLD), is taken at its stated (epsilon, delta). A release
 whose record is not ``covered`` (some data-touching step is outside its epsilon) is refused: there is
 no guarantee to add up. (Rogers, Roth, Ullman & Vadhan 2016 define odometers; this one composes
 non-adaptively chosen parameters, which is what the accountants are valid for.)
@@ -37,7 +38,7 @@ class BudgetOdometer:
     Args:
         epsilon_budget: the total epsilon allowed at ``delta``.
         delta: the delta at which the budget is measured (in (0, 1)).
-        accountant: ``"pld"`` (default), ``"gdp"``, ``"rdp"`` or an :class:`Accountant` (copied).
+        accountant: ``"pld"`` (default), ``"gdp"``, ``"zcdp"``, ``"rdp"`` or an :class:`Accountant` (copied).
         adjacency: the neighbouring relation all spent records must share (default add-remove).
     """
 
@@ -64,9 +65,17 @@ class BudgetOdometer:
         if item.adjacency is not self.adjacency:
             raise ValueError(f"record adjacency {item.adjacency.value!r} differs from the odometer's "
                              f"{self.adjacency.value!r}")
-        if item.blocks:
-            return events_from_blocks(item.blocks)
-        return [(ApproxDPEvent(_scalar(item.epsilon, "epsilon"), _scalar(item.delta, "delta")), 1)]
+        stated = [(ApproxDPEvent(_scalar(item.epsilon, "epsilon"), _scalar(item.delta, "delta")), 1)]
+        if not item.blocks:
+            return stated
+        events = events_from_blocks(item.blocks)  # TypeError for blocks with no DP accounting at all
+        try:
+            probe = self._accountant.copy()
+            for e, c in events:
+                probe.compose(e, c)
+        except TypeError:  # e.g. multi-dimensional discrete Gaussians under the PLD accountant
+            return stated  # the release's own (epsilon, delta) claim: valid, less tight
+        return events
 
     def would_spend(self, item: PrivacyRecord | PrivacyEvent) -> float:
         """Epsilon at ``delta`` after ``item`` were spent (nothing is recorded)."""
