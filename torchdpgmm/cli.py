@@ -86,6 +86,10 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
                    help="design variant for mechanism kl in as-published mode")
     p.add_argument("--seed", type=int, default=None, help="seed (default: fresh OS entropy)")
+    p.add_argument("--check-settings", action="store_true",
+                   help="dry run for the data owner: read the data, print warnings about the settings (delta >= 1/N, "
+                        "epsilon > 10, a clip bound that clips > 50%% or < 1%% of rows) and exit without releasing or "
+                        "writing anything; its output depends on the data: never publish it")
     p.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
 
 
@@ -336,6 +340,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
         kwargs.update(clip_bound=check_clip_bound(args.clip_bound, table.X.shape[1]), adjacency=args.adjacency)
     elif args.variant is not None:
         kwargs["variant"] = args.variant
+    if args.check_settings:
+        return _check_settings(args, table)
     _warn_as_published(args)
     rel = release(table.X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
                   mode=args.mode, generator=_generator(args.seed), **kwargs)
@@ -344,6 +350,21 @@ def _cmd_release(args: argparse.Namespace) -> int:
     rec = rel.privacy.to_dict()
     print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}, N={table.X.shape[0]}, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
+    return 0
+
+
+def _check_settings(args: argparse.Namespace, table: Any) -> int:
+    """``release --check-settings``: the separate, non-private settings check (nothing released or written)."""
+    try:
+        from torchdpgmm.evaluation import check_settings
+    except ImportError:
+        raise UsageError("--check-settings needs torchdpgmm.evaluation.check_settings, missing in this build") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # printed below, once each
+        msgs = check_settings(table.X, epsilon=args.epsilon, delta=args.delta, clip_bound=args.clip_bound)
+    for m in msgs:
+        print(f"torchdpgmm release: settings warning (data dependent, do not publish): {m}", file=sys.stderr)
+    print(f"settings checked: {len(msgs)} warning(s); nothing released, nothing written")
     return 0
 
 
