@@ -200,3 +200,30 @@ def test_as_published_mode_infers_classes_and_warns():
         est = DPGaussianMixture(mode="as-published", random_state=0).fit(X, y)
     assert any(issubclass(w.category, AsPublishedWarning) for w in rec)
     assert list(est.classes_) == ["a", "b", "c"] and est.privacy_.adjacency == "label-flip"
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "tied", "diag", "spherical"])
+def test_covariance_types_in_the_layout_of_gaussian_mixture(covariance_type):
+    from torchdpgmm.estimator import _supported_covariance_types
+
+    if covariance_type not in _supported_covariance_types("sound"):
+        pytest.skip(f"this build's sound release has no covariance_type={covariance_type!r}")
+    X, y = _blobs()
+    est = DPGaussianMixture(epsilon=4.0, classes=["a", "b", "c"], clip_bound=10.0, covariance_type=covariance_type,
+                            random_state=0).fit(X, y)
+    gm = GaussianMixture(n_components=3, covariance_type=covariance_type)
+    for name in ("weights_", "means_", "covariances_", "precisions_cholesky_", "n_features_in_"):
+        setattr(gm, name, getattr(est, name))
+    np.testing.assert_allclose(est.score_samples(X[::5]), gm.score_samples(X[::5]), rtol=1e-10)
+    assert est.bic(X) == pytest.approx(gm.bic(X), rel=1e-12)
+
+
+def test_a_class_of_identical_records_releases():
+    """#13: a release cannot fail because of the data (a class of two identical records, or of one)."""
+    X, y = _blobs(60)
+    y = y.astype(object)
+    y[:2] = "d"
+    X[:2] = [1.0, 1.0]
+    y[2] = "e"
+    est = DPGaussianMixture(classes=["a", "b", "c", "d", "e"], clip_bound=10.0, random_state=0).fit(X, y)
+    assert est.means_.shape == (5, 2) and np.all(np.isfinite(est.covariances_))
