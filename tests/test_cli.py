@@ -161,3 +161,46 @@ def test_ctrl_c_on_a_sweep_prints_a_resume_hint_and_exits_130(tmp_path):
     last = err.strip().splitlines()[-1]
     assert "--resume" in last and "Traceback" not in err
     assert (out / "sweep.json").exists()  # what is finished stays, to be resumed
+
+
+def test_every_study_help_renders():
+    """Study help texts may hold '%' (e.g. '95% CI'): argparse must not %-format them."""
+    import argparse
+
+    from torchdpgmm.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    exp = sub.choices["experiment"]
+    studies = next(a for a in exp._actions if isinstance(a, argparse._SubParsersAction))
+    assert studies.choices, "no studies registered"
+    exp.format_help()
+    for name, sp in studies.choices.items():
+        assert name in sp.format_help()
+    assert "audit" in sub.choices and "--out" in sub.choices["audit"].format_help()
+
+
+def test_audit_command_is_the_audit_study(tmp_path, monkeypatch):
+    import torchdpgmm.experiments as ex
+
+    seen = {}
+
+    def fake_run_study(name, cfg):
+        seen["name"], seen["out"] = name, cfg.out
+        return {"rows": [], "runtime_seconds": 0.0}
+    monkeypatch.setattr(ex, "run_study", fake_run_study)
+    assert main(["audit", "--quick", "--out", str(tmp_path / "a")]) == 0
+    assert seen == {"name": "audit", "out": tmp_path / "a"}
+
+
+@pytest.mark.cuda
+def test_estimator_on_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.array(["a", "b"]), 50)
+    X = rng.normal(size=(100, 2)) + 4.0 * (y == "b")[:, None]
+    est = DPGaussianMixture(classes=["a", "b"], clip_bound=10.0, random_state=0, device="cuda").fit(X, y)
+    assert est.model_.device.type == "cuda" and est.predict(X).shape == (100,)
