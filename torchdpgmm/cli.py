@@ -11,7 +11,6 @@ with a one-line hint to ``--resume``).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import warnings
