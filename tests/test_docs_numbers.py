@@ -13,6 +13,13 @@ Which numbers count as *quoted results* (the rule, so that it can be checked by 
   reference word (``Sec.``, ``eq.``, ``Fig``, ``Table``, ``Theorem``, ``Lemma``, ``Algorithm``,
   ``Appendix``, ``Cor.``, ``Prop.``, ``Def.``), and confidence levels (``95% CI``, ``95% interval``).
 
+Where to look. A page's sources are the JSON files under the results folders that the page itself cites:
+a path or folder mentioned anywhere in the page (``docs/results/audit.json``, ``benchmarks/results/``,
+``scripts/results/synthetic/fig``, relative links included) covers every JSON file whose path starts with
+it. Matching against *every* JSON of the repository would be too weak: with some 30,000 stored numbers,
+almost any 3-decimal number in [0, 1] occurs somewhere by chance. A page that cites no JSON has no
+sources, so every number it quotes is reported.
+
 A quoted number ``x`` with ``k`` decimals (or ``k`` significant mantissa decimals in scientific notation)
 matches a JSON value ``v`` when ``|abs(v) - abs(x)| <= 0.5 * 10^-k`` (rounding to the quoted precision;
 the sign is ignored); a percentage also matches ``100 v``. JSON strings that parse as numbers count.
@@ -98,17 +105,28 @@ def _json_numbers(obj, acc: list[float]) -> None:
             _json_numbers(v, acc)
 
 
-_CACHE: dict[str, list[float]] = {}
+def result_files() -> list[Path]:
+    return [p for d in RESULT_DIRS for p in sorted((ROOT / d).rglob("*.json"))]
 
 
-def result_values() -> list[float]:
-    if "values" not in _CACHE:
-        acc: list[float] = []
-        for d in RESULT_DIRS:
-            for p in sorted((ROOT / d).rglob("*.json")):
-                _json_numbers(json.loads(p.read_text()), acc)
-        _CACHE["values"] = sorted(acc)
-    return _CACHE["values"]
+def page_sources(page: str) -> list[Path]:
+    """The result JSON files a page cites (module docstring)."""
+    text = (ROOT / page).read_text()
+    prefixes = set()
+    for token in re.findall(r"[\w./-]*results/[\w./-]*", text):
+        token = token.rstrip(".,;:)")
+        for base in (ROOT / page).parent, ROOT:
+            cand = (base / token).resolve()
+            if str(cand).startswith(str(ROOT)):
+                prefixes.add(str(cand))
+    return [p for p in result_files() if any(str(p).startswith(pre) for pre in prefixes)]
+
+
+def _values(files: list[Path]) -> list[float]:
+    acc: list[float] = []
+    for p in files:
+        _json_numbers(json.loads(p.read_text()), acc)
+    return sorted(acc)
 
 
 def _present(values: list[float], x: float, tol: float) -> bool:
@@ -117,7 +135,7 @@ def _present(values: list[float], x: float, tol: float) -> bool:
 
 
 def violations(page: str) -> list[str]:
-    values = result_values()
+    values = _values(page_sources(page))
     bad = []
     for token, x, tol, pct in quoted_numbers((ROOT / page).read_text()):
         if _present(values, x, tol) or (pct and _present(values, x / 100, tol / 100)):
@@ -133,6 +151,11 @@ def test_extractor_rule():
             "diff 2.21e-10, [link](docs/x1.5.md)\n```bash\nrun --eps 0.75\n```\n")
     got = [t for t, *_ in quoted_numbers(text)]
     assert got == ["1,294x", "78.4x", "24%", "45.2", "1,788", "2.21e-10"]
+
+
+def test_sources_are_the_cited_files():
+    assert ROOT / "benchmarks/results/bench_sdp.json" in page_sources("docs/design.md")
+    assert all("benchmarks/results" in str(p) for p in page_sources("README.md"))
 
 
 def test_precision_matching():
