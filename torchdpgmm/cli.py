@@ -121,7 +121,10 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
                    help="design variant for mechanism kl in as-published mode")
-    _add_privacy_flags(p)
+    _add_privacy_flags(p, classes=False)
+    p.add_argument("--classes", type=int, default=None,
+                   help="public number of classes C of the synthetic labels 0..C-1 (sound mode; default each grid "
+                        "point's K; must be >= every K)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--backend", default="local", choices=["local", "ray"])
