@@ -451,6 +451,8 @@ def _add_utility_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_utility(config: ExperimentConfig) -> StudyResult:
+    """KL(released || fitted) against epsilon on the synthetic data of Liu, Scaglione & Peisert (2025),
+    Sec. V-A: the sound mode (replace-one, public bound B) beside the as-published curves (label flips)."""
     from torchdpgmm.sound import release_sound
 
     o = config.options
