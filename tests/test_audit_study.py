@@ -5,8 +5,8 @@ from torchdpgmm.cli import main
 
 
 def test_audit_study_quick(tmp_path):
-    rc = main(["experiment", "audit", "--out", str(tmp_path), "--quick", "--draws", "3000",
-               "--published-draws", "300", "--pairs", "outlier-flip,extreme-clip,worst-add-remove",
+    rc = main(["experiment", "audit", "--out", str(tmp_path), "--quick", "--draws", "1000",
+               "--published-draws", "200", "--pairs", "outlier-flip,extreme-clip,worst-add-remove",
                "--mechanisms", "gaussian,r1smg", "--sound-mechanisms", "gaussian,r1smg"])
     assert rc == 0
     payload = json.loads((tmp_path / "audit.json").read_text())
