@@ -130,3 +130,20 @@ def test_refusals_are_one_line_value_errors():
             fit_sagmm(X, 2, 1.0, 1e-5, **bad)
     with pytest.raises(ValueError, match="delta"):
         fit_sagmm(X, 2, 1.0, None, **kw)
+
+
+def test_alignment_uses_only_the_estimate_and_public_values():
+    from torchdpgmm.em.sagmm import align_components
+
+    ref = torch.tensor([[0.1, 0.1], [0.5, 0.9], [0.9, 0.2]], dtype=torch.float64)
+    perm = torch.tensor([2, 0, 1])
+    m = (ref + 0.01)[perm].expand(4, 3, 2)  # four blocks, components shuffled the same way
+    w = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)[perm].expand(4, 3)
+    c = torch.stack([torch.eye(2, dtype=torch.float64) * (k + 1) for k in range(3)])[perm].expand(4, 3, 2, 2)
+    w2, m2, c2 = align_components(w, m, c, align="reference", reference_means=ref)
+    torch.testing.assert_close(m2[0], ref + 0.01)
+    torch.testing.assert_close(w2[0], torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64))
+    torch.testing.assert_close(c2[0, 2], 3 * torch.eye(2, dtype=torch.float64))
+    # sorting on the public direction (1, 1)/sqrt 2: projections 0.2, 1.4, 1.1 -> order 0, 2, 1
+    _, m3, _ = align_components(w, m, c, align="sort")
+    torch.testing.assert_close(m3[1], (ref + 0.01)[torch.tensor([0, 2, 1])])

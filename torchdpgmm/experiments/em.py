@@ -178,7 +178,7 @@ def _plot(rows: list[dict[str, Any]], path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("symlog")
         ax.set_xlabel("total epsilon")
-        ax.set_ylabel("log-likelihood mean (median over trials)")
+        ax.set_ylabel("held-out log-likelihood mean (median over trials)")
         ax.set_title(ds)
         ax.legend(fontsize=7)
         ax = axes[i][1]
