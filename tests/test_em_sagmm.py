@@ -147,3 +147,19 @@ def test_alignment_uses_only_the_estimate_and_public_values():
     # sorting on the public direction (1, 1)/sqrt 2: projections 0.2, 1.4, 1.1 -> order 0, 2, 1
     _, m3, _ = align_components(w, m, c, align="sort")
     torch.testing.assert_close(m3[1], (ref + 0.01)[torch.tensor([0, 2, 1])])
+
+
+def test_record_blocks_compose_to_the_claimed_guarantee():
+    """The three noised blocks of the record, composed by dp-accounting's PLD engine (through the privacy
+    package), give back the claimed epsilon at the claimed delta."""
+    from torchdpgmm.privacy import PLDAccountant, events_from_blocks
+
+    X = _data(100, 9)
+    fit = fit_sagmm(X, 2, 2.0, 1e-5, num_blocks=4, mean_bounds=(LO, HI), var_bounds=(VMIN, VMAX), max_iter=5,
+                    adjacency="replace-one", generator=torch.Generator().manual_seed(1))
+    rec = fit.privacy
+    assert rec.covered and len(rec.blocks) == 3 and {b.mechanism for b in rec.blocks} == {"gaussian"}
+    acc = PLDAccountant(adjacency="replace-one")
+    for ev, count in events_from_blocks(rec.blocks):
+        acc.compose(ev, count)
+    assert acc.get_epsilon(1e-5) == pytest.approx(2.0, rel=2e-3)
