@@ -163,3 +163,27 @@ def test_record_blocks_compose_to_the_claimed_guarantee():
     for ev, count in events_from_blocks(rec.blocks):
         acc.compose(ev, count)
     assert acc.get_epsilon(1e-5) == pytest.approx(2.0, rel=2e-3)
+
+
+def test_blocks_are_packed_disjoint_and_capped_per_block():
+    from torchdpgmm.em.sagmm import sagmm_blocks
+
+    N, l = 50, 4
+    X = torch.arange(2 * N * 2, dtype=torch.float64).reshape(2, N, 2)  # two datasets, rows identifiable
+    mask = torch.ones(2, N, dtype=torch.bool)
+    mask[1, 7] = False
+    seed = 3
+    assign = torch.randint(l, (2, N), generator=torch.Generator().manual_seed(seed))
+    Xb, mb = sagmm_blocks(X, l, mask, torch.Generator().manual_seed(seed))
+    assert Xb.shape == (2, l, N, 2)
+    for t in range(2):
+        for b in range(l):
+            want = [i for i in range(N) if assign[t, i] == b and mask[t, i]]  # row order kept
+            got = Xb[t, b][mb[t, b]]
+            torch.testing.assert_close(got, X[t, want])
+    cap = 6
+    Xc, mc = sagmm_blocks(X, l, mask, torch.Generator().manual_seed(seed), max_block_size=cap)
+    assert Xc.shape == (2, l, cap, 2)
+    for b in range(l):
+        want = [i for i in range(N) if assign[0, i] == b][:cap]  # the first cap rows of the block
+        torch.testing.assert_close(Xc[0, b][mc[0, b]], X[0, want])
