@@ -49,12 +49,12 @@ def test_clip_records_float64_against_numpy():
 
 def test_float32_sums_undercount_but_float64_clipping_does_not():
     # the reason clip_records casts: one record's change is lost in a float32 sum at large N
-    big = torch.full((2**24 + 8, 1), 1.0)
-    z32 = big.sum(0)
-    z32_plus = torch.cat([big, torch.ones(1, 1)]).sum(0)
-    assert float(z32_plus - z32) == 0.0  # float32: adding a record with value B = 1 changed nothing
-    z = M.clip_records(torch.cat([big, torch.ones(1, 1)]), 1.0).sum(-2)
-    assert float(z - M.clip_records(big, 1.0).sum(-2)) == 1.0
+    n = 2 ** 24
+    rec32 = torch.ones(1, 1, dtype=torch.float32)
+    assert float(rec32.expand(n + 1, 1).sum() - rec32.expand(n, 1).sum()) == 0.0  # the extra record vanished
+    z = M.clip_records(rec32, 1.0)
+    assert z.dtype == torch.float64
+    assert float(z.expand(n + 1, 1).sum() - z.expand(n, 1).sum()) == 1.0
 
 
 def test_laplace_noise_matches_previous_sampler_in_distribution():
@@ -111,3 +111,29 @@ def test_normal_noise_seeded_and_scaled():
     a = M.normal_noise((3, 1000), torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64), torch.Generator().manual_seed(5))
     b = torch.randn(3, 1000, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
     assert torch.equal(a, b)  # the stream of the samplers it replaced (sigma * randn) is kept
+
+
+def _old_baselines_laplace_vec(shape, scale, gen):  # previous baselines._laplace_vec / sound._laplace_noise
+    u = torch.rand(*shape, generator=gen, dtype=torch.float64) - 0.5
+    e = -torch.sign(u) * torch.log1p(-2.0 * u.abs().clamp(max=0.5 - 1e-16))
+    return e * scale
+
+
+def _old_baselines_symmetric(shape, scale, gen, kind):  # previous baselines.symmetric_{laplace,gaussian}_noise
+    if kind == "laplace":
+        e = _old_baselines_laplace_vec(shape, 1.0, gen) * scale[..., None, None]
+    else:
+        e = torch.randn(*shape, generator=gen, dtype=torch.float64) * scale[..., None, None]
+    return torch.triu(e) + torch.triu(e, 1).transpose(-1, -2)
+
+
+def test_seeded_streams_of_the_baselines_and_sound_laplace_are_kept():
+    scale = torch.tensor([[0.5], [2.0]], dtype=torch.float64)
+    new = M.laplace_noise((2, 7), scale, torch.Generator().manual_seed(11))
+    old = _old_baselines_laplace_vec((2, 7), scale, torch.Generator().manual_seed(11))
+    assert torch.equal(new, old)
+    for kind in ("laplace", "gaussian"):
+        sc = torch.tensor([[0.3], [1.7]], dtype=torch.float64)  # (batch, 1) as baseline_release passes it
+        new = M.symmetric_noise((2, 3), 4, sc, kind=kind, generator=torch.Generator().manual_seed(5))
+        old = _old_baselines_symmetric((2, 3, 4, 4), sc, torch.Generator().manual_seed(5), kind)
+        assert torch.equal(new, old)

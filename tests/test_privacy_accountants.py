@@ -129,3 +129,34 @@ def test_odometer_falls_back_to_the_stated_guarantee_for_unpriced_blocks():
     assert eps == pytest.approx(0.8, abs=5e-3)  # PLD of an (0.8, 1e-6)-DP event at delta = 1e-5
     z = P.BudgetOdometer(5.0, 1e-5, accountant="zcdp", adjacency="replace-one")
     assert z.spend(_sound_record(blocks=(dg,))) == pytest.approx(P.zcdp_epsilon(9.0 / (2 * 81.0), 1e-5), rel=1e-9)
+
+
+def test_subsampled_replace_one_matches_dp_accounting_and_rdp_refuses():
+    ev = P.SubsampledGaussianEvent(1.1, 0.01, 100)
+    ours = P.PLDAccountant(adjacency="replace-one").compose(ev).get_epsilon(1e-5)
+    ref = dpa.pld.PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE).compose(
+        dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(0.01, dpa.GaussianDpEvent(1.1)), 100)).get_epsilon(1e-5)
+    assert abs(ours - ref) < 1e-3
+    assert ours > P.PLDAccountant().compose(ev).get_epsilon(1e-5)  # replace-one costs more than add-remove
+    with pytest.raises(TypeError, match="add-remove"):
+        P.RDPAccountant(adjacency="replace-one").compose(ev)
+    rec = P.PrivacyRecord(1.0, 1e-5, "add-remove", "PLD", "sound", blocks=SOUND_BLOCKS[:1], covered=True)
+    assert rec.events() == [(P.GaussianEvent(SOUND_BLOCKS[0].sensitivity, SOUND_BLOCKS[0].noise_scale), 1)]
+
+
+@pytest.mark.parametrize("kind,acc", [("gdp", P.GDPAccountant), ("zcdp", P.ZCDPAccountant)])
+def test_block_sigmas_spend_exactly_the_budget(kind, acc):
+    sens = {"counts": math.sqrt(2), "sums": 2.0, "second_moments": math.sqrt(2)}
+    split = {"counts": 1.0, "sums": 4.5, "second_moments": 4.5}
+    sig = P.block_sigmas(1.0, 1e-5, sens, split, accountant=kind)
+    a = acc()
+    for b in sens:
+        a.compose(P.GaussianEvent(sens[b], sig[b]))
+    assert a.get_epsilon(1e-5) == pytest.approx(1.0, abs=1e-6)
+    if kind == "gdp":  # the continuous sound release's calibration, checked by dp-accounting's PLD
+        ref = dpa.pld.PLDAccountant()
+        for b in sens:
+            ref.compose(dpa.GaussianDpEvent(sig[b] / sens[b]))
+        assert ref.get_epsilon(1e-5) == pytest.approx(1.0, abs=2e-3)
+    with pytest.raises(ValueError, match="split"):
+        P.block_sigmas(1.0, 1e-5, sens, {"counts": 1.0})

@@ -77,14 +77,21 @@ def _bern_exp_neg_frac(num: torch.Tensor, den: torch.Tensor, generator) -> torch
 
 
 def _geometric_exp_neg1(n: int, generator, device) -> torch.Tensor:
-    """1-D int64: successes before the first failure of i.i.d. Bernoulli(exp(-1)) trials."""
+    """1-D int64: successes before the first failure of i.i.d. Bernoulli(exp(-1)) trials.
+
+    Each trial is Algorithm 1 at gamma = 1 (draw Bernoulli(1/K), K = 1, 2, ... until a 0; the trial
+    succeeds iff that K is odd); the trials of all entries run as one flat loop with state (count, K)."""
     count = torch.zeros(n, dtype=torch.int64, device=device)
+    K = torch.ones(n, dtype=torch.int64, device=device)
     idx = torch.arange(n, device=device)
     while idx.numel():
-        one = torch.ones(idx.numel(), dtype=torch.int64, device=device)
-        b = _bern_exp_neg_frac(one, one, generator)
-        count[idx[b]] += 1
-        idx = idx[b]
+        k = K[idx]
+        a = _uniform_below(k, generator) == 0  # Bernoulli(1/K)
+        odd = k % 2 == 1
+        trial_ok = ~a & odd  # trial ended with K odd: one more success
+        count[idx[trial_ok]] += 1
+        K[idx] = torch.where(a, k + 1, torch.ones_like(k))  # continue the trial, or start the next one
+        idx = idx[a | trial_ok]
     return count
 
 
@@ -152,14 +159,16 @@ def _laplace_candidates(n: int, t: int, s: int, generator, device) -> tuple[torc
 
 
 def _fill(n: int, propose, accept_rate: float, device) -> torch.Tensor:
-    """``n`` i.i.d. accepted candidates: propose about ``1.25 n / accept_rate + 16`` i.i.d. candidates per
-    round and keep the accepted ones in order (acceptance never depends on the slot, so the kept values
-    are i.i.d. from the target), until ``n`` are collected."""
+    """``n`` i.i.d. accepted candidates: propose i.i.d. candidates in rounds (about ``1.2 n_left / rate + 16``,
+    ``rate`` the acceptance rate seen so far, starting from ``accept_rate``) and keep the accepted ones in
+    order (acceptance never depends on the slot, so the kept values are i.i.d. from the target)."""
     got: list[torch.Tensor] = []
-    have = 0
+    have, proposed, accepted = 0, 0, 0
     while have < n:
-        m = int(1.25 * (n - have) / accept_rate) + 16
+        rate = max(0.02, accepted / proposed) if accepted else accept_rate
+        m = int(1.2 * (n - have) / rate) + 16
         vals, ok = propose(m)
+        proposed, accepted = proposed + m, accepted + int(ok.sum())
         kept = vals[ok][: n - have]
         got.append(kept)
         have += kept.numel()
@@ -168,7 +177,7 @@ def _fill(n: int, propose, accept_rate: float, device) -> torch.Tensor:
 
 def _discrete_laplace_ts(shape: tuple, t: int, s: int, generator, device) -> torch.Tensor:
     n = math.prod(shape)
-    out = _fill(n, lambda m: _laplace_candidates(m, t, s, generator, device), 0.3, device)
+    out = _fill(n, lambda m: _laplace_candidates(m, t, s, generator, device), 0.5, device)
     return out.reshape(shape)
 
 
@@ -189,7 +198,7 @@ def discrete_gaussian_noise(shape: torch.Size | tuple, sigma: float, generator: 
         a = torch.where(small, a, torch.zeros_like(a))
         return Y, ok & small & bernoulli_exp_neg(a * a, D, generator)
 
-    return _fill(math.prod(shape), propose, 0.2, device).reshape(shape)
+    return _fill(math.prod(shape), propose, 0.5, device).reshape(shape)
 
 
 def discrete_sensitivity(sensitivity: float, *, grid: float = 1.0, dim: int = 1, norm: str = "l2",
@@ -249,7 +258,9 @@ def add_noise(x: torch.Tensor, scale: Any, *, kind: str = "gaussian", noise: str
         noise: ``"continuous"`` (float64 samplers) or ``"discrete"``: ``x`` snapped to ``grid * Z``
             (nearest point) and exact discrete Gaussian / Laplace noise of scale ``scale / grid`` added on
             the grid (Canonne, Kamath & Steinke 2020). An integer-dtype ``x`` with ``grid == 1`` stays
-            integer (int64). Account with :func:`discrete_sensitivity`.
+            integer (int64). Account with :func:`discrete_sensitivity`; a statistic whose values are
+            integers (counts, even stored as floats) on ``grid == 1`` is not moved by the rounding, so
+            ``integer=True`` (no inflation) applies to it.
     """
     from torchdpgmm.mechanisms.laplace import laplace_noise
     from torchdpgmm.mechanisms.noise import normal_noise, symmetric_noise

@@ -1,4 +1,5 @@
-"""Wishart noise for covariances (Liu, Scaglione & Peisert 2025, eq. 6): ``Sigma~_k = Sigma_k + W_k``, ``W_k ~ W_d(I/gamma_k, d+1)``.
+"""Wishart noise for covariances (Liu, Scaglione & Peisert 2025, eq. 6):
+``Sigma~_k = Sigma_k + W_k``, ``W_k ~ W_d(I/gamma_k, d+1)``.
 
 A draw is ``W = G G^T`` with ``G`` a ``d x (d+1)`` matrix of i.i.d. ``N(0, 1/gamma)`` entries, which is
 exactly ``W_d(I/gamma, d+1)`` and keeps the explicit-generator contract (``torch.distributions.Wishart``

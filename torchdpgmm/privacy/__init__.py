@@ -16,6 +16,7 @@ from torchdpgmm.privacy.accountants import (
 from torchdpgmm.privacy.adjacency import Adjacency
 from torchdpgmm.privacy.calibration import (
     analytic_gaussian_sigma,
+    block_sigmas,
     classical_gaussian_sigma,
     gaussian_delta,
     gdp_delta,
@@ -48,5 +49,5 @@ __all__ = [
     "Accountant", "GDPAccountant", "ZCDPAccountant", "PLDAccountant", "RDPAccountant", "make_accountant",
     "BudgetOdometer", "BudgetExceededError",
     "gdp_delta", "gdp_epsilon", "gdp_mu", "gaussian_delta", "analytic_gaussian_sigma", "laplace_scale",
-    "paper_gaussian_sigma", "classical_gaussian_sigma", "zcdp_delta", "zcdp_epsilon", "zcdp_rho",
+    "paper_gaussian_sigma", "classical_gaussian_sigma", "zcdp_delta", "zcdp_epsilon", "zcdp_rho", "block_sigmas",
 ]

@@ -13,6 +13,10 @@
 - :class:`RDPAccountant`: Renyi DP (Mironov 2017; dp-accounting's RDP), a looser cross-check that also
   prices multi-dimensional discrete Gaussians through their zCDP bound.
 
+Laplace events (continuous or discrete) of a vector-valued query are priced in the PLD accountant by the
+one-dimensional pair (``Lap(0, b)`` vs ``Lap(Delta_1, b)``), dp-accounting's convention for
+``LaplaceDpEvent``; the pure bound ``eps = Delta_1 / b`` (ZCDP/RDP accountants, records) does not rely on it.
+
 Each has ``compose(event, count=1)`` (returns self), ``get_epsilon(delta)``, ``get_delta(epsilon)`` and
 ``copy()``; ``ledger`` lists what was composed. Adjacency: sensitivities already encode the neighbouring
 relation; it matters only for subsampled events (dp-accounting's ``NeighboringRelation``), so the
@@ -237,6 +241,9 @@ class RDPAccountant(Accountant):
     def _check(self, event: PrivacyEvent) -> None:
         if isinstance(event, ApproxDPEvent):
             raise TypeError("RDPAccountant cannot price an (epsilon, delta) event; use PLDAccountant")
+        if isinstance(event, SubsampledGaussianEvent) and self.adjacency is not Adjacency.ADD_REMOVE:
+            raise TypeError("dp-accounting's RDP prices Poisson subsampling under add-remove only; "
+                            "use PLDAccountant for replace-one")
 
     def _dp_event(self, e: PrivacyEvent):
         import dp_accounting as dpa

@@ -41,6 +41,7 @@ __all__ = [
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_rho",
+    "block_sigmas",
 ]
 
 _BISECT_STEPS = 110  # bracket widths shrink by 2^-110: far below float64 resolution
@@ -239,3 +240,27 @@ def zcdp_rho(epsilon: Any, delta: Any) -> Any:
         ok = _zcdp_log_delta(eps, mid, steps=48) <= ld
         lo, hi = torch.where(ok, mid, lo), torch.where(ok, hi, mid)
     return _out(lo, is_t)
+
+
+def block_sigmas(epsilon: float, delta: float, sensitivities: dict[str, float], split: dict[str, float], *,
+                 accountant: str = "gdp") -> dict[str, float]:
+    """Noise standard deviations for Gaussian blocks that together are exactly (epsilon, delta)-DP.
+
+    Block ``b`` of L2 sensitivity ``Delta_b`` gets a share ``w_b`` (``split``, normalised) of the budget:
+    ``accountant="gdp"``: ``sigma_b = Delta_b / (mu sqrt(w_b))`` with ``mu = gdp_mu(epsilon, delta)``, so
+    ``sum_b (Delta_b/sigma_b)^2 = mu^2`` (Dong, Roth & Su 2019; continuous Gaussian noise);
+    ``accountant="zcdp"``: ``sigma_b = Delta_b / sqrt(2 rho w_b)`` with ``rho = zcdp_rho(epsilon, delta)``
+    (valid for discrete Gaussian noise too, Canonne, Kamath & Steinke 2020; ``Delta_b`` in grid units).
+    """
+    if set(sensitivities) != set(split):
+        raise ValueError(f"split keys {sorted(split)} must match the blocks {sorted(sensitivities)}")
+    if any(not (w > 0 and math.isfinite(w)) for w in split.values()):
+        raise ValueError(f"split fractions must be finite and > 0, got {split!r}")
+    tot = float(sum(split.values()))
+    if accountant == "gdp":
+        scale = float(gdp_mu(float(epsilon), float(delta)))
+    elif accountant == "zcdp":
+        scale = math.sqrt(2 * float(zcdp_rho(float(epsilon), float(delta))))
+    else:
+        raise ValueError(f"accountant must be 'gdp' or 'zcdp', got {accountant!r}")
+    return {b: float(sensitivities[b]) / (scale * math.sqrt(split[b] / tot)) for b in sensitivities}

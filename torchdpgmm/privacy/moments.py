@@ -5,8 +5,8 @@ The log moment of a mechanism M at order ``lambda > 0`` is ``a_M(lambda) = log E
 privacy-loss random variable, maximised over neighbouring datasets. Log moments *add* under adaptive
 composition, so everything is kept in log space (the MGFs themselves overflow quickly):
 
-* Laplace mechanism, L1 sensitivity ``Delta``, per-coordinate scale ``b`` (Park et al. 2017, supplement 2.1; the worst case
-  is ``mu = Delta e_j``), with ``e = Delta / b``:
+* Laplace mechanism, L1 sensitivity ``Delta``, per-coordinate scale ``b`` (Park et al. 2017, supplement
+  2.1; the worst case is ``mu = Delta e_j``), with ``e = Delta / b``:
   ``a(lambda) = log( (lambda+1)/(2 lambda+1) exp(lambda e) + lambda/(2 lambda+1) exp(-(lambda+1) e) )``.
 * Gaussian mechanism, L2 sensitivity ``Delta``, noise ``N(0, sigma^2 I)`` (supplement 2.2), with
   ``s = sigma / Delta``: ``a(lambda) = (lambda + lambda^2) / (2 s^2)``.

@@ -166,6 +166,12 @@ class PrivacyRecord:
             raise ValueError(f"unknown privacy record fields: {sorted(unknown)}")
         return cls(**d)
 
+    def events(self) -> list:
+        """``[(event, count)]`` for the noised blocks (:func:`~torchdpgmm.privacy.events.events_from_blocks`)."""
+        from torchdpgmm.privacy.events import events_from_blocks
+
+        return events_from_blocks(self.blocks)
+
     def __repr__(self) -> str:
         blocks = ", ".join(f"{b.name}:{b.mechanism}" + (f"x{b.count}" if b.count > 1 else "") for b in self.blocks)
         return (f"PrivacyRecord(mode={self.mode!r}, mechanism={_short(self.mechanism)}, "
