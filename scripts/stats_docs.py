@@ -61,6 +61,9 @@ def parkinson_block(payload: dict) -> str:
         "",
         *_pk_panel(rows, "epsilon", "epsilon"),
         "",
+        "- Condition numbers of the class covariances (healthy, Parkinson's): "
+        + ", ".join(f"{c:.1e}" for c in cfg["class_condition_numbers"]) + "; in standardised coordinates: "
+        + ", ".join(f"{c:.1e}" for c in cfg["standardised_condition_numbers"]) + ".",
         f"- Majority-class error (reference line): {size[0]['majority_error']:.4f}; error of the true model's own "
         f"rule: {size[0]['optimal_error']:.5f}.",
         f"- Paper: DP error about {cfg['paper_dp_error']:g} at every size, majority-class error "
