@@ -229,7 +229,11 @@ def run_parkinson(cfg: ExperimentConfig) -> StudyResult:
     ratio = (pub_hi - pub_lo) / (gen_hi.amax(0) - gen_lo.amin(0))
     from torchdpgmm.data.parkinsons import PARKINSONS_FEATURES
 
-    config = {"trials": trials, "public_over_oracle_width": dict(zip(PARKINSONS_FEATURES, ratio.tolist())),
+    config = {"trials": trials, "class_condition_numbers": torch.linalg.cond(model.covariances).tolist(),
+              "standardised_condition_numbers": torch.linalg.cond(
+                  model.covariances / (model.covariances.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+                                       * model.covariances.diagonal(dim1=-2, dim2=-1).unsqueeze(-2)).sqrt()).tolist(),
+              "public_over_oracle_width": dict(zip(PARKINSONS_FEATURES, ratio.tolist())),
               "public_over_oracle_width_geomean": float(ratio.log().mean().exp()), "num_test": num_test, "epsilon": eps0, "delta": delta, "grid_n": grid_n,
               "paper_dp_error": PAPER_DP_ERROR, "paper_majority_error": PAPER_MAJORITY_ERROR,
               "paper_nonprivate_below": PAPER_NONPRIVATE_BELOW,
