@@ -1,9 +1,9 @@
-"""Baseline mechanisms of paper 000, Sec. V-A, batched and charged under the same accountant.
+"""Baseline mechanisms of Liu, Scaglione & Peisert (2025), Sec. V-A, batched and charged under the same accountant.
 
 Four baselines perturb the non-private labeled GMM of eq. (2):
 
 ``"laplace"``  i.i.d. Laplace noise on weights, means and covariances with the L1 sensitivities of
-               Wu et al. (2016) (restated in paper 004, Lemma 1 and the eta = 0 case of Lemmas 2-4):
+               Wu et al. (2016) (restated in the DP-MSNM paper (2021), Lemma 1 and the eta = 0 case of Lemmas 2-4):
                ``S(pi) = K/n``, ``S(mu) = 4KR/n``, ``S(Sigma) = (12 n K R^2 + 8 K^2 R^2)/n^2`` with
                ``||x||_1 <= R``; then projection to the feasible set (weights onto the simplex with
                entries ``>= 1/n``, covariances onto ``{S : S >= floor I}``). Pure ``(eps, 0)``-DP parts.
@@ -17,7 +17,7 @@ Four baselines perturb the non-private labeled GMM of eq. (2):
 ``"r1smg"``    Ji & Li (2024) rank-1 singular multivariate Gaussian noise on each class mean (L2
                sensitivity ``4KR/n``); covariances and weights as in ``"gaussian"``.
 
-Accounting (the same as Theorem 1 of paper 000): the total budget is split into a weight part
+Accounting (the same as Theorem 1 of Liu, Scaglione & Peisert 2025): the total budget is split into a weight part
 ``eps_w``, a mean part ``eps_m`` and a covariance part ``eps_c`` (default one third each, the
 initialisation of Algorithm 1). The per-class sensitivities above are per class, so the classes
 compose in parallel as in (9): ``eps = max_k (eps_m + eps_c) + eps_w``. Parts that are Gaussian each
@@ -84,7 +84,7 @@ def wu_sensitivities(n: Any, num_classes: int, data_bound: Any) -> dict[str, tor
     """Wu et al. (2016) L1 sensitivities for a K-class GMM with ``||x||_1 <= R`` and ``N_k >= n/(2K)``.
 
     Returns ``{"weights": K/n, "means": 4KR/n, "covariances": (12 n K R^2 + 8 K^2 R^2)/n^2}``
-    (paper 004, Lemma 1 and Lemmas 2-4 at eta = 0), broadcast over ``n`` and ``R``.
+    (the DP-MSNM paper (2021), Lemma 1 and Lemmas 2-4 at eta = 0), broadcast over ``n`` and ``R``.
     """
     R = torch.as_tensor(data_bound, dtype=torch.float64) if not torch.is_tensor(data_bound) else data_bound
     n_t = torch.as_tensor(n, dtype=R.dtype, device=R.device)
