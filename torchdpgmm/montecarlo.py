@@ -37,6 +37,7 @@ __all__ = [
     "chunk_seeds",
     "run_chunked",
     "DEFAULT_MEMORY_BUDGET",
+    "RunningStats",
 ]
 
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes: 1 GiB of working memory per chunk
@@ -218,3 +219,72 @@ def _concat(parts: list[Any]) -> Any:
     if isinstance(first, (list, tuple)):
         return type(first)(_concat([p[i] for p in parts]) for i in range(len(first)))
     return parts
+
+
+class RunningStats:
+    """Streaming summary of a scalar per trial: exact count, mean and variance, approximate quantiles.
+
+    Mean and variance are merged exactly batch by batch (Chan, Golub & LeVeque's pairwise update of
+    ``(n, mean, M2)``), so chunked and one-shot runs agree to rounding. Quantiles come from a fixed histogram
+    of ``|x|`` on a log grid (``bins_per_decade`` bins per decade over ``[lo, hi]``, plus under/overflow),
+    i.e. a relative resolution of ``10^(1/bins_per_decade) - 1`` (1.2% by default) for positive values
+    inside the grid; the sign is kept by a second histogram for negative values. Memory is constant.
+    Non-finite values are counted and excluded.
+    """
+
+    def __init__(self, lo: float = 1e-12, hi: float = 1e12, bins_per_decade: int = 200):
+        self.lo, self.hi, self.bpd = float(lo), float(hi), int(bins_per_decade)
+        self.nbins = int(round(math.log10(self.hi / self.lo) * self.bpd))
+        self.pos = np.zeros(self.nbins + 2, dtype=np.int64)     # [underflow, bins..., overflow]
+        self.neg = np.zeros(self.nbins + 2, dtype=np.int64)
+        self.zeros = 0
+        self.n, self.mean, self.m2, self.nonfinite = 0, 0.0, 0.0, 0
+
+    def _bin(self, a: np.ndarray) -> np.ndarray:
+        i = np.floor(np.log10(a / self.lo) * self.bpd).astype(np.int64) + 1
+        return np.clip(i, 0, self.nbins + 1)
+
+    def update(self, values: Any) -> "RunningStats":
+        a = np.asarray(values.detach().cpu() if torch.is_tensor(values) else values, dtype=np.float64).ravel()
+        fin = np.isfinite(a)
+        self.nonfinite += int((~fin).sum())
+        a = a[fin]
+        if a.size == 0:
+            return self
+        nb, mb = a.size, float(a.mean())
+        m2b = float(((a - mb) ** 2).sum())
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean += delta * nb / n
+        self.m2 += m2b + delta * delta * self.n * nb / n
+        self.n = n
+        self.zeros += int((a == 0).sum())
+        np.add.at(self.pos, self._bin(a[a > 0]), 1)
+        np.add.at(self.neg, self._bin(-a[a < 0]), 1)
+        return self
+
+    def _edge_value(self, i: int) -> float:
+        if i == 0:
+            return self.lo
+        if i == self.nbins + 1:
+            return self.hi
+        return self.lo * 10 ** ((i - 0.5) / self.bpd)          # geometric centre of bin i
+
+    def quantile(self, q: float) -> float:
+        if self.n == 0:
+            return float("nan")
+        counts = np.concatenate([self.neg[::-1], [self.zeros], self.pos])
+        values = ([-self._edge_value(i) for i in range(self.nbins + 1, -1, -1)] + [0.0]
+                  + [self._edge_value(i) for i in range(self.nbins + 2)])
+        j = int(np.searchsorted(np.cumsum(counts), q * self.n, side="left"))
+        return float(values[min(j, len(values) - 1)])
+
+    def summary(self, level: float = 0.95) -> dict[str, float]:
+        from scipy import stats
+
+        var = self.m2 / (self.n - 1) if self.n > 1 else float("nan")
+        half = float(stats.t.ppf(0.5 + level / 2, self.n - 1) * math.sqrt(var / self.n)) if self.n > 1 else float("nan")
+        return {"n": self.n, "mean": self.mean if self.n else float("nan"), "std": math.sqrt(var) if self.n > 1
+                else float("nan"), "ci_low": self.mean - half, "ci_high": self.mean + half,
+                "median": self.quantile(0.5), "q05": self.quantile(0.05), "q95": self.quantile(0.95),
+                "nonfinite": self.nonfinite}
