@@ -9,7 +9,7 @@ epsilon. Each chunk writes its rows to ``OUT/chunks/<id>.csv`` atomically, so a 
 skipping the chunks already on disk.
 
 Per-trial reproducibility. Trials are grouped in fixed *blocks* of ``block_size`` trials (a spec field,
-default 20). Block ``b`` of a configuration draws its data from a generator seeded by
+default 40). Block ``b`` of a configuration draws its data from a generator seeded by
 ``(seed, N, K, d, b)`` and the noise of mechanism ``m`` from one seeded by ``(seed, m, N, K, d, b)``; a
 block always draws ``block_size`` datasets (surplus trials past ``trials`` are discarded). A trial's row
 therefore depends only on ``(seed, N, K, d, mechanism, trial index)`` and the epsilon grid, never on the
@@ -71,7 +71,7 @@ class SweepSpec:
     variant: str = "as-published"
     mode: str = "as-published"
     device: str = "cpu"
-    block_size: int = 20
+    block_size: int = 40
     memory_budget: float | None = None
     clip_bound: float | None = None
     adjacency: str | None = None

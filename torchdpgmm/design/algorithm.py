@@ -486,17 +486,15 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
     check_labels(y, num_classes, mask)
     d = X.shape[-1]
     K = num_classes
-    V, vmask, counts, means = label_flip_differences(X, y, K, mask)
+    V, vmask, counts, _ = label_flip_differences(X, y, K, mask)
     if bool((counts < d + 1).any()):
         raise ValueError(f"every class needs at least d + 1 = {d + 1} points (to have an invertible "
                          f"covariance); smallest class has {int(counts.min().item())}")
-    onehot = torch.nn.functional.one_hot(y.clamp(0, K - 1), K).to(X.dtype)
-    if mask is not None:
-        onehot = onehot * mask.unsqueeze(-1).to(X.dtype)
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)                            # (..., K, N, d)
-    wgt = onehot.transpose(-1, -2).unsqueeze(-1)
-    cov = (wgt * diff).transpose(-1, -2) @ diff / (counts - 1).unsqueeze(-1).unsqueeze(-1)   # eq. (2c)
-    cov = 0.5 * (cov + cov.transpose(-1, -2))
+    from ..mixture import fit_labeled
+
+    fitted = fit_labeled(X, y, num_classes, mask=mask, min_count=d + 1)       # eq. (2), one implementation
+    counts, means = fitted.counts.to(X.dtype), fitted.means
+    cov = 0.5 * (fitted.covariances + fitted.covariances.transpose(-1, -2))
     chol, info = torch.linalg.cholesky_ex(cov)
     if bool((info != 0).any()):
         raise ValueError("a class covariance is singular (degenerate features); cannot design the mechanism")
@@ -519,10 +517,4 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
             gen = torch.Generator(device=device)
             gen.manual_seed(0)
         ctx["eigs0"] = _wishart_eigs(cov, kl_draws, gen)
-    fitted = None
-    try:  # the core's container (eq. 2); optional so this module works before the core lands
-        from ..mixture import fit_labeled  # type: ignore
-        fitted = fit_labeled(X, y, num_classes, mask=mask)
-    except ImportError:
-        fitted = None
     return _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver)

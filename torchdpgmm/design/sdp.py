@@ -228,6 +228,25 @@ def _newton_active_set(W, mask, p, k, steps, tol, sync_every=3):
     return best_lower, best_upper, best_Y, step
 
 
+def _multiplicative_step(Wk, mk, pk, p_prev, r_prev, f_prev, rho_t):
+    """One safeguarded multiplicative step ``p_m <- p_m (w_m^T M^{-1/2} w_m / tr M^{1/2})^rho``: a step that
+    lowered the dual objective is undone and that problem's exponent halved (rho = 1 is the classical,
+    monotone update). Returns the new ``(p, p_prev, r_prev, f_prev, rho)``."""
+    e, U = torch.linalg.eigh(_sym(_scatter(pk, Wk)))
+    s = e.clamp_min(torch.finfo(Wk.dtype).tiny ** 0.5).sqrt()
+    f = s.sum(-1)
+    Wh = Wk @ U
+    r = torch.where(mk, (Wh * Wh / s.unsqueeze(-2)).sum(-1), torch.zeros_like(pk))
+    bad = f < f_prev * (1 - 1e-13)
+    rho_t = torch.where(bad, (rho_t * 0.5).clamp_min(1.0), rho_t)
+    bad1 = bad.unsqueeze(-1)
+    pk = torch.where(bad1, p_prev, pk)
+    r = torch.where(bad1, r_prev, r)
+    f = torch.where(bad, f_prev, f)
+    pr = pk * torch.exp(rho_t.unsqueeze(-1) * torch.log((r / f.unsqueeze(-1)).clamp_min(1e-300)))
+    return pr / pr.sum(-1, keepdim=True), pk, r, f, rho_t
+
+
 def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
     batch = W.shape[:-2]
     n = W.shape[-2]
@@ -268,24 +287,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
         return torch.zeros(mask.shape, dtype=pw.dtype, device=pw.device).scatter(-1, work_idx, pw)
 
     while True:
-        # one multiplicative step, safeguarded: a step that lowers the dual objective is undone and
-        # that problem's exponent halved (rho = 1 is the classical, monotone update)
-        M = _scatter(pk, Wk)
-        e, U = torch.linalg.eigh(_sym(M))
-        s = e.clamp_min(torch.finfo(W.dtype).tiny ** 0.5).sqrt()
-        f = s.sum(-1)
-        Wh = Wk @ U
-        r = (Wh * Wh / s.unsqueeze(-2)).sum(-1)
-        r = torch.where(mk, r, torch.zeros_like(r))
-        bad = f < f_prev * (1 - 1e-13)
-        rho_t = torch.where(bad, (rho_t * 0.5).clamp_min(1.0), rho_t)
-        bad1 = bad.unsqueeze(-1)
-        pk = torch.where(bad1, p_prev, pk)
-        r = torch.where(bad1, r_prev, r)
-        f = torch.where(bad, f_prev, f)
-        p_prev, r_prev, f_prev = pk, r, f
-        pr = pk * torch.exp(rho_t.unsqueeze(-1) * torch.log((r / f.unsqueeze(-1)).clamp_min(1e-300)))
-        pk = pr / pr.sum(-1, keepdim=True)
+        pk, p_prev, r_prev, f_prev, rho_t = _multiplicative_step(Wk, mk, pk, p_prev, r_prev, f_prev, rho_t)
         it += 1
         if it in (5, 10) or it % check_every == 0 or it >= max_iter:
             pfull = to_full(pk)
