@@ -1,4 +1,4 @@
-"""Batched Monte Carlo engine: the synthetic data of paper 000, Sec. V-A, and chunked trial runs.
+"""Batched Monte Carlo engine: the synthetic data of Liu, Scaglione & Peisert (2025), Sec. V-A, and chunked trial runs.
 
 A Monte Carlo study is one call with a trial dimension. :func:`synthetic_gmm` draws a batch of ground
 truth models, :func:`synthetic_data` a batch of labeled datasets from them (Sec. V-A: Dirichlet(1)
@@ -76,7 +76,7 @@ def synthetic_gmm_params(
     device: torch.device | str | None = None,
     mean_range: float = 10.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Ground-truth models of paper 000, Sec. V-A: ``(weights (T,K), means (T,K,d), covs (T,K,d,d))``.
+    """Ground-truth models of Liu, Scaglione & Peisert (2025), Sec. V-A: ``(weights (T,K), means (T,K,d), covs (T,K,d,d))``.
 
     Weights ~ Dirichlet(1), means ~ U[-mean_range, mean_range]^d, covariances ~ Wishart_d(d+1, I)
     drawn exactly as ``G G^T`` with ``G`` a ``d x (d+1)`` standard normal matrix.
@@ -115,7 +115,7 @@ def synthetic_data(
     draw_device: torch.device | str | None = None,
     max_redraws: int = 1000,
 ) -> SyntheticBatch:
-    """A batch of ``trials`` labeled datasets of paper 000, Sec. V-A (``N = n`` i.i.d. points each).
+    """A batch of ``trials`` labeled datasets of Liu, Scaglione & Peisert (2025), Sec. V-A (``N = n`` i.i.d. points each).
 
     ``min_class_size`` (default ``dim + 1``, so that eq. 2c is nonsingular) is enforced by redrawing
     the failing trials as a whole from the same generator (see the module docstring). Draws happen on

@@ -1,4 +1,4 @@
-"""Figures 1-5 of paper 000 (Sec. V-A): KL divergence of released GMMs on synthetic data.
+"""Figures 1-5 of Liu, Scaglione & Peisert (2025, Sec. V-A): KL divergence of released GMMs on synthetic data.
 
 Data: the Sec. V-A model (:func:`torchdpgmm.montecarlo.synthetic_data`): Dirichlet(1) weights, means
 ``U[-10,10]^d``, ``Wishart_d(d+1, I)`` covariances, ``N`` i.i.d. points; defaults ``N=1000, K=5, d=3,
@@ -290,35 +290,35 @@ STUDIES = {
     "fig1": Study(
         "fig1",
         lambda cfg: _run_eps(cfg, "fig1", KL_ONLY, "Fig. 1: proposed mechanism, mean KL and 95% CI"),
-        "Paper 000 Fig. 1: KL of the proposed mechanism (3 design variants) vs epsilon, 95% CI",
+        "Liu, Scaglione & Peisert (2025) Fig. 1: KL of the proposed mechanism (3 design variants) vs epsilon, 95% CI",
         lambda p: _common_args(p, "epsilon"),
         default_trials=200,
     ),
     "fig2": Study(
         "fig2",
         lambda cfg: _run_eps(cfg, "fig2", MECHANISM_VARIANTS, "Fig. 2: KL vs epsilon"),
-        "Paper 000 Fig. 2: KL vs epsilon for every mechanism (N=1000, K=5, d=3, delta=1e-5)",
+        "Liu, Scaglione & Peisert (2025) Fig. 2: KL vs epsilon for every mechanism (N=1000, K=5, d=3, delta=1e-5)",
         lambda p: _common_args(p, "epsilon"),
         default_trials=100,
     ),
     "fig3": Study(
         "fig3",
         lambda cfg: _run_param(cfg, "fig3", "n", "Fig. 3: KL vs N (epsilon = 1)"),
-        "Paper 000 Fig. 3: KL vs the data size N at epsilon=1",
+        "Liu, Scaglione & Peisert (2025) Fig. 3: KL vs the data size N at epsilon=1",
         lambda p: _common_args(p, "n"),
         default_trials=100,
     ),
     "fig4": Study(
         "fig4",
         lambda cfg: _run_param(cfg, "fig4", "k", "Fig. 4: KL vs K (N = 1000, epsilon = 1)"),
-        "Paper 000 Fig. 4: KL vs the number of classes K at N=1000, epsilon=1",
+        "Liu, Scaglione & Peisert (2025) Fig. 4: KL vs the number of classes K at N=1000, epsilon=1",
         lambda p: _common_args(p, "k"),
         default_trials=100,
     ),
     "fig5": Study(
         "fig5",
         lambda cfg: _run_param(cfg, "fig5", "d", "Fig. 5: KL vs d (K = 5, N = 1000, epsilon = 1)"),
-        "Paper 000 Fig. 5: KL vs the dimension d at K=5, N=1000, epsilon=1",
+        "Liu, Scaglione & Peisert (2025) Fig. 5: KL vs the dimension d at K=5, N=1000, epsilon=1",
         lambda p: _common_args(p, "d"),
         default_trials=100,
     ),
