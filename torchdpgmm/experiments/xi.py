@@ -3,8 +3,8 @@ of their Laplace release with the KL-optimal release and its baselines (beyond t
 
 Studies: ``xi-table1``, ``xi-fig1`` .. ``xi-fig5``, ``xi-compare``. Every Monte Carlo step is batched
 over a trial dimension (trials are processed in memory-bounded chunks, each chunk one batched call);
-randomness comes from one explicit generator per study seeded by ``--seed``. The Parkinson data set of
-the paper's last experiment is not available offline and is not reproduced.
+randomness comes from one explicit generator per study seeded by ``--seed``. The paper's last experiment
+(UCI Parkinsons data) is the study ``xi-parkinson`` in :mod:`torchdpgmm.experiments.xi_parkinson`.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ __all__ = ["STUDIES", "PAPER_TABLE1", "fig1_model", "correlated_model", "PAPER_S
 DT = torch.float64
 PAPER_SIZES = [500, 1000, 2000, 4000, 8000, 16000, 32000]
 PAPER_REPS = 5
-PARKINSON_NOTE = "The Parkinson data set (UCI) of the paper's last experiment is not available offline; not reproduced."
+PARKINSON_NOTE = "The Parkinson experiment of the paper is the separate study xi-parkinson (UCI Parkinsons data shipped with the package)."
 
 # Table 1 of the paper: Bayes error without noise, training size 500; PAPER_TABLE1[d][sigma]
 PAPER_TABLE1 = {
@@ -416,7 +416,7 @@ def run_compare(cfg: ExperimentConfig) -> StudyResult:
         "the public L1 bound R = d); released models are mapped back to the original units.",
         "xi-upper / xi-exact: Xi et al.'s Laplace release with Theorem 3.7's upper / exact covariance "
         "sensitivity: pure epsilon-DP, replace-one adjacency (features protected). The release mechanisms "
-        "are (epsilon, delta)-DP as published in paper 000, i.e. label-level adjacency (features NOT "
+        "are (epsilon, delta)-DP as published by Liu, Scaglione & Peisert (2025), i.e. label-level adjacency (features NOT "
         "protected) with the caveats of their PrivacyRecord notes: the comparison is at equal nominal "
         "epsilon, not equal protection.",
     ]
