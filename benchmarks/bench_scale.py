@@ -23,7 +23,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,9 +40,10 @@ import json, resource, sys, tempfile, time, torch
 torch.set_num_threads({threads})
 from torchdpgmm.sweep import SweepSpec, run_sweep
 spec = SweepSpec(**json.loads(sys.argv[1]))
-t0 = time.perf_counter()
-res = run_sweep(spec, tempfile.mkdtemp(prefix="bench_scale_"), progress=False)
-wall = time.perf_counter() - t0
+with tempfile.TemporaryDirectory(prefix="bench_scale_") as out:
+    t0 = time.perf_counter()
+    res = run_sweep(spec, out, progress=False)
+    wall = time.perf_counter() - t0
 print(json.dumps({{"wall_s": wall, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "chunks": res["done"]}}))
 """

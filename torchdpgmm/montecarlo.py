@@ -12,7 +12,13 @@ Reproducibility. Every draw goes through the explicit ``generator`` (``torch.ran
 from the problem size and the memory budget only (never from the device), so a seed and a budget fix
 the whole run. Changing the budget changes the chunking, hence the random streams (not their law).
 CPU and CUDA generators produce different streams; ``synthetic_data(..., draw_device="cpu")`` draws on
-the CPU and moves the result, which makes the data identical on every device.
+the CPU and moves the result, which makes the data identical on every device. (The sweep engine,
+:mod:`torchdpgmm.sweep`, goes further: fixed-size trial blocks with their own seeds, so its rows do not
+depend on the chunking at all.)
+
+Aggregates. :class:`RunningStats` summarises a stream of per-trial values in constant memory (exact running
+mean and variance, quantiles from a log-grid histogram); the studies of Figures 1-5 and the sweeps use it,
+so the number of trials is bounded by time, not memory.
 
 Small classes. The empirical covariance (eq. 2c) needs ``N_k >= 2`` and is singular unless
 ``N_k >= d + 1``; the KL divergence and the mechanism design need it nonsingular. Trials in which some

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import torch
 
-from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
+from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult
 
 __all__ = ["STUDIES", "MECHANISM_VARIANTS", "kl_sweep", "EPS_GRID", "N_GRID", "K_GRID", "D_GRID"]
 
