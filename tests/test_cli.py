@@ -204,3 +204,14 @@ def test_estimator_on_cuda():
     X = rng.normal(size=(100, 2)) + 4.0 * (y == "b")[:, None]
     est = DPGaussianMixture(classes=["a", "b"], clip_bound=10.0, random_state=0, device="cuda").fit(X, y)
     assert est.model_.device.type == "cuda" and est.predict(X).shape == (100,)
+
+
+def test_sound_sweep_passes_the_public_settings(tmp_path):
+    import json
+
+    out = tmp_path / "sw"
+    assert main(["sweep", "--mechanisms", "gaussian", "--epsilons", "1", "--N", "40", "--K", "2", "--d", "2",
+                 "--trials", "2", "--clip-bound", "5", "--classes", "2", "--no-progress", "--out", str(out)]) == 0
+    spec = json.loads((out / "sweep.json").read_text())
+    assert spec["mode"] == "sound" and spec["clip_bound"] == 5.0
+    assert spec["adjacency"] == "add-remove" and spec["classes"] == 2
