@@ -215,3 +215,24 @@ def test_sound_sweep_passes_the_public_settings(tmp_path):
     spec = json.loads((out / "sweep.json").read_text())
     assert spec["mode"] == "sound" and spec["clip_bound"] == 5.0
     assert spec["adjacency"] == "add-remove" and spec["classes"] == 2
+
+
+def test_check_settings_is_a_dry_run(tmp_path, capsys, monkeypatch):
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    assert main([*RELEASE, "--classes", CLASSES, "--clip-bound", "1000", "--check-settings", "--out", "m.json"]) == 0
+    err = capsys.readouterr().err
+    assert "clips 0.0% of rows" in err and "do not publish" in err
+    assert _tree(tmp_path) == before
+
+
+def test_covariance_type_reaches_the_release(tmp_path, monkeypatch):
+    from torchdpgmm.modelfile import load_model
+
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    assert main([*RELEASE, *SOUND, "--covariance-type", "diag", "--seed", "0", "--out", "m.json"]) == 0
+    cov = load_model(tmp_path / "m.json").model.covariances
+    assert torch.count_nonzero(cov - torch.diag_embed(torch.diagonal(cov, dim1=-2, dim2=-1))) == 0
+    assert main([*RELEASE, "--mode", "as-published", "--covariance-type", "diag", "--out", "m2.json"]) == 2
