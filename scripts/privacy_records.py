@@ -12,6 +12,7 @@ it. ``scripts/privacy_doc.py`` renders the JSON as the table of docs/privacy.md.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import platform
 import subprocess
@@ -43,11 +44,17 @@ def _releases() -> list[tuple[str, str, str, Callable[[], Any]]]:
                     lambda m=mech: release(X, y, K, EPS, DELTA, mechanism=m, mode="as-published", generator=g())))
     from torchdpgmm.sound import release_sound
 
+    sig = inspect.signature(release_sound).parameters
+    flavours: list[dict[str, str]] = [{}]  # the release's default noise
+    if "noise" in sig or any(p.kind is p.VAR_KEYWORD for p in sig.values()):
+        flavours.append({"noise": "continuous"})
     for adj in ("add-remove", "replace-one"):
         for mech in ("gaussian", "kl", "colored", "laplace"):
-            out.append(("release", "sound", f"{mech} ({adj})",
-                        lambda m=mech, a=adj: release_sound(X, y, K, EPS, DELTA, clip_bound=CLIP, adjacency=a,
-                                                            mechanism=m, generator=g())))
+            for fl in flavours if mech in ("gaussian", "laplace") else flavours[:1]:
+                label = f"{mech} ({adj}" + (f", {fl['noise']} noise)" if fl else ")")
+                out.append(("release", "sound", label,
+                            lambda m=mech, a=adj, f=fl: release_sound(X, y, K, EPS, DELTA, clip_bound=CLIP,
+                                                                      adjacency=a, mechanism=m, generator=g(), **f)))
     from torchdpgmm.em.dp_em import fit_dp_em
     from torchdpgmm.em.dp_msnm import fit_dp_msnm
     from torchdpgmm.em.dpgmm import fit_dpgmm

@@ -22,7 +22,9 @@ def test_audit_study_quick(tmp_path):
         assert "likelihood-ratio" in r["per_statistic"] and 0 <= r["claim_ceiling_epsilon"] < r["claimed_epsilon"]
         assert r["pair_exact_epsilon"] <= r["claimed_epsilon"] * (1 + 1e-6)
     worst = [r for r in sound_ok if r["neighbours"] == "worst-add-remove"]
-    assert worst[0]["adjacency"] == "add-remove" and abs(worst[0]["pair_exact_epsilon"] - 1.0) < 1e-6
+    assert worst[0]["adjacency"] == "add-remove"
+    if worst[0]["noise"] == "continuous":  # GDP-exact calibration: the pair sits exactly at the claim
+        assert abs(worst[0]["pair_exact_epsilon"] - 1.0) < 1e-6
     # add/remove is not a neighbour relation of the as-published (label-flip) mode
     assert any(r["mode"] == "as-published" and r["neighbours"] == "worst-add-remove" and r["status"].startswith("n/a")
                for r in rows)

@@ -118,6 +118,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--d", type=_csv_list(int), default=[3], dest="ds")
     p.add_argument("--trials", type=int, default=100)
     p.add_argument("--chunk-size", type=int, default=50)
+    p.add_argument("--block-size", type=int, default=None,
+                   help="trials per batched call inside a chunk (default: the sweep's)")
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
                    help="design variant for mechanism kl in as-published mode")
@@ -408,7 +410,8 @@ def _sweep_spec(args: argparse.Namespace):
                               delta=args.delta, mode=args.mode, device=args.device)
     if args.variant is not None:
         kw["variant"] = args.variant
-    extra = {"clip_bound": args.clip_bound, "adjacency": args.adjacency, "classes": args.classes}
+    extra = {"clip_bound": args.clip_bound, "adjacency": args.adjacency, "classes": args.classes,
+             "block_size": args.block_size}
     for name, value in extra.items():
         if value is None:
             continue

@@ -60,6 +60,8 @@ def _add_audit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--worst-draws", type=int, default=None,
                    help="sound-mode releases per dataset on the worst-case pairs, where the audit's power is "
                         "measured (default 2 x draws)")
+    p.add_argument("--sound-noise", default=None, choices=("continuous", "discrete"),
+                   help="noise flavour of the sound release (default: the release's own default)")
     p.add_argument("--sound-mechanisms", default=",".join(SOUND_AUDITED),
                    help="mechanisms audited in sound mode (default gaussian,kl,laplace; 'colored' draws the same "
                         "noise as 'gaussian' there)")
@@ -129,13 +131,16 @@ def sound_adjacency(pair: A.NeighbourPair) -> str:
     return "add-remove" if pair.relation == "add-remove" else "replace-one"
 
 
-def _sound_mechanism(mechanism: str, eps: float, delta: float, clip_bound: float, K: int, adjacency: str):
+def _sound_mechanism(mechanism: str, eps: float, delta: float, clip_bound: float, K: int, adjacency: str,
+                     noise: str | None = None):
     """The sound release of the noisy blocks, eigenvalue floor off so that they read back exactly
     (:func:`torchdpgmm.audit.sound_blocks`); post-processing can only lower epsilon. Returns
     ``(mechanism(D, n, g), noise scales in data units)``; raises (e.g. for r1smg) before any draw."""
     from torchdpgmm.sound import release_sound, sound_statistics
 
     opts = dict(clip_bound=clip_bound, adjacency=adjacency, mechanism=mechanism)
+    if noise is not None:
+        opts["noise"] = noise
 
     def mech(D, n, g):
         out, _ = sound_statistics(D[0], D[1], K, eps, delta, generator=g, mask=D[2] if len(D) > 2 else None,
@@ -198,11 +203,11 @@ def _power(row: dict[str, Any], gaussian: bool, pair_mu: float | None = None) ->
 
 
 def _sound_row(P: A.NeighbourPair, mech: str, eps: float, delta: float, B: float, K: int, draws: int,
-               bs: int | None, g: torch.Generator, base: dict[str, Any]) -> dict[str, Any]:
+               bs: int | None, g: torch.Generator, base: dict[str, Any], noise: str | None = None) -> dict[str, Any]:
     """One sound-mode row: the LR statistic beside the generic ones (Bonferroni), plus the power columns."""
     adjacency = sound_adjacency(P)
     try:
-        fn, rec = _sound_mechanism(mech, eps, delta, B, K, adjacency)
+        fn, rec = _sound_mechanism(mech, eps, delta, B, K, adjacency, noise)
     except (ImportError, ValueError, NotImplementedError) as exc:
         return dict(base, adjacency=adjacency, audited_epsilon_lower=None, exceeds_claim=None,
                     status=f"unavailable: {type(exc).__name__}: {exc}")
@@ -216,6 +221,8 @@ def _sound_row(P: A.NeighbourPair, mech: str, eps: float, delta: float, B: float
     row = _row_from(res, adjacency=adjacency, statistic=best, **base)
     row["per_statistic"] = {k: r.epsilon_lower for k, r in allr.items()}
     row["lr_epsilon_lower"] = allr["likelihood-ratio"].epsilon_lower
+    ex = getattr(rec, "extras", None) or getattr(rec, "extra", None) or {}
+    row["noise"] = ex.get("noise", {}).get("noise", "continuous")
     gaussian = mech != "laplace"
     pair_mu = A.sound_pair_mu(P.dataset0, P.dataset1, K, B, rec) if gaussian else None
     row.update(_power(row, gaussian, pair_mu))
@@ -325,6 +332,7 @@ def _audit_options(config: ExperimentConfig) -> dict[str, Any]:
         modes=_names(o.get("modes", ",".join(MODES))), pair_names=_names(o.get("pairs", ",".join(PAIRS))),
         bs=o.get("batch_size"), components=not o.get("no_components"),
         sound_mechs=_names(o.get("sound_mechanisms", ",".join(SOUND_AUDITED))),
+        sound_noise=o.get("sound_noise"),
     )
     opts["worst_draws"] = int(o.get("worst_draws") or 2 * opts["draws"])
     opts["slow_draws"] = int(o.get("slow_draws") or min(opts["published_draws"], 4000))
@@ -363,7 +371,7 @@ def run_audit(config: ExperimentConfig) -> StudyResult:
                                 neighbours=name, neighbours_description=P.description, relation=P.relation,
                                 num_draws=nd)
                     if mode == "sound":
-                        rows.append(_sound_row(P, mech, eps, delta, B, K, nd, o["bs"], g, base))
+                        rows.append(_sound_row(P, mech, eps, delta, B, K, nd, o["bs"], g, base, o["sound_noise"]))
                     else:
                         rows.append(_published_row(P, mech, eps, delta, K, nd, g, base))
         if o["components"] and "as-published" in o["modes"]:
@@ -379,6 +387,7 @@ def run_audit(config: ExperimentConfig) -> StudyResult:
                  "Bonferroni over the statistics of a row; sound rows audit the noisy blocks "
                  "(eigenvalue floor off), whose post-processing can only lower epsilon")
     cfg = {"draws": o["draws"], "worst_draws": o["worst_draws"], "sound_mechanisms": o["sound_mechs"],
+           "sound_noise": o["sound_noise"],
            "published_draws": o["published_draws"], "slow_draws": o["slow_draws"],
            "clip_bound": B, "delta": delta, "epsilons": o["eps_list"]}
     return StudyResult(rows=rows, config=cfg, notes=notes, plot=_plot_audit)
@@ -463,8 +472,9 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
     kl_design = None
     for eps in eps_list:
         for mech in _names(o.get("sound_mechanisms", "gaussian,kl,laplace")):
-            rel = release_sound(X, y, K, eps, delta, clip_bound=B, mechanism=mech, generator=g)
-            rows.append(_utility_row("sound", mech, eps, delta, rel.kl, trials, N, B, "replace-one"))
+            rel = release_sound(X, y, K, eps, delta, clip_bound=B, adjacency="replace-one", mechanism=mech,
+                                generator=g)
+            rows.append(_utility_row("sound", mech, eps, delta, _kl(rel, X, y), trials, N, B, "replace-one"))
         for mech in _names(o.get("published_mechanisms", ",".join(MECHANISMS))):
             try:
                 from torchdpgmm.release import release
@@ -479,9 +489,19 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
                 rows.append(dict(mode="as-published", mechanism=mech, epsilon=eps, delta=delta,
                                  status=f"unavailable: {type(exc).__name__}: {exc}"))
                 continue
-            rows.append(_utility_row("as-published", mech, eps, delta, rel.kl, trials, N, None, "label-flip"))
+            rows.append(_utility_row("as-published", mech, eps, delta, _kl(rel, X, y), trials, N, None, "label-flip"))
     return StudyResult(rows=rows, config={"trials": trials, "N": N, "K": K, "d": d, "clip_bound": B},
                        notes=notes, plot=_plot_utility)
+
+
+def _kl(rel: Any, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """KL(released || fitted): the explicit, non-private evaluation call where the release no longer carries
+    it (``torchdpgmm.evaluation.evaluate``), else the release's own ``kl``."""
+    if getattr(rel, "kl", None) is not None:
+        return rel.kl
+    from torchdpgmm.evaluation import evaluate
+
+    return evaluate(rel, X, y).kl
 
 
 def _utility_row(mode, mech, eps, delta, kl, trials, N, B, adjacency):
@@ -554,7 +574,8 @@ def _exact_cell(r: dict[str, Any]) -> str:
     if r.get("exact_epsilon") is not None:
         return f"true eps {_fmt(r['exact_epsilon'])}"
     if r.get("pair_exact_epsilon") is not None:
-        return f"pair eps {_fmt(r['pair_exact_epsilon'])} (mu {_fmt(r.get('pair_mu'))})"
+        approx = "~" if r.get("noise") == "discrete" else ""
+        return f"pair eps {approx}{_fmt(r['pair_exact_epsilon'])} (mu {_fmt(r.get('pair_mu'))})"
     return ""
 
 
@@ -604,10 +625,11 @@ def audit_summary_markdown(rows: list[dict[str, Any]]) -> str:
             out.append("\nPower on the worst-case pairs (likelihood-ratio statistic; `ceiling`: what the same test, "
                        "with the same held-out draws and confidence, certifies against a mechanism exactly at the "
                        "claim, resp. exactly at the pair's own epsilon):\n")
-            out.append("| mechanism | pair (adjacency) | claimed eps | LR bound | ceiling at claim | pair's exact eps "
+            out.append("| mechanism (noise) | pair (adjacency) | claimed eps | LR bound | ceiling at claim | pair's exact eps "
                        "| ceiling at pair | draws per dataset |\n|---|---|---|---|---|---|---|---|")
             for r in worst:
-                out.append(f"| {r['mechanism']} | {r['neighbours']} ({r['adjacency']}) | {_fmt(r['claimed_epsilon'], 2)} | "
+                out.append(f"| {r['mechanism']} ({r.get('noise', 'continuous')}) | {r['neighbours']} ({r['adjacency']}) | "
+                           f"{_fmt(r['claimed_epsilon'], 2)} | "
                            f"{_fmt(r.get('lr_epsilon_lower'))} | {_fmt(r.get('claim_ceiling_epsilon'))} | "
                            f"{_fmt(r.get('pair_exact_epsilon'))} | {_fmt(r.get('pair_ceiling_epsilon'))} | "
                            f"{r['num_draws']} |")
