@@ -61,6 +61,9 @@ def parkinson_block(payload: dict) -> str:
         "",
         *_pk_panel(rows, "epsilon", "epsilon"),
         "",
+        "- Condition numbers of the class covariances (healthy, Parkinson's): "
+        + ", ".join(f"{c:.1e}" for c in cfg["class_condition_numbers"]) + "; in standardised coordinates: "
+        + ", ".join(f"{c:.1e}" for c in cfg["standardised_condition_numbers"]) + ".",
         f"- Majority-class error (reference line): {size[0]['majority_error']:.4f}; error of the true model's own "
         f"rule: {size[0]['optimal_error']:.5f}.",
         f"- Paper: DP error about {cfg['paper_dp_error']:g} at every size, majority-class error "
@@ -71,8 +74,9 @@ def parkinson_block(payload: dict) -> str:
         f"- Public box over data-derived box, geometric mean of the per-feature width ratios: "
         f"{cfg['public_over_oracle_width_geomean']:.2f}.",
         "",
-        "Public box (fixed in code, with its reason) and its width over the data-derived box's "
-        "(the factor by which the noise on that feature's released mean grows):",
+        "Public box (fixed in code, with its reason) and its width over the data-derived box's (the factor by "
+        "which the noise on that feature's released mean changes; below 1 the public box is narrower and clips "
+        "simulated values):",
         "",
         "| feature | low | high | reason | width ratio |",
         "| --- | --- | --- | --- | --- |",
@@ -109,6 +113,8 @@ def em_block(payloads: list[dict]) -> str:
                                and math.isfinite(r["epsilon"])}):
                 out.append(f"| {eps:g} | " + " | ".join(_em_value(rows, ds, m, eps) for m in EM_METHODS) + " |")
             out.append("")
+    out.append("Run time of the committed runs (2 CPU cores shared with other jobs, one torch thread): "
+               + ", ".join(f"`{p['study']}` {p['runtime_seconds']:.0f} s" for p in payloads) + ".")
     return "\n".join(out).rstrip()
 
 

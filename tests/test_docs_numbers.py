@@ -22,7 +22,8 @@ sources, so every number it quotes is reported.
 
 A quoted number ``x`` with ``k`` decimals (or ``k`` significant mantissa decimals in scientific notation)
 matches a JSON value ``v`` when ``|abs(v) - abs(x)| <= 0.5 * 10^-k`` (rounding to the quoted precision;
-the sign is ignored); a percentage also matches ``100 v``. JSON strings that parse as numbers count.
+the sign is ignored); a percentage also matches ``100 v``. Numbers inside JSON strings (e.g. a privacy
+record's notes) count.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ _NUMBER = re.compile(
     r"(?P<suffix>%|x(?![\w]))?"
     r"(?!\d|[\w.]\d|\.\d|,\d{3})"
 )
+_IN_TEXT = re.compile(r"\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _REF_BEFORE = re.compile(rf"\b{_REF_WORDS}\.?\s*\(?$", re.IGNORECASE)
 _CONFIDENCE_AFTER = re.compile(r"^\s*(?:CI|confidence|interval|t-interval|level|bootstrap)", re.IGNORECASE)
 
@@ -90,13 +92,11 @@ def _json_numbers(obj, acc: list[float]) -> None:
     if isinstance(obj, (int, float)):
         if math.isfinite(obj):
             acc.append(abs(float(obj)))
-    elif isinstance(obj, str):
-        try:
-            v = float(obj)
-        except ValueError:
-            return
-        if math.isfinite(v):
-            acc.append(abs(v))
+    elif isinstance(obj, str):  # a number, or a text holding numbers (e.g. a record's notes)
+        for tok in _IN_TEXT.findall(obj):
+            v = float(tok)
+            if math.isfinite(v):
+                acc.append(abs(v))
     elif isinstance(obj, dict):
         for v in obj.values():
             _json_numbers(v, acc)

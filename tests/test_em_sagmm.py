@@ -130,3 +130,60 @@ def test_refusals_are_one_line_value_errors():
             fit_sagmm(X, 2, 1.0, 1e-5, **bad)
     with pytest.raises(ValueError, match="delta"):
         fit_sagmm(X, 2, 1.0, None, **kw)
+
+
+def test_alignment_uses_only_the_estimate_and_public_values():
+    from torchdpgmm.em.sagmm import align_components
+
+    ref = torch.tensor([[0.1, 0.1], [0.5, 0.9], [0.9, 0.2]], dtype=torch.float64)
+    perm = torch.tensor([2, 0, 1])
+    m = (ref + 0.01)[perm].expand(4, 3, 2)  # four blocks, components shuffled the same way
+    w = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)[perm].expand(4, 3)
+    c = torch.stack([torch.eye(2, dtype=torch.float64) * (k + 1) for k in range(3)])[perm].expand(4, 3, 2, 2)
+    w2, m2, c2 = align_components(w, m, c, align="reference", reference_means=ref)
+    torch.testing.assert_close(m2[0], ref + 0.01)
+    torch.testing.assert_close(w2[0], torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64))
+    torch.testing.assert_close(c2[0, 2], 3 * torch.eye(2, dtype=torch.float64))
+    # sorting on the public direction (1, 1)/sqrt 2: projections 0.2, 1.4, 1.1 -> order 0, 2, 1
+    _, m3, _ = align_components(w, m, c, align="sort")
+    torch.testing.assert_close(m3[1], (ref + 0.01)[torch.tensor([0, 2, 1])])
+
+
+def test_record_blocks_compose_to_the_claimed_guarantee():
+    """The three noised blocks of the record, composed by dp-accounting's PLD engine (through the privacy
+    package), give back the claimed epsilon at the claimed delta."""
+    from torchdpgmm.privacy import PLDAccountant, events_from_blocks
+
+    X = _data(100, 9)
+    fit = fit_sagmm(X, 2, 2.0, 1e-5, num_blocks=4, mean_bounds=(LO, HI), var_bounds=(VMIN, VMAX), max_iter=5,
+                    adjacency="replace-one", generator=torch.Generator().manual_seed(1))
+    rec = fit.privacy
+    assert rec.covered and len(rec.blocks) == 3 and {b.mechanism for b in rec.blocks} == {"gaussian"}
+    acc = PLDAccountant(adjacency="replace-one")
+    for ev, count in events_from_blocks(rec.blocks):
+        acc.compose(ev, count)
+    assert acc.get_epsilon(1e-5) == pytest.approx(2.0, rel=2e-3)
+
+
+def test_blocks_are_packed_disjoint_and_capped_per_block():
+    from torchdpgmm.em.sagmm import sagmm_blocks
+
+    N, l = 50, 4
+    X = torch.arange(2 * N * 2, dtype=torch.float64).reshape(2, N, 2)  # two datasets, rows identifiable
+    mask = torch.ones(2, N, dtype=torch.bool)
+    mask[1, 7] = False
+    seed = 3
+    assign = torch.randint(l, (2, N), generator=torch.Generator().manual_seed(seed))
+    Xb, mb = sagmm_blocks(X, l, mask, torch.Generator().manual_seed(seed))
+    assert Xb.shape == (2, l, N, 2)
+    for t in range(2):
+        for b in range(l):
+            want = [i for i in range(N) if assign[t, i] == b and mask[t, i]]  # row order kept
+            got = Xb[t, b][mb[t, b]]
+            torch.testing.assert_close(got, X[t, want])
+    cap = 6
+    Xc, mc = sagmm_blocks(X, l, mask, torch.Generator().manual_seed(seed), max_block_size=cap)
+    assert Xc.shape == (2, l, cap, 2)
+    for b in range(l):
+        want = [i for i in range(N) if assign[0, i] == b][:cap]  # the first cap rows of the block
+        torch.testing.assert_close(Xc[0, b][mc[0, b]], X[0, want])

@@ -77,7 +77,7 @@ def test_e_step_matches_integration_over_tau():
     for i, x in enumerate(X):
         dens = []
         for k in range(2):
-            # hierarchical representation (paper 004 eq. 6): x | tau ~ N(xi + eta tau, Lambda), tau half-normal
+            # hierarchical representation (the DP-MSNM paper 2021, eq. 6): x | tau ~ N(xi + eta tau, Lambda), tau half-normal
             Linv = np.linalg.inv(Lam[k])
             cst = 1.0 / (2 * math.pi * math.sqrt(np.linalg.det(Lam[k])))
 

@@ -101,24 +101,40 @@ def _clip_spectrum(S: torch.Tensor, v_min: float, v_max: float) -> torch.Tensor:
     return 0.5 * (out + out.transpose(-1, -2))
 
 
-def sagmm_blocks(X: torch.Tensor, num_blocks: int, mask: torch.Tensor, generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Step 1: ``(X_blocks (..., l, N, d), mask_blocks (..., l, N))``, record ``i`` in block ``b_i``
-    drawn uniformly and independently of everything else."""
+def sagmm_blocks(X: torch.Tensor, num_blocks: int, mask: torch.Tensor, generator,
+                 max_block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 1: ``(X_blocks (..., l, C, d), mask_blocks (..., l, C))``: record ``i`` goes to block ``b_i``,
+    drawn uniformly and independently of everything else, at its rank among the block's records (in row
+    order). ``C = max_block_size`` (public; ``None``: ``N``, nothing is ever dropped); records of a block
+    beyond ``C`` are dropped, a function of that block alone. Packing keeps memory at ``O(l C d)``."""
+    lead, N, d = X.shape[:-2], X.shape[-2], X.shape[-1]
+    C = N if max_block_size is None else int(max_block_size)
     assign = torch.randint(num_blocks, mask.shape, generator=generator, device=X.device)
-    ids = torch.arange(num_blocks, device=X.device).unsqueeze(-1)
-    mb = (assign.unsqueeze(-2) == ids) & mask.unsqueeze(-2)
-    return X.unsqueeze(-3).expand(*X.shape[:-2], num_blocks, *X.shape[-2:]), mb
+    assign = torch.where(mask, assign, torch.full_like(assign, num_blocks))  # padding -> a discarded bin
+    order = torch.sort(assign, dim=-1, stable=True).indices
+    sorted_assign = torch.gather(assign, -1, order)
+    counts = torch.zeros(*lead, num_blocks + 1, dtype=torch.long, device=X.device)
+    counts.scatter_add_(-1, assign, torch.ones_like(assign))
+    starts = counts.cumsum(-1) - counts
+    rank_sorted = torch.arange(N, device=X.device) - torch.gather(starts, -1, sorted_assign)
+    rank = torch.empty_like(rank_sorted).scatter_(-1, order, rank_sorted)
+    keep = (assign < num_blocks) & (rank < C)
+    slot = torch.where(keep, assign * C + rank, torch.full_like(assign, num_blocks * C))  # last slot: discard
+    Xb = torch.zeros(*lead, num_blocks * C + 1, d, dtype=X.dtype, device=X.device)
+    Xb.scatter_(-2, slot.unsqueeze(-1).expand(*slot.shape, d), X)
+    mb = torch.zeros(*lead, num_blocks * C + 1, dtype=torch.bool, device=X.device).scatter_(-1, slot, keep)
+    return (Xb[..., :-1, :].reshape(*lead, num_blocks, C, d), mb[..., :-1].reshape(*lead, num_blocks, C))
 
 
 def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: float, v_max: float, *, mask=None,
                     max_iter: int = 50, align: str = "sort", direction=None, reference_means=None,
-                    generator=None, return_blocks: bool = False):
+                    generator=None, return_blocks: bool = False, max_block_size: int | None = None):
     """Steps 1-4 and the noise-free average of step 5: ``(weights, means, covariances)`` of shapes
     ``(..., K)``, ``(..., K, d)``, ``(..., K, d, d)`` (plus the clipped block estimates when asked)."""
     K = num_components
     mask = torch.ones(X.shape[:-1], dtype=torch.bool, device=X.device) if mask is None else mask
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
-    Xb, mb = sagmm_blocks(X, num_blocks, mask, generator)
+    Xb, mb = sagmm_blocks(X, num_blocks, mask, generator, max_block_size)
     small = mb.sum(-1, keepdim=True) < K  # such a block is fitted on all its (zero-padded) rows
     mb = mb | small
     fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator)
@@ -175,13 +191,16 @@ def fit_sagmm(
     direction=None,
     reference_means=None,
     split: dict[str, float] | None = None,
+    max_block_size: int | None = None,
     mask: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> GMMFit:
     """SAGMM (module docstring), record-level DP under ``adjacency``; returns a :class:`GMMFit` whose
     ``loglik`` is an evaluation on the given rows (not covered by the record) and whose ``privacy`` is a
     privacy record (:func:`torchdpgmm.em._common.make_record`). ``mean_bounds = (lo, hi)`` (scalars or ``(d,)``) and ``var_bounds = (v_min,
-    v_max)`` are public; ``delta`` is required for ``mechanism="gaussian"``."""
+    v_max)`` are public; ``delta`` is required for ``mechanism="gaussian"``. ``max_block_size`` (public, or
+    ``None`` for no cap) bounds each block's rows, so the batched block fits need ``O(l C d)`` memory instead
+    of ``O(l N d)``; it must not be computed from the data (under add/remove not even from ``N``)."""
     check_epsilon(epsilon)
     split = dict(DEFAULT_SPLIT if split is None else split)
     lo, hi = mean_bounds
@@ -193,8 +212,12 @@ def fit_sagmm(
     K, d = num_components, X.shape[-1]
     tot = sum(split.values())
     split = {k: v / tot for k, v in split.items()}
+    if max_block_size is not None and (isinstance(max_block_size, bool) or not isinstance(max_block_size, int)
+                                       or max_block_size < 1):
+        raise ValueError(f"max_block_size must be a positive int (public) or None, got {max_block_size!r}")
     w, m, c = sagmm_aggregate(X, K, num_blocks, lo, hi, v_min, v_max, mask=mask, max_iter=max_iter, align=align,
-                              direction=direction, reference_means=reference_means, generator=generator)
+                              direction=direction, reference_means=reference_means, generator=generator,
+                              max_block_size=max_block_size)
     batch = w.shape[:-1]
     if mechanism == "gaussian":
         from torchdpgmm.privacy import gdp_mu

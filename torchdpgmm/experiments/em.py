@@ -100,8 +100,16 @@ def _dp_fits(Xtr, G: int, eps: float, opts: dict[str, Any], g: torch.Generator) 
         "DP-EM (LLG)": fit_dp_em(Xtr, G, eps, opts["delta"], variant="LLG", data_bound=math.sqrt(d), max_iter=T,
                                  generator=g),
         "SAGMM": fit_sagmm(Xtr, G, eps, opts["delta"], num_blocks=opts["blocks"], mean_bounds=(0.0, 1.0),
-                           var_bounds=(1e-3, 0.25), adjacency="replace-one", max_iter=50, generator=g),
+                           var_bounds=(1e-3, 0.25), adjacency="replace-one", max_iter=50, generator=g,
+                           max_block_size=_block_cap(Xtr.shape[-2], opts["blocks"], G)),
     }
+
+
+def _block_cap(n: int, blocks: int, G: int) -> int:
+    """SAGMM's public cap on a block's rows: the mean block size plus 6 binomial standard deviations (a
+    block exceeds it with probability < 1e-8); under replace-one ``n`` is public, so the cap is too."""
+    mean = n / blocks
+    return int(math.ceil(mean + 6.0 * math.sqrt(mean) + G))
 
 
 def _record_fields(fit) -> dict[str, Any]:
@@ -178,7 +186,7 @@ def _plot(rows: list[dict[str, Any]], path) -> None:
         ax.set_xscale("log")
         ax.set_yscale("symlog")
         ax.set_xlabel("total epsilon")
-        ax.set_ylabel("log-likelihood mean (median over trials)")
+        ax.set_ylabel("held-out log-likelihood mean (median over trials)")
         ax.set_title(ds)
         ax.legend(fontsize=7)
         ax = axes[i][1]

@@ -112,8 +112,9 @@ def sound_gaussian_release(x, y, epsilon: float, delta: float, lo, hi, generator
 
     c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
     d = x.shape[-1]
-    stats, _ = sound_statistics((x - c) / h, y, 2, epsilon, delta, math.sqrt(d), "add-remove", "gaussian",
-                                generator)
+    stats, _ = sound_statistics((x - c) / h, y, 2, epsilon, delta, clip_bound=math.sqrt(d),
+                                adjacency="add-remove", mechanism="gaussian", noise="continuous",
+                                generator=generator)
     return GaussianClasses(stats["weights"], c + h * stats["means"],
                            h.unsqueeze(-1) * stats["covariances"] * h.unsqueeze(-2))
 
@@ -229,7 +230,11 @@ def run_parkinson(cfg: ExperimentConfig) -> StudyResult:
     ratio = (pub_hi - pub_lo) / (gen_hi.amax(0) - gen_lo.amin(0))
     from torchdpgmm.data.parkinsons import PARKINSONS_FEATURES
 
-    config = {"trials": trials, "public_over_oracle_width": dict(zip(PARKINSONS_FEATURES, ratio.tolist())),
+    config = {"trials": trials, "class_condition_numbers": torch.linalg.cond(model.covariances).tolist(),
+              "standardised_condition_numbers": torch.linalg.cond(
+                  model.covariances / (model.covariances.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
+                                       * model.covariances.diagonal(dim1=-2, dim2=-1).unsqueeze(-2)).sqrt()).tolist(),
+              "public_over_oracle_width": dict(zip(PARKINSONS_FEATURES, ratio.tolist())),
               "public_over_oracle_width_geomean": float(ratio.log().mean().exp()), "num_test": num_test, "epsilon": eps0, "delta": delta, "grid_n": grid_n,
               "paper_dp_error": PAPER_DP_ERROR, "paper_majority_error": PAPER_MAJORITY_ERROR,
               "paper_nonprivate_below": PAPER_NONPRIVATE_BELOW,
