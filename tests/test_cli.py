@@ -204,3 +204,35 @@ def test_estimator_on_cuda():
     X = rng.normal(size=(100, 2)) + 4.0 * (y == "b")[:, None]
     est = DPGaussianMixture(classes=["a", "b"], clip_bound=10.0, random_state=0, device="cuda").fit(X, y)
     assert est.model_.device.type == "cuda" and est.predict(X).shape == (100,)
+
+
+def test_sound_sweep_passes_the_public_settings(tmp_path):
+    import json
+
+    out = tmp_path / "sw"
+    assert main(["sweep", "--mechanisms", "gaussian", "--epsilons", "1", "--N", "40", "--K", "2", "--d", "2",
+                 "--trials", "2", "--clip-bound", "5", "--classes", "2", "--no-progress", "--out", str(out)]) == 0
+    spec = json.loads((out / "sweep.json").read_text())
+    assert spec["mode"] == "sound" and spec["clip_bound"] == 5.0
+    assert spec["adjacency"] == "add-remove" and spec["classes"] == 2
+
+
+def test_check_settings_is_a_dry_run(tmp_path, capsys, monkeypatch):
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    assert main([*RELEASE, "--classes", CLASSES, "--clip-bound", "1000", "--check-settings", "--out", "m.json"]) == 0
+    err = capsys.readouterr().err
+    assert "clips 0.0% of rows" in err and "do not publish" in err
+    assert _tree(tmp_path) == before
+
+
+def test_covariance_type_reaches_the_release(tmp_path, monkeypatch):
+    from torchdpgmm.modelfile import load_model
+
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    assert main([*RELEASE, *SOUND, "--covariance-type", "diag", "--seed", "0", "--out", "m.json"]) == 0
+    cov = load_model(tmp_path / "m.json").model.covariances
+    assert torch.count_nonzero(cov - torch.diag_embed(torch.diagonal(cov, dim1=-2, dim2=-1))) == 0
+    assert main([*RELEASE, "--mode", "as-published", "--covariance-type", "diag", "--out", "m2.json"]) == 2

@@ -84,6 +84,8 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
     _add_privacy_flags(p)
     p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
                    help="design variant for mechanism kl in as-published mode")
+    p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"],
+                   help="covariance structure of the sound release (as in sklearn.mixture.GaussianMixture)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: fresh OS entropy)")
     p.add_argument("--check-settings", action="store_true",
                    help="dry run for the data owner: read the data, print warnings about the settings (delta >= 1/N, "
@@ -340,8 +342,12 @@ def _cmd_release(args: argparse.Namespace) -> int:
     from torchdpgmm.release import release
 
     kwargs: dict[str, Any] = {}
+    if args.covariance_type != "full" and not sound:
+        raise UsageError("--covariance-type applies to --mode sound only")
     if sound:
         kwargs.update(clip_bound=check_clip_bound(args.clip_bound, table.X.shape[1]), adjacency=args.adjacency)
+        if args.covariance_type != "full":
+            kwargs["covariance_type"] = args.covariance_type
     elif args.variant is not None:
         kwargs["variant"] = args.variant
     if args.check_settings:

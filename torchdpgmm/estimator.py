@@ -362,8 +362,10 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
     def _n_parameters(self) -> int:
+        """Free parameters: covariances (by ``covariance_type``, as GaussianMixture), means, weights."""
         K, d = self.means_.shape
-        return int(K * d * (d + 1) // 2 + K * d + K - 1)
+        cov = {"full": K * d * (d + 1) // 2, "tied": d * (d + 1) // 2, "diag": K * d, "spherical": K}
+        return int(cov[self.covariance_type] + K * d + K - 1)
 
     def bic(self, X: Any) -> float:
         """Bayesian information criterion ``-2 n mean log p(x) + p ln n`` of the released model on ``X``.

@@ -271,6 +271,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
     rho_t = torch.full(W.shape[:-2], float(rho), dtype=W.dtype, device=W.device)
     f_prev = torch.full(W.shape[:-2], -math.inf, dtype=W.dtype, device=W.device)
     p_prev, r_prev = pk, torch.zeros_like(pk)
+    next_prune, unprunes = check_every, 0   # pruning backs off geometrically after every un-prune
     it = 0
 
     def update_best(pfull):
@@ -315,7 +316,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
                 Wk, mk, pk, pfull = Wk[keep], mk[keep], pk[keep], pfull[keep]
                 if work_idx is not None:
                     work_idx = work_idx[keep]
-            if prune and work_idx is None and n > 4 * ksupp and it >= check_every:
+            if prune and work_idx is None and n > 4 * ksupp and it >= next_prune:
                 # active set: keep the 4*ksupp heaviest points. Exact: every certificate is computed
                 # against all N points, and a pruned point that becomes the binding one un-prunes.
                 kk = 4 * ksupp
@@ -332,6 +333,8 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
                 if bool((r_full.amax(-1) > r_kept.amax(-1) * (1 + 1e-12)).any()):
                     pk = 0.5 * pfull + 0.5 * maskf / maskf.sum(-1, keepdim=True)
                     Wk, mk, work_idx = W, mask, None
+                    unprunes += 1
+                    next_prune = it + check_every * 4 ** unprunes   # no prune / un-prune cycles
                     p_prev, r_prev, f_prev = pk, torch.zeros_like(pk), torch.full_like(f_prev, -math.inf)
     out_Y[gidx] = best_Y
     out_upper[gidx] = best_upper

@@ -451,6 +451,8 @@ def _add_utility_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_utility(config: ExperimentConfig) -> StudyResult:
+    """KL(released || fitted) against epsilon on the synthetic data of Liu, Scaglione & Peisert (2025),
+    Sec. V-A: the sound mode (replace-one, public bound B) beside the as-published curves (label flips)."""
     from torchdpgmm.sound import release_sound
 
     o = config.options
@@ -650,20 +652,26 @@ def records_markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         if r.get("status") != "ok":
             lines.append(f"| {r['family']} | {r['release']} | {r['call_mode']} | - | - | - | - | "
-                         f"not released: {_cell(r['status'])} |")
+                         f"not released: {_code(r['status'])} |")
             continue
         blocks = "; ".join(f"{b['name']}: {b['mechanism']}, sens {_fmt(b['sensitivity'])} ({b['norm']}), "
                            f"scale {_fmt(b['noise_scale'])}" + (f" x{b['count']}" if b.get("count", 1) != 1 else "")
                            for b in (r.get("blocks") or []))
-        notes = "<br>".join(_cell(n) for n in (r.get("notes") or []))
+        notes = "<br>".join(_code(n) for n in (r.get("notes") or []))
         lines.append(f"| {r['family']} | {r['release']} | {r.get('mode')} | {r.get('adjacency')} | "
-                     f"{_cell(r.get('accountant') or '')} | {'yes' if r.get('covered') else 'no'} | {blocks or '-'} | "
+                     f"{_code(r.get('accountant') or '')} | {'yes' if r.get('covered') else 'no'} | {blocks or '-'} | "
                      f"{notes} |")
     return "\n".join(lines)
 
 
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: Any) -> str:
+    """Record text quoted verbatim (inline code: it is the record's wording, not a measured result)."""
+    t = _cell(text).replace("`", "'")
+    return f"`{t}`" if t else ""
 
 
 def utility_markdown(rows: list[dict[str, Any]]) -> str:

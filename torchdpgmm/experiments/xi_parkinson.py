@@ -112,8 +112,9 @@ def sound_gaussian_release(x, y, epsilon: float, delta: float, lo, hi, generator
 
     c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
     d = x.shape[-1]
-    stats, _ = sound_statistics((x - c) / h, y, 2, epsilon, delta, clip_bound=math.sqrt(d), adjacency="add-remove",
-                                mechanism="gaussian", generator=generator)
+    stats, _ = sound_statistics((x - c) / h, y, 2, epsilon, delta, clip_bound=math.sqrt(d),
+                                adjacency="add-remove", mechanism="gaussian", noise="continuous",
+                                generator=generator)
     return GaussianClasses(stats["weights"], c + h * stats["means"],
                            h.unsqueeze(-1) * stats["covariances"] * h.unsqueeze(-2))
 
