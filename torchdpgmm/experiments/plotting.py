@@ -29,11 +29,11 @@ VARIANT_NOTES: dict[str, str] = {
     "kl/as-published": "Algorithm 1 of Liu, Scaglione & Peisert (2025) as printed (split from eps/3, iterations (22)-(25))",
     "kl/global": "same noise as Algorithm 1, budget split optimised jointly for objective (12)",
     "kl/exact-kl": "same noise as Algorithm 1, split optimised for the exact expected KL (no Wishart surrogate in (12))",
-    "kl": "Algorithm 1 of Liu, Scaglione & Peisert (2025): SDP-shaped Gaussian means, Wishart covariances",
-    "colored": "baseline: colored Gaussian noise from a covering SDP (Ravi et al.), eps split in thirds",
-    "gaussian": "baseline: i.i.d. Gaussian noise, Wu et al. (2016) sensitivities, eps split in thirds",
-    "laplace": "baseline: i.i.d. Laplace noise, pure eps-DP, eps split in thirds",
-    "r1smg": "baseline: rank-1 singular multivariate Gaussian (Ji & Li 2024), eps split in thirds",
+    "kl": "KL-optimal release of Liu, Scaglione & Peisert (2025) (Algorithm 1; sound mode: its clipped, record-level form)",
+    "colored": "baseline: Gaussian noise on the means colored by a covering SDP (Ravi et al.)",
+    "gaussian": "baseline: i.i.d. Gaussian noise on weights, means and covariances",
+    "laplace": "baseline: i.i.d. Laplace noise on weights, means and covariances (pure eps-DP)",
+    "r1smg": "baseline: rank-1 singular multivariate Gaussian noise on the means (Ji & Li 2024)",
 }
 
 _SETTING_NAMES = {"n": "N", "k": "K", "lam": "lambda", "num_classes": "classes"}
