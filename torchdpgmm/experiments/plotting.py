@@ -25,11 +25,12 @@ from typing import Any, Iterable, Mapping, Sequence
 
 __all__ = ["VARIANT_NOTES", "plot_curves", "log_interval", "settings_caption", "series_from_rows"]
 
+_ALG1 = "Algorithm 1 of Liu, Scaglione & Peisert (2025)"
 VARIANT_NOTES: dict[str, str] = {
-    "kl/as-published": "Algorithm 1 of Liu, Scaglione & Peisert (2025) as printed (split from eps/3, iterations (22)-(25))",
+    "kl/as-published": f"{_ALG1} as printed (split from eps/3, iterations (22)-(25))",
     "kl/global": "same noise as Algorithm 1, budget split optimised jointly for objective (12)",
     "kl/exact-kl": "same noise as Algorithm 1, split optimised for the exact expected KL (no Wishart surrogate in (12))",
-    "kl": "KL-optimal release of Liu, Scaglione & Peisert (2025) (Algorithm 1; sound mode: its clipped, record-level form)",
+    "kl": f"KL-optimal release, {_ALG1} (in sound mode: clipped records, record-level accounting)",
     "colored": "baseline: Gaussian noise on the means colored by a covering SDP (Ravi et al.)",
     "gaussian": "baseline: i.i.d. Gaussian noise on weights, means and covariances",
     "laplace": "baseline: i.i.d. Laplace noise on weights, means and covariances (pure eps-DP)",
