@@ -171,3 +171,12 @@ def test_replot_script_from_committed_json(tmp_path):
     spec.loader.exec_module(mod)
     (png,) = mod.main(["--out", str(tmp_path), "--studies", "fig2"])
     assert png.read_bytes()[:8] == PNG_MAGIC and stat.S_IMODE(png.stat().st_mode) == 0o644
+
+
+def test_sweep_sound_more_public_classes_than_k(tmp_path):
+    """The reported failure: `sweep --K 2 --classes 3 --clip-bound 5` (sound) now runs to finite KLs."""
+    spec = SweepSpec(mechanisms=["gaussian", "kl"], epsilons=[1.0], Ns=[40], Ks=[2], ds=[2], trials=2,
+                     chunk_size=2, block_size=2, mode="sound", clip_bound=5.0, classes=3)
+    res = run_sweep(spec, tmp_path / "s", progress=False)
+    assert len(res["summary"]) == 2
+    assert all(math.isfinite(p["mean"]) and p["nonfinite"] == 0 for p in res["summary"])
