@@ -1,4 +1,4 @@
-"""Regenerate the measured-numbers tables of ``docs/release.md`` and ``docs/design.md`` from the JSON files.
+"""Regenerate the measured-numbers tables of README.md, ``docs/release.md`` and ``docs/design.md`` from the JSON.
 
     python benchmarks/docs_tables.py [--results benchmarks/results] [--check]
 
@@ -14,7 +14,34 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = {"fig2": ROOT / "docs" / "release.md", "scale": ROOT / "docs" / "release.md", "sdp": ROOT / "docs" / "design.md"}
+DOCS = {"fig2": ROOT / "docs" / "release.md", "scale": ROOT / "docs" / "release.md", "sdp": ROOT / "docs" / "design.md",
+        "benchmarks": ROOT / "README.md", "trace": ROOT / "docs" / "design.md"}
+
+
+def trace_table(res: dict) -> str:
+    """Algorithm 1 traced by ``scripts/trace_algorithm1.py`` (means over datasets)."""
+    lines = ["| eps | as-published: iters / eps0/eps / sum of printed F' column / (12) / E[KL] "
+             "| global: eps0 / (12) / E[KL] | exact-kl: E[KL] |", "| --- | --- | --- | --- |"]
+    for r in res["rows"]:
+        it = max(r["as_published_iterations"])
+        last = r["trace"][-1]
+        a, g, x = r["as-published"], r["global"], r["exact-kl"]
+        lines.append(f"| {r['epsilon']:g} | {it} / {_f(last['eps0_over_eps_min'], 4)} / {_f(last['printed_F_col_sum_mean'])} / "
+                     f"{_f(a['objective_eq12_mean'], 4)} / {_f(a['expected_kl_mean'], 4)} | {_f(g['eps0_mean'], 2)} / "
+                     f"{_f(g['objective_eq12_mean'], 4)} / {_f(g['expected_kl_mean'], 4)} | {_f(x['expected_kl_mean'], 4)} |")
+    return "\n".join(lines)
+
+
+def readme_table(results: Path) -> str:
+    """The README's benchmark table: the rows of ``benchmarks/report.py``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_report", Path(__file__).with_name("report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    lines = ["| benchmark | result | check | load avg |", "| --- | --- | --- | --- |"]
+    lines += ["| " + " | ".join(r) + " |" for r in report.rows(results)]
+    return "\n".join(lines)
 
 
 def _f(x, digits: int = 3) -> str:
@@ -57,15 +84,15 @@ def scale_table(res: dict) -> str:
     lines = [f"`bench_scale.json`: {len(c['epsilons'])} eps x {len(c['mechanisms'])} mechanisms, N={c['N']}, K={c['K']}, "
              f"d={c['d']}, {c['threads']} threads, load average {_la(res['environment']['load_average_start'])} at start, "
              f"{_la(res['environment']['load_average_end'])} at end.", "",
-             "| trials | wall (s) | ms per trial | peak RSS (GiB) |", "| --- | --- | --- | --- |"]
+             "| trials | wall (s) | s per trial | peak RSS (GiB) |", "| --- | --- | --- | --- |"]
     for r in res["sweeps"]:
-        lines.append(f"| {r['trials']:,} | {_f(r['wall_s'])} | {_f(r['seconds_per_trial'] * 1e3)} | "
+        lines.append(f"| {r['trials']:,} | {_f(r['wall_s'])} | {_f(r['seconds_per_trial'])} | "
                      f"{_f(r['peak_rss_bytes'] / 2**30)} |")
     lines += ["", f"Per trial over all epsilons ({pm['trials']} trials, {pm['device']}): generate "
-              f"{_f(pm['seconds_per_trial']['generate'] * 1e3)} ms + fit {_f(pm['seconds_per_trial']['fit'] * 1e3)} ms;",
-              "", "| mechanism | ms per trial | x (generate + fit) |", "| --- | --- | --- |"]
+              f"{_f(pm['seconds_per_trial']['generate'])} s + fit {_f(pm['seconds_per_trial']['fit'])} s;",
+              "", "| mechanism | s per trial | x (generate + fit) |", "| --- | --- | --- |"]
     for m in c["mechanisms"]:
-        lines.append(f"| {m} | {_f(pm['seconds_per_trial'][m] * 1e3)} | {_f(pm['ratio_to_generate_and_fit'][m])} |")
+        lines.append(f"| {m} | {_f(pm['seconds_per_trial'][m])} | {_f(pm['ratio_to_generate_and_fit'][m])} |")
     return "\n".join(lines)
 
 
@@ -98,6 +125,10 @@ def tables(results: Path) -> dict[str, str]:
         out["scale"] = scale_table(load("bench_scale.json"))
     if load("bench_sdp.json"):
         out["sdp"] = sdp_table(load("bench_sdp.json"), load("bench_sdp_lmi_3x5000.json"))
+    out["benchmarks"] = readme_table(results)
+    trace = ROOT / "scripts" / "results" / "trace_algorithm1.json"
+    if trace.exists():
+        out["trace"] = trace_table(json.loads(trace.read_text()))
     return out
 
 

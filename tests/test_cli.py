@@ -236,3 +236,13 @@ def test_covariance_type_reaches_the_release(tmp_path, monkeypatch):
     cov = load_model(tmp_path / "m.json").model.covariances
     assert torch.count_nonzero(cov - torch.diag_embed(torch.diagonal(cov, dim1=-2, dim2=-1))) == 0
     assert main([*RELEASE, "--mode", "as-published", "--covariance-type", "diag", "--out", "m2.json"]) == 2
+
+
+def test_sound_release_prints_no_private_count(tmp_path, capsys, monkeypatch):
+    # under add/remove the number of records is private: the summary line must not state it
+    _csv(tmp_path / "d.csv", n=87)
+    monkeypatch.chdir(tmp_path)
+    assert main([*RELEASE, "--classes", CLASSES, "--clip-bound", "10", "--seed", "0", "--out", "m.json"]) == 0
+    out = capsys.readouterr()
+    assert "87" not in out.out + out.err
+    assert "mode=sound" in out.out

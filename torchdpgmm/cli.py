@@ -358,7 +358,9 @@ def _cmd_release(args: argparse.Namespace) -> int:
     model_to_dict(rel.model, rel.privacy, table.class_names, table.feature_names)  # validate before writing
     save_model(args.out, rel.model, rel.privacy, table.class_names, table.feature_names)
     rec = rel.privacy.to_dict()
-    print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}, N={table.X.shape[0]}, "
+    # the number of records is private under add/remove: only public facts are printed in sound mode
+    size = "" if args.mode == "sound" else f", N={table.X.shape[0]}"
+    print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
     return 0
 
