@@ -102,6 +102,9 @@ class SweepSpec:
             raise ValueError("clip_bound and adjacency apply to mode='sound' only")
         if self.classes is not None and (int(self.classes) != self.classes or self.classes < max(self.Ks)):
             raise ValueError(f"classes must be an integer >= every K (max K = {max(self.Ks)}), got {self.classes}")
+        if self.classes is not None and self.mode != "sound" and any(k != self.classes for k in self.Ks):
+            raise ValueError("classes larger than K leave empty classes, which mode='as-published' cannot release "
+                             "(it needs d + 1 points per class); use mode='sound' or classes = K")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,8 +174,9 @@ def _kl_rows(spec: SweepSpec, mech: str, kl, chunk: Chunk, first: int, n: int) -
             for j, e in enumerate(spec.epsilons) for i in range(n)]
 
 
-def _release_kl(spec: SweepSpec, mech: str, X, y, num_classes: int, eps, gen):
-    """Realised KL(released || fitted) (Appendix B), shape (E, T), for one mechanism over the epsilon grid."""
+def _release_kl(spec: SweepSpec, mech: str, X, y, num_classes: int, eps, gen, data_classes: int | None = None):
+    """Realised KL(released || fitted) (Appendix B), shape (E, T), for one mechanism over the epsilon grid;
+    ``data_classes`` (the generated K, public) when it is smaller than ``num_classes`` (see :func:`_kl_of`)."""
     import torch
 
     from torchdpgmm.release import release
@@ -180,20 +184,32 @@ def _release_kl(spec: SweepSpec, mech: str, X, y, num_classes: int, eps, gen):
     if spec.mode == "sound":  # scalar epsilon per call; public facts from the spec only
         kw = {"clip_bound": spec.clip_bound, "adjacency": spec.adjacency or "replace-one"}
         return torch.stack([_kl_of(release(X, y, num_classes, float(e), spec.delta, mechanism=mech, mode="sound",
-                                           generator=gen, **kw), X, y, num_classes) for e in spec.epsilons])
+                                           generator=gen, **kw), X, y, num_classes, data_classes)
+                            for e in spec.epsilons])
     kw = {"variant": spec.variant} if mech == "kl" else {}
     return _kl_of(release(X, y, num_classes, eps, spec.delta, mechanism=mech, generator=gen, **kw), X, y, num_classes)
 
 
-def _kl_of(rel, X, y, num_classes):
-    """``rel.kl`` when the release carries it, else KL(model || eq. (2) fit) computed here (evaluation only)."""
+def _kl_of(rel, X, y, num_classes, data_classes=None):
+    """``rel.kl`` when the release carries it, else KL(model || eq. (2) fit) computed here (evaluation only).
+
+    When the public class count exceeds the generated one (``data_classes`` K < ``num_classes``: the
+    classes K.. are empty, so their eq. (2) fit is undefined), the metric is the KL of the released model
+    conditioned on ``y < K`` (its weights renormalised over the first K classes) to the fit of those K
+    classes; the mass the release puts on the empty classes is not part of it."""
     kl = getattr(rel, "kl", None)
     if kl is not None:
         return kl
     from torchdpgmm.kl import kl_divergence
-    from torchdpgmm.mixture import fit_labeled
+    from torchdpgmm.mixture import LabeledGMM, fit_labeled
 
-    return kl_divergence(rel.model, fit_labeled(X, y, num_classes))
+    K = int(data_classes or num_classes)
+    model = rel.model
+    if K < num_classes:
+        w = model.weights[..., :K]
+        model = LabeledGMM(w / w.sum(-1, keepdim=True), model.means[..., :K, :], model.covariances[..., :K, :, :],
+                           validate_args=False)
+    return kl_divergence(model, fit_labeled(X, y, K))
 
 
 def default_trial_fn(spec: SweepSpec, chunk: Chunk) -> list[dict[str, Any]]:
@@ -217,13 +233,14 @@ def default_trial_fn(spec: SweepSpec, chunk: Chunk) -> list[dict[str, Any]]:
         for mech in spec.mechanisms:
             g = torch.Generator(device=device).manual_seed(
                 block_seed(spec.seed, "noise", mech, chunk.N, chunk.K, chunk.d, b))
-            kl = _release_kl(spec, mech, X, y, num_classes, eps, g)[:, :n]
+            kl = _release_kl(spec, mech, X, y, num_classes, eps, g, data_classes=chunk.K)[:, :n]
             rows += _kl_rows(spec, mech, kl, chunk, first, n)
     return rows
 
 
 def _atomic_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
+    os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
     with os.fdopen(fd, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=RESULT_FIELDS)
         w.writeheader()
@@ -277,13 +294,14 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     _concat_chunks(results, [out / "chunks" / f"{c.id}.csv" for c in chunks])
     summary = summarize(iter_results(out, chunks))
     (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "points": summary}, indent=2))
-    plot_results(summary, out / "sweep.png")
+    plot_results(summary, out / "sweep.png", spec=spec)
     return {"done": len(todo), "skipped": skipped, "results": str(results), "summary": summary}
 
 
 def _concat_chunks(path: Path, parts: list[Path]) -> None:
     """``results.csv``: the chunk files in plan order, one header, streamed (memory of one line), atomic."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
+    os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
     with os.fdopen(fd, "w", newline="") as fh:
         fh.write(",".join(RESULT_FIELDS) + "\r\n")
         for p in parts:
@@ -369,24 +387,23 @@ def summarize(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def plot_results(summary: list[dict[str, Any]], path: str | Path) -> None:
-    import matplotlib
+def plot_results(summary: list[dict[str, Any]], path: str | Path, *, spec: SweepSpec | None = None) -> None:
+    """KL vs epsilon per mechanism (and per (N, K, d) when several), mean and 95% CI on log axes, with the
+    sweep's settings (from ``spec`` when given) in the caption; see :mod:`torchdpgmm.experiments.plotting`."""
+    from torchdpgmm.experiments.plotting import plot_curves, series_from_rows
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    keys = sorted({(s["mechanism"], s["N"], s["K"], s["d"]) for s in summary})
-    for key in keys:
-        pts = sorted((s for s in summary if (s["mechanism"], s["N"], s["K"], s["d"]) == key), key=lambda s: s["epsilon"])
-        e = [p["epsilon"] for p in pts]
-        ax.errorbar(e, [p["mean"] for p in pts],
-                    yerr=[[p["mean"] - p["ci_low"] for p in pts], [p["ci_high"] - p["mean"] for p in pts]],
-                    marker="o", capsize=3, label=f"{key[0]} N={key[1]} K={key[2]} d={key[3]}")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("KL(released || fitted)")
-    ax.set_yscale("log")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    varying = [c for c in ("N", "K", "d") if len({s[c] for s in summary}) > 1]
+    variant = spec.variant if spec is not None and spec.mode == "as-published" else None
+    rows = [dict(s, label=(f"kl/{variant}" if s["mechanism"] == "kl" and variant else s["mechanism"])
+                 + "".join(f" {c}={s[c]}" for c in varying)) for s in summary]
+    rows.sort(key=lambda r: (r["label"], r["epsilon"]))
+    settings: dict[str, Any] = {c: summary[0][c] for c in ("N", "K", "d") if c not in varying and summary}
+    settings["trials"] = max((int(s["trials"]) for s in summary), default=0)
+    if spec is not None:
+        settings.update(delta=spec.delta, mode=spec.mode, classes=spec.classes)
+        if spec.mode == "sound":
+            settings.update(adjacency=spec.adjacency or "replace-one", clip_bound=spec.clip_bound)
+        else:
+            settings.update(adjacency="label-flip")
+    plot_curves(series_from_rows(rows, "epsilon"), path, x_label="epsilon", y_label="KL(released || fitted)",
+                title="Sweep: KL vs epsilon", settings=settings, logx=True, logy=True)

@@ -523,29 +523,18 @@ def _utility_row(mode, mech, eps, delta, kl, trials, N, B, adjacency):
 
 
 def _plot_utility(rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib.pyplot as plt
+    """KL vs epsilon, sound and as-published, through :func:`torchdpgmm.experiments.plotting.plot_curves`."""
+    from torchdpgmm.experiments.plotting import plot_curves, series_from_rows
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r.get("status") == "ok":
-            series.setdefault((r["mode"], r["mechanism"]), []).append(r)
-    for (mode, mech), rs in sorted(series.items()):
-        rs = sorted(rs, key=lambda r: r["epsilon"])
-        ax.errorbar([r["epsilon"] for r in rs], [r["kl_mean"] for r in rs],
-                    yerr=[[max(r["kl_mean"] - r["kl_ci_low"], 0) for r in rs], [max(r["kl_ci_high"] - r["kl_mean"], 0) for r in rs]],
-                    ls="-" if mode == "sound" else "--", marker="o" if mode == "sound" else "x", capsize=2,
-                    label=f"{mech} ({mode})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("KL(released || fitted)")
-    ax.set_title("Sound (record-level, solid) vs as-published (label-level, dashed)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
+    ok = [dict(r, label=f"{r['mechanism']} ({r['mode']}, {r['adjacency']})", mean=r["kl_mean"],
+               ci_low=r["kl_ci_low"], ci_high=r["kl_ci_high"]) for r in rows if r.get("status") == "ok"]
+    ok.sort(key=lambda r: (r["mode"] != "sound", r["label"]))
+    first = ok[0] if ok else {}
+    settings = {k: first.get(k) for k in ("N", "delta")}
+    settings.update(trials=max((int(r["trials"]) for r in ok), default=0),
+                    clip_bound=next((r["clip_bound"] for r in ok if r["mode"] == "sound"), None))
+    plot_curves(series_from_rows(ok, "epsilon"), path, x_label="epsilon", y_label="KL(released || fitted)",
+                title="Sound (record-level) vs as-published (label-level)", settings=settings, logx=True)
 
 STUDIES = {
     "audit": Study("audit", run_audit,

@@ -147,32 +147,18 @@ def _rows(stats: dict[str, list], mechanisms, x_name: str, x_values, fixed: dict
 
 
 def _plot_factory(x_name: str, title: str, logx: bool):
+    """Plot function for :class:`StudyResult`: :func:`torchdpgmm.experiments.plotting.plot_curves` with the
+    fixed settings of the rows (the releases run in the default as-published mode, label-flip adjacency)."""
     def plot(rows, path):
-        import matplotlib.pyplot as plt
+        from torchdpgmm.experiments.plotting import plot_curves, series_from_rows
 
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
-        labels = []
-        for r in rows:
-            if r["label"] not in labels:
-                labels.append(r["label"])
-        for lab in labels:
-            rs = [r for r in rows if r["label"] == lab]
-            xs = [r[x_name] for r in rs]
-            m = [r["mean"] for r in rs]
-            lo = [max(r["mean"] - r["ci_low"], 0.0) if r["ci_low"] is not None else 0.0 for r in rs]
-            hi = [r["ci_high"] - r["mean"] if r["ci_high"] is not None else 0.0 for r in rs]
-            ax.errorbar(xs, m, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=lab)
-        ax.set_yscale("log")
-        if logx:
-            ax.set_xscale("log")
-        ax.set_xlabel({"epsilon": "epsilon", "n": "N", "k": "K", "d": "d"}[x_name])
-        ax.set_ylabel("KL(released || fitted), mean and 95% CI")
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        first = rows[0] if rows else {}
+        settings = {k: first[k] for k in ("n", "k", "d", "epsilon", "delta", "lam") if k in first and k != x_name}
+        settings.update(trials=max((int(r["trials"]) for r in rows), default=0), mode="as-published",
+                        adjacency="label-flip")
+        plot_curves(series_from_rows(rows, x_name), path, x_label={"epsilon": "epsilon", "n": "N", "k": "K",
+                    "d": "d"}[x_name], y_label="KL(released || fitted)", title=title, settings=settings,
+                    logx=logx, logy=True)
 
     return plot
 
