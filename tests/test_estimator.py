@@ -227,3 +227,23 @@ def test_a_class_of_identical_records_releases():
     y[2] = "e"
     est = DPGaussianMixture(classes=["a", "b", "c", "d", "e"], clip_bound=10.0, random_state=0).fit(X, y)
     assert est.means_.shape == (5, 2) and np.all(np.isfinite(est.covariances_))
+
+
+def test_a_seeded_sound_fit_says_its_noise_is_not_secret_and_sample_uses_another_stream():
+    import warnings as _w
+
+    from torchdpgmm.estimator import SEEDED_NOISE_NOTE, SeededNoiseWarning
+
+    rng = np.random.default_rng(3)
+    X, y = rng.normal(size=(60, 2)), np.arange(60) % 2
+    with _w.catch_warnings(record=True) as caught:
+        _w.simplefilter("always")
+        est = DPGaussianMixture(classes=[0, 1], clip_bound=3.0, random_state=5).fit(X, y)
+    assert any(issubclass(c.category, SeededNoiseWarning) for c in caught)
+    assert SEEDED_NOISE_NOTE in est.privacy_.notes
+    assert est._seed(0) != est._seed(1)  # fit noise and synthetic sampling never share a stream
+    with _w.catch_warnings(record=True) as caught:
+        _w.simplefilter("always")
+        fresh = DPGaussianMixture(classes=[0, 1], clip_bound=3.0).fit(X, y)
+    assert not any(issubclass(c.category, SeededNoiseWarning) for c in caught)
+    assert SEEDED_NOISE_NOTE not in fresh.privacy_.notes

@@ -86,7 +86,9 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
                    help="design variant for mechanism kl in as-published mode")
     p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"],
                    help="covariance structure of the sound release (as in sklearn.mixture.GaussianMixture)")
-    p.add_argument("--seed", type=int, default=None, help="seed (default: fresh OS entropy)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed (default: fresh OS entropy; a seeded sound release is reproducible but its noise "
+                        "is not secret: the record says so)")
     p.add_argument("--check-settings", action="store_true",
                    help="dry run for the data owner: read the data, print warnings about the settings (delta >= 1/N, "
                         "epsilon > 10, a clip bound that clips > 50%% or < 1%% of rows) and exit without releasing or "
@@ -355,9 +357,17 @@ def _cmd_release(args: argparse.Namespace) -> int:
     _warn_as_published(args)
     rel = release(table.X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
                   mode=args.mode, generator=_generator(args.seed), **kwargs)
-    model_to_dict(rel.model, rel.privacy, table.class_names, table.feature_names)  # validate before writing
-    save_model(args.out, rel.model, rel.privacy, table.class_names, table.feature_names)
-    rec = rel.privacy.to_dict()
+    privacy = rel.privacy
+    if args.mode == "sound" and args.seed is not None:
+        from dataclasses import replace as _replace
+
+        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+
+        print(f"torchdpgmm release: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
+        privacy = _replace(privacy, notes=tuple(privacy.notes) + (SEEDED_NOISE_NOTE,))
+    model_to_dict(rel.model, privacy, table.class_names, table.feature_names)  # validate before writing
+    save_model(args.out, rel.model, privacy, table.class_names, table.feature_names)
+    rec = privacy.to_dict()
     # the number of records is private under add/remove: only public facts are printed in sound mode
     size = "" if args.mode == "sound" else f", N={table.X.shape[0]}"
     print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "

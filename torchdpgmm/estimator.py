@@ -64,6 +64,21 @@ class AsPublishedWarning(UserWarning):
     """Emitted whenever the label-level, as-published mechanism is used."""
 
 
+SEEDED_NOISE_NOTE = (
+    "the noise was drawn from a user-given seed (random_state / --seed): anyone who knows the seed can "
+    "regenerate the noise and remove it, and releases of different data with the same seed have the same "
+    "noise, so their differences are exact; for a release you publish leave the seed unset (fresh OS entropy)"
+)
+
+
+class SeededNoiseWarning(UserWarning):
+    """Emitted when a sound release draws its noise from a user-given seed (reproducible, not secret)."""
+
+
+# fit and sample draw from independent streams of one seed (numpy SeedSequence children)
+_FIT_STREAM, _SAMPLE_STREAM = 0, 1
+
+
 def _is_real_scalar(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.ndim(v) == 0
 
@@ -237,14 +252,17 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
         return u
 
     # ------------------------------------------------------------------ fit
-    def _seed(self) -> int:
+    def _seed(self, stream: int = _FIT_STREAM) -> int:
+        """A seed for ``stream`` (fit or sample): fresh OS entropy when ``random_state`` is None, else a
+        child of ``random_state`` (so fit and sample never share noise, and a refit reproduces)."""
         rs = self.random_state
         if rs is None:  # fresh OS entropy
             return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] % 2**62)
         if isinstance(rs, np.random.RandomState):
             return int(rs.randint(0, 2**31 - 1))
         if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
-            return int(rs)
+            child = np.random.SeedSequence(int(rs), spawn_key=(stream,))
+            return int(child.generate_state(1, np.uint64)[0] % 2**62)
         raise TypeError(f"random_state must be an int, a numpy RandomState or None, got {type(rs).__name__}")
 
     def _encode_labels(self, y: np.ndarray, public: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -298,6 +316,9 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
                       mode=self.mode, generator=g, **kw)
         self.model_ = rel.model
         self.privacy_ = _float_record(rel.privacy)
+        if self.mode == "sound" and self.random_state is not None:
+            warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
+            self.privacy_ = replace(self.privacy_, notes=tuple(self.privacy_.notes) + (SEEDED_NOISE_NOTE,))
         self.classes_ = classes
         self._set_gmm_attributes()
         return self
@@ -397,7 +418,7 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         from torchdpgmm.mixture import histogram_counts
 
-        g = torch.Generator(device=self.model_.device).manual_seed(self._seed())
+        g = torch.Generator(device=self.model_.device).manual_seed(self._seed(_SAMPLE_STREAM))
         if preserve_histogram:
             src = self.model_.counts if self.model_.counts is not None else self.model_.weights
             x, y, _ = self.model_.sample_counts(histogram_counts(src.to(torch.float64), int(n_samples)), g)
