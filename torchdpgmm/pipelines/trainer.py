@@ -51,8 +51,13 @@ class TrainResult:
 def train_on_sampler(sampler: Callable, *, d: int, num_classes: int, n_per_epoch: int, n_val: int = 10000,
                      hidden: Sequence[int] = (256, 128), lr: float = 1e-3, batch_size: int = 256,
                      max_epochs: int = 30, patience: int = 5, weight_decay: float = 0.0,
-                     generator: torch.Generator | None = None, device: str | torch.device = "cpu") -> TrainResult:
-    """Adam on fresh synthetic minibatches each epoch; early stopping on synthetic validation accuracy."""
+                     generator: torch.Generator | None = None, device: str | torch.device = "cpu",
+                     validation: tuple[torch.Tensor, torch.Tensor] | None = None) -> TrainResult:
+    """Adam on fresh synthetic minibatches each epoch; early stopping on synthetic validation accuracy.
+
+    ``validation=(X, y)`` replaces the synthetic validation set (for the non-private reference trained on
+    real data); with a synthetic sampler leave it None so that no private record is touched.
+    """
     if n_per_epoch < 1 or max_epochs < 1 or batch_size < 1 or patience < 1:
         raise ValueError("n_per_epoch, max_epochs, batch_size and patience must be >= 1")
     t0 = time.perf_counter()
@@ -61,7 +66,7 @@ def train_on_sampler(sampler: Callable, *, d: int, num_classes: int, n_per_epoch
     torch.manual_seed(seed)  # weight initialisation; torch.nn.Linear draws from the global generator
     model = make_mlp(d, num_classes, hidden).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    Xv, yv = sampler(n_val, generator=generator)
+    Xv, yv = sampler(n_val, generator=generator) if validation is None else validation
     Xv, yv = Xv.to(dev, torch.float32), yv.to(dev)
     best, best_state, best_epoch, hist = -1.0, None, 0, []
     lossf = torch.nn.CrossEntropyLoss()
