@@ -133,7 +133,9 @@ def _release_rows(Xtr, ytr, Xte, yte, eps, o, cfg, dev, config, rows, trials) ->
     seeds = int(o.get("release_seeds", 5)) if not config.quick else 2
     mseeds = min(seeds, int(o.get("model_seeds", 2)) if not config.quick else 1)
     m_rule = cfg.components_per_class or components_rule(eps)
-    variants = [("dpgmm-bayes", m_rule)] + ([("dpgmm-bayes-1comp", 1)] if m_rule > 1 else [])
+    # the rule's choice, and the other option for comparison (several components vs one per class)
+    m_alt = 1 if m_rule > 1 else 3
+    variants = [("dpgmm-bayes", m_rule)] + ([(f"dpgmm-bayes-{m_alt}comp", m_alt)] if eps >= 2 else [])
     acc: dict[str, list[float]] = {}
     secs: dict[str, list[float]] = {}
     common = {"accounted": True, "adjacency": adj, "hyperparameters": "fixed public defaults (PipelineConfig)"}
@@ -173,9 +175,10 @@ def _release_rows(Xtr, ytr, Xte, yte, eps, o, cfg, dev, config, rows, trials) ->
                 trials.append({"kind": "trial", "method": meth, "epsilon": eps, "seed": s, "accuracy": a_,
                                "components_per_class": m, "train_seconds": t_, **common})
     for method, a in acc.items():
-        m = 1 if method == "dpgmm-bayes-1comp" else m_rule
+        m = m_alt if method.endswith("comp") else m_rule
+        rs = secs[method if method.endswith("comp") else "dpgmm-bayes"]
         _summary(rows, method, eps, a, components_per_class=m, seconds=sum(secs[method]) / len(secs[method]),
-                 release_seconds=sum(secs["dpgmm-bayes" if m == m_rule else method]) / len(secs[method]), **common)
+                 release_seconds=sum(rs) / len(rs), **common)
 
 
 def _dpsgd_features(X, y_unused, eps, delta, frac, cfg, adj, g):

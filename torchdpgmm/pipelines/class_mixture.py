@@ -92,10 +92,10 @@ class ClassMixture:
         return X, cell // m
 
 
-def _shrink(cov, target, n_hat, sigma_q, d, shrink):
+def _shrink(cov, target, n_hat, sigma_q, d, shrink, min_shrinkage=0.0):
     eta = shrink * 2 * math.sqrt(d) * sigma_q / (n_hat - 1).clamp_min(1.0)
     tau = torch.diagonal(target, dim1=-2, dim2=-1).sum(-1) / d
-    lam = (eta / (eta + tau)).clamp(0.0, 1.0)[..., None, None]
+    lam = (eta / (eta + tau)).clamp(min_shrinkage, 1.0)[..., None, None]
     return (1 - lam) * cov + lam * target, lam
 
 
@@ -145,7 +145,7 @@ def _lloyd_step(U, y, cell, K, m, sigma_c, sigma_s, old, generator):
 
 def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
                           adjacency: str = "add-remove", stage_split: dict[str, float] | None = None,
-                          moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, shrink: float = 1.0,
+                          moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, shrink: float = 1.0, min_shrinkage: float = 0.0,
                           covariance_type: str = "full", generator: torch.Generator | None = None):
     """Release a :class:`ClassMixture` of ``U (N, d)`` (unit ball), ``y (N,)`` under ``mu``-GDP.
 
@@ -181,7 +181,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     cls, sq_cls = sound(y, K, mu_class, "class")
     cov_k = cls["covariances"]
     pooled = (cls["counts"][:, None, None] * cov_k).sum(0) / cls["counts"].sum()
-    cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink)
+    cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink, min_shrinkage)
     extras = {"class_shrinkage": lam_k.flatten()}
     if m == 1:
         means, covs, comp_w = cls["means"].unsqueeze(1), cov_k.unsqueeze(1), torch.ones(K, 1, dtype=U.dtype)
@@ -202,7 +202,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
         st, sq_c = sound(y * m + cell, K * m, mu_cells, "cells")
         n_c = st["counts"].reshape(K, m)
         target = cov_k.unsqueeze(1).expand(K, m, d, d)
-        covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), target, n_c, sq_c, d, shrink)
+        covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), target, n_c, sq_c, d, shrink, min_shrinkage)
         means = st["means"].reshape(K, m, d)
         comp_w = n_c / n_c.sum(-1, keepdim=True)
         extras["cell_shrinkage"] = lam.flatten()

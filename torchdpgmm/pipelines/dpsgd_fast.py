@@ -53,7 +53,7 @@ def pipeline_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, 
 
 
 def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int, *,
-                               adjacency: str = "add-remove", feature_mu: float = 0.0, tol: float = 1e-3) -> float:
+                               adjacency: str = "add-remove", feature_mu: float = 0.0, tol: float = 3e-3) -> float:
     """Smallest noise multiplier (to ``tol``, on the safe side) with :func:`pipeline_epsilon` ``<= epsilon``."""
     f = lambda s: pipeline_epsilon(s, sampling_rate, steps, delta, adjacency=adjacency, feature_mu=feature_mu)  # noqa: E731
     lo, hi = 0.3, 2.0

@@ -44,19 +44,21 @@ class PipelineConfig:
     components_per_class: int | None = None
     covariance_type: str = "full"
     shrink: float = 1.0
+    min_shrinkage: float = 0.0
     lloyd_steps: int = 2
+    stage_split: tuple[float, float, float] = (0.3, 0.06, 0.64)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def components_rule(epsilon: float) -> int:
-    """Public rule for the number of Gaussians per class: more components as the budget grows."""
-    if epsilon < 2.0:
-        return 1
-    if epsilon < 4.0:
-        return 2
-    return 3
+    """Public rule for the number of Gaussians per class, chosen on Fashion-MNIST's validation split.
+
+    On that split (N = 50,000, d = 40) one shrunk Gaussian per class beat 2 or 3 noisy Lloyd cells per class
+    up to eps = 5 (docs/realdata.md), so several components are used only above that budget.
+    """
+    return 1 if epsilon <= 5.0 else 3
 
 
 def public_transform(images: torch.Tensor, transform: str) -> torch.Tensor:
@@ -141,7 +143,8 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
     U = project_to_ball(X, pca, cfg.radius)
     model, b_mix = release_class_mixture(U, labels.to(torch.int64), num_classes, mu=mu * math.sqrt(1 - fr), delta=delta,
                                          components_per_class=m, adjacency=adjacency, lloyd_steps=cfg.lloyd_steps,
-                                         shrink=cfg.shrink, covariance_type=cfg.covariance_type, generator=generator)
+                                         stage_split=dict(zip(("class", "lloyd", "cells"), cfg.stage_split)),
+                                         shrink=cfg.shrink, min_shrinkage=cfg.min_shrinkage, covariance_type=cfg.covariance_type, generator=generator)
     blocks = tuple(b_feat) + tuple(b_mix)
     notes = [f"record-level DP, adjacency {adjacency}; every private-data step is a Gaussian block below",
              f"public transform {cfg.transform!r}; mean clip {cfg.mean_clip:g}, PCA clip {cfg.pca_clip:g}, "
