@@ -223,3 +223,40 @@ def test_trainer_learns_from_a_sampler_on_tiny_data():
     assert calls[0] == 256 and all(c == 512 for c in calls[1:])  # fresh samples each epoch
     assert len(calls) == res.epochs_run + 1 and res.best_epoch <= res.epochs_run
     assert res.epochs_run < 40 or res.best_epoch >= 37  # early stopping when validation stops improving
+
+
+def _write_idx(folder, n_train=700, n_test=300):
+    import gzip
+    import struct
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, n, seed in (("train", n_train, 0), ("t10k", n_test, 1)):
+        X, y = _tiny_images(n, seed)
+        imgs = (X.reshape(n, 28, 28).numpy() * 255).astype(np.uint8)
+        labs = y.numpy().astype(np.uint8)
+        for name, arr in ((f"{stem}-images-idx3-ubyte.gz", imgs), (f"{stem}-labels-idx1-ubyte.gz", labs)):
+            head = bytes([0, 0, 8, arr.ndim]) + b"".join(struct.pack(">I", s) for s in arr.shape)
+            with gzip.open(folder / name, "wb") as fh:
+                fh.write(head + arr.tobytes())
+
+
+def test_synthetic_classifier_study_smoke(tmp_path):
+    import json
+
+    from torchdpgmm.cli import main
+
+    _write_idx(tmp_path / "idx")
+    out = tmp_path / "out"
+    assert main(["experiment", "synthetic-classifier", "--quick", "--dataset", "mnist", "--data-dir", str(tmp_path / "idx"),
+                 "--epsilons", "2", "--adjacency", "replace-one", "--out", str(out)]) == 0
+    d = json.loads((out / "synthetic-classifier.json").read_text())
+    summ = [r for r in d["rows"] if r["kind"] == "summary"]
+    methods = {r["method"] for r in summ}
+    assert {"dpgmm-bayes", "dpgmm-synthetic-mlp", "dpgmm-synthetic-logreg", "dp-sgd", "non-private-bayes",
+            "non-private-mlp"} <= methods
+    for r in summ:
+        assert {"method", "epsilon", "accuracy", "components_per_class", "accounted", "adjacency", "seconds"} <= set(r)
+        if r["epsilon"] is not None:
+            assert r["adjacency"] == "replace-one" and r["accounted"] is True
+    assert {r["adjacency"] for r in d["rows"] if r["kind"] == "dpsgd-config"} == {"replace-one"}
+    assert (out / "synthetic-classifier.csv").exists() and (out / "synthetic-classifier.png").exists()
