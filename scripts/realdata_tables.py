@@ -174,13 +174,30 @@ def _targets(summ, base) -> list[str]:
     return out
 
 
+def validation_table(d) -> str:
+    """Validation accuracy of each setting of scripts/synth_validation.py (Fashion-MNIST train split only)."""
+    rows = d["rows"]
+    eps = sorted({r["epsilon"] for r in rows})
+    out = ["| setting | " + " | ".join(f"eps={e:g}" for e in eps) + " |", "|---|" + "---|" * len(eps)]
+    for name in dict.fromkeys(r["setting"] for r in rows):
+        by = {r["epsilon"]: r for r in rows if r["setting"] == name}
+        out.append(f"| {name} | " + " | ".join(f"{100 * by[e]['val_accuracy']:.2f}" if e in by else "-" for e in eps) + " |")
+    seeds = len(rows[0]["per_seed"]) if rows else 0
+    return "\n".join(out) + f"\n\nBayes-rule accuracy (%) on the validation split ({d['split']}), mean of {seeds} release seed(s)."
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dir", type=Path)
     p.add_argument("--public", type=Path, default=None)
     p.add_argument("--synthetic", type=Path, nargs="*", default=[],
                    help="folders holding synthetic-classifier.json (one section each)")
+    p.add_argument("--validation", type=Path, default=None, help="folder holding synth-validation.json")
     a = p.parse_args(argv)
+    if a.validation is not None:
+        d = _load(a.validation / "synth-validation.json")
+        if d is not None:
+            print(f"### synthetic-classifier defaults on the validation split\n\n{validation_table(d)}\n")
     for folder in a.synthetic:
         d = _load(folder / "synthetic-classifier.json")
         if d is not None:

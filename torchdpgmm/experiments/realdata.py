@@ -1,4 +1,4 @@
-"""Real-data studies of paper 000: Iris (Figs 6-7), MNIST-style PCA -> GMM classifier (Figs 10-11),
+"""Real-data studies of Liu, Scaglione & Peisert (2025): Iris (Figs 6-7), MNIST-style PCA -> GMM classifier (Figs 10-11),
 -> synthetic data -> MLP (Fig. 12) with a DP-SGD comparison, and record-level DP (Fig. 13).
 
 Studies (``torchdpgmm experiment NAME --out DIR``):
@@ -666,7 +666,7 @@ def _plot_record(rows, path: Path) -> None:
 
 
 STUDIES = {
-    "iris": Study("iris", run_iris, "Iris: KL vs epsilon per mechanism and first-feature densities at eps=2 (paper 000 Figs 6-7)",
+    "iris": Study("iris", run_iris, "Iris: KL vs epsilon per mechanism and first-feature densities at eps=2 (Liu, Scaglione & Peisert (2025) Figs 6-7)",
                   add_arguments=_iris_args, default_trials=100),
     "mnist": Study("mnist", run_mnist, "MNIST-style PCA -> DP-GMM classifier: KL and test accuracy vs epsilon (Figs 10-11)",
                    add_arguments=lambda p: (_mnist_common_args(p), p.add_argument(

@@ -99,6 +99,16 @@ def _shrink(cov, target, n_hat, sigma_q, d, shrink, min_shrinkage=0.0):
     return (1 - lam) * cov + lam * target, lam
 
 
+def _within_cell(cov_k, means, comp_w, floor):
+    """Class covariance minus the released between-cell scatter: the pooled within-cell covariance
+    ``Sigma_k - sum_j w_kj (mu_kj - mbar_k)(mu_kj - mbar_k)^T`` (eigenvalues floored), a shrinkage target."""
+    mbar = (comp_w.unsqueeze(-1) * means).sum(1, keepdim=True)
+    D = means - mbar
+    between = torch.einsum("km,kmi,kmj->kij", comp_w, D, D)
+    evals, evecs = torch.linalg.eigh(cov_k - between)
+    return (evecs * torch.maximum(evals, floor.unsqueeze(-1)).unsqueeze(-2)) @ evecs.transpose(-1, -2)
+
+
 def _covariance_type(cov, weights, kind):
     K, m, d, _ = cov.shape
     if kind == "full":
@@ -146,6 +156,7 @@ def _lloyd_step(U, y, cell, K, m, sigma_c, sigma_s, old, generator):
 def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
                           adjacency: str = "add-remove", stage_split: dict[str, float] | None = None,
                           moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, shrink: float = 1.0, min_shrinkage: float = 0.0,
+                          cell_target: str = "class", cell_min_shrinkage: float = 0.0,
                           covariance_type: str = "full", generator: torch.Generator | None = None):
     """Release a :class:`ClassMixture` of ``U (N, d)`` (unit ball), ``y (N,)`` under ``mu``-GDP.
 
@@ -201,10 +212,12 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
         mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
         st, sq_c = sound(y * m + cell, K * m, mu_cells, "cells")
         n_c = st["counts"].reshape(K, m)
-        target = cov_k.unsqueeze(1).expand(K, m, d, d)
-        covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), target, n_c, sq_c, d, shrink, min_shrinkage)
         means = st["means"].reshape(K, m, d)
         comp_w = n_c / n_c.sum(-1, keepdim=True)
+        target = cov_k if cell_target == "class" else \
+            _within_cell(cov_k, means, comp_w, floor=0.05 * torch.diagonal(cov_k, dim1=-2, dim2=-1).mean(-1))
+        covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), target.unsqueeze(1).expand(K, m, d, d), n_c, sq_c,
+                            d, shrink, max(min_shrinkage, cell_min_shrinkage))
         extras["cell_shrinkage"] = lam.flatten()
     covs = _covariance_type(covs, cls["weights"].unsqueeze(-1) * comp_w, covariance_type)
     model = ClassMixture(weights=cls["weights"], comp_weights=comp_w, means=means, covariances=covs, extras=extras)

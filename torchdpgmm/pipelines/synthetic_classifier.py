@@ -45,6 +45,8 @@ class PipelineConfig:
     covariance_type: str = "full"
     shrink: float = 1.0
     min_shrinkage: float = 0.0
+    cell_target: str = "class"
+    cell_min_shrinkage: float = 0.0
     lloyd_steps: int = 2
     stage_split: tuple[float, float, float] = (0.3, 0.06, 0.64)
 
@@ -144,7 +146,9 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
     model, b_mix = release_class_mixture(U, labels.to(torch.int64), num_classes, mu=mu * math.sqrt(1 - fr), delta=delta,
                                          components_per_class=m, adjacency=adjacency, lloyd_steps=cfg.lloyd_steps,
                                          stage_split=dict(zip(("class", "lloyd", "cells"), cfg.stage_split)),
-                                         shrink=cfg.shrink, min_shrinkage=cfg.min_shrinkage, covariance_type=cfg.covariance_type, generator=generator)
+                                         shrink=cfg.shrink, min_shrinkage=cfg.min_shrinkage,
+                                         cell_target=cfg.cell_target, cell_min_shrinkage=cfg.cell_min_shrinkage,
+                                         covariance_type=cfg.covariance_type, generator=generator)
     blocks = tuple(b_feat) + tuple(b_mix)
     notes = [f"record-level DP, adjacency {adjacency}; every private-data step is a Gaussian block below",
              f"public transform {cfg.transform!r}; mean clip {cfg.mean_clip:g}, PCA clip {cfg.pca_clip:g}, "
