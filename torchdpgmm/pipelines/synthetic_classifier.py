@@ -38,7 +38,7 @@ class PipelineConfig:
     mean_clip: float = 14.0
     pca_clip: float = 10.0
     n_components: int = 40
-    radius: float = 8.0
+    radius: float = 5.0
     mean_fraction: float = 0.02
     pca_fraction: float = 0.2
     components_per_class: int | None = None
