@@ -192,12 +192,15 @@ def main(argv=None) -> None:
     p.add_argument("--public", type=Path, default=None)
     p.add_argument("--synthetic", type=Path, nargs="*", default=[],
                    help="folders holding synthetic-classifier.json (one section each)")
-    p.add_argument("--validation", type=Path, default=None, help="folder holding synth-validation.json")
+    p.add_argument("--validation", type=Path, nargs="*", default=[],
+                   help="synth-validation JSON files written by scripts/synth_validation.py")
     a = p.parse_args(argv)
-    if a.validation is not None:
-        d = _load(a.validation / "synth-validation.json")
+    for path in a.validation:
+        d = _load(path)
         if d is not None:
-            print(f"### synthetic-classifier defaults on the validation split\n\n{validation_table(d)}\n")
+            radius = sorted({r["config"]["radius"] for r in d["rows"] if r["setting"] == "default"})
+            print(f"### synthetic-classifier settings on the validation split ({path.name}; default radius {radius})\n\n"
+                  f"{validation_table(d)}\n")
     for folder in a.synthetic:
         d = _load(folder / "synthetic-classifier.json")
         if d is not None:

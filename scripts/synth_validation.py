@@ -35,6 +35,7 @@ VARIATIONS = {
     "pca_fraction=0.35": {"pca_fraction": 0.35},
     "shrink=0.5": {"shrink": 0.5},
     "shrink=3": {"shrink": 3.0},
+    "components=1": {"components_per_class": 1},
     "components=2": {"components_per_class": 2},
     "components=3": {"components_per_class": 3},
     "covariance=diag": {"covariance_type": "diag"},
