@@ -140,8 +140,8 @@ def synthetic_classifier_table(d) -> str:
         n_cfg = len({(r["lr"], r["batch"], r["epochs"], r["feature_fraction"]) for r in grid})
         tot = sum(r["seconds"] for r in grid)
         lines.append(f"\nDP-SGD tuning: {n_cfg} configurations per epsilon on the validation split, {tot:.0f} s in all.")
-    load = d["config"].get("load", {})
-    lines.append(f"Study run time {d['runtime_seconds']:.0f} s; load average at start/end {load.get('load_average_start')} / "
+    load = d.get("config", {}).get("load", {})
+    lines.append(f"Study run time {d.get('runtime_seconds', d.get('seconds', float('nan'))):.0f} s; load average at start/end {load.get('load_average_start')} / "
                  f"{load.get('load_average_end')} on {load.get('cpu_count')} cores, {load.get('threads')} torch threads.")
     lines.append("")
     lines += _targets(summ, base)
@@ -186,6 +186,34 @@ def validation_table(d) -> str:
     return "\n".join(out) + f"\n\nBayes-rule accuracy (%) on the validation split ({d['split']}), mean of {seeds} release seed(s)."
 
 
+def _merge_synthetic(folders) -> dict:
+    """Runs of the same data set (e.g. one process per group of epsilons) merged into one table; a run cut off
+    before its end contributes the epsilons it finished (its partial JSON) and the label says so."""
+    merged: dict = {}
+    for folder in folders:
+        d = _load(folder / "synthetic-classifier.json")
+        label = ""
+        if d is None:
+            d = _load(folder / "synthetic-classifier.partial.json")
+            if d is None:
+                continue
+            label = f" -- includes a PARTIAL run ({folder.name}, cut off after epsilon {d['last_epsilon']})"
+        ds = d.get("config", {}).get("dataset") or next((r["dataset"] for r in d["rows"] if r.get("dataset")), "fashion-mnist")
+        if ds not in merged:
+            merged[ds] = {"rows": [], "config": d.get("config", {}), "runtime_seconds": 0.0, "label": "", "runs": []}
+        m = merged[ds]
+        seen = {(r.get("kind"), r.get("method"), r.get("epsilon"), r.get("seed")) for r in m["rows"]}
+        m["rows"] += [r for r in d["rows"] if (r.get("kind"), r.get("method"), r.get("epsilon"), r.get("seed")) not in seen
+                      or r.get("kind") == "dpsgd-config"]
+        m["runtime_seconds"] += d.get("runtime_seconds", d.get("seconds", 0.0))
+        m["label"] += label
+        m["runs"].append(folder.name)
+    for m in merged.values():
+        if len(m["runs"]) > 1:
+            m["label"] += f" (merged runs: {', '.join(m['runs'])}; run time = their sum)"
+    return merged
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dir", type=Path)
@@ -201,10 +229,8 @@ def main(argv=None) -> None:
             radius = sorted({r["config"]["radius"] for r in d["rows"] if r["setting"] == "default"})
             print(f"### synthetic-classifier settings on the validation split ({path.name}; default radius {radius})\n\n"
                   f"{validation_table(d)}\n")
-    for folder in a.synthetic:
-        d = _load(folder / "synthetic-classifier.json")
-        if d is not None:
-            print(f"### synthetic-classifier ({d['config'].get('dataset')})\n\n{synthetic_classifier_table(d)}\n")
+    for ds, d in _merge_synthetic(a.synthetic).items():
+        print(f"### synthetic-classifier ({ds}){d['label']}\n\n{synthetic_classifier_table(d)}\n")
     for name, fn in (("iris", iris_table), ("mnist", mnist_table), ("mnist-mlp", mlp_table), ("record-level", record_table)):
         d = _load(a.dir / f"{name}.json")
         if d is not None:

@@ -240,6 +240,7 @@ def _write_idx(folder, n_train=700, n_test=300):
                 fh.write(head + arr.tobytes())
 
 
+@pytest.mark.slow  # a whole (tiny) study: DP PCA, releases, MLP, logreg, one DP-SGD configuration
 def test_synthetic_classifier_study_smoke(tmp_path):
     import json
 
@@ -260,3 +261,12 @@ def test_synthetic_classifier_study_smoke(tmp_path):
             assert r["adjacency"] == "replace-one" and r["accounted"] is True
     assert {r["adjacency"] for r in d["rows"] if r["kind"] == "dpsgd-config"} == {"replace-one"}
     assert (out / "synthetic-classifier.csv").exists() and (out / "synthetic-classifier.png").exists()
+    # the docs' table script reads this output
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "realdata_tables.py"
+    ns = runpy.run_path(str(script))
+    merged = ns["_merge_synthetic"]([out])
+    text = ns["synthetic_classifier_table"](next(iter(merged.values())))
+    assert "dpgmm-bayes" in text and "dp-sgd" in text and "Published DP image generators" in text
