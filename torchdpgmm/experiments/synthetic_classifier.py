@@ -29,7 +29,7 @@ import torch
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
 
 DELTA = 1e-5
-DEFAULT_GRID = "lr=1e-3,3e-3,1e-2;batch=512,2048;epochs=5,20;feature_fraction=0.1,0.3"
+DEFAULT_GRID = "lr=1e-3,3e-3,1e-2;batch=1024,4096;epochs=5,15;feature_fraction=0.1,0.3"
 #: DP image generators scored the same way (train on synthetic, test on real) at eps = 1: DPImageBench
 #: (CCS 2025) and Dockhorn et al. (2023), as quoted in the project's issue #20; reference lines only
 PUBLISHED_EPS1 = {
@@ -207,7 +207,7 @@ def _dpsgd_run(Xf, yf, Xe, ye, eps, c, o, cfg, dev, g):
     feat, mu_f = _dpsgd_features(Xf, yf, eps, delta, c["feature_fraction"], cfg, adj, g)
     q = c["batch"] / Xf.shape[0]  # the expected batch size is public (batch / N with N the public size)
     steps = int(c["epochs"] * Xf.shape[0] / c["batch"])
-    nm = calibrate_noise_multiplier(eps, delta, q, steps, adjacency=adj, feature_mu=mu_f)
+    nm = calibrate_noise_multiplier(float(eps), delta, q, steps, adjacency=adj, feature_mu=float(mu_f))
     out = train_dpsgd_fast(feat(Xf), yf, num_classes=K, noise_multiplier=nm, sampling_rate=q, steps=steps, lr=c["lr"],
                            generator=g, device=dev)
     with torch.no_grad():

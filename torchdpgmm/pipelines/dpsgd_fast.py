@@ -15,6 +15,7 @@ default; replace-one with dp-accounting's REPLACE_ONE relation, where a clipped 
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from typing import Sequence
@@ -36,12 +37,12 @@ def _relation(adjacency: str):
 
 
 def pipeline_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, delta: float, *,
-                     adjacency: str = "add-remove", feature_mu: float = 0.0) -> float:
+                     adjacency: str = "add-remove", feature_mu: float = 0.0, discretization: float = 1e-4) -> float:
     """Epsilon (PLD) of a ``feature_mu``-GDP feature step followed by ``steps`` sampled Gaussian steps."""
     import dp_accounting
     from dp_accounting.pld import PLDAccountant
 
-    acc = PLDAccountant(_relation(adjacency))
+    acc = PLDAccountant(_relation(adjacency), value_discretization_interval=discretization)
     if feature_mu > 0:
         # a mu-GDP Gaussian block = Gaussian of unit sensitivity and std 1/mu; REPLACE_ONE doubles the
         # distance of dp-accounting's unit Gaussian, so its multiplier is 2/mu there
@@ -52,10 +53,17 @@ def pipeline_epsilon(noise_multiplier: float, sampling_rate: float, steps: int, 
     return float(acc.get_epsilon(delta))
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: float, steps: int, *,
                                adjacency: str = "add-remove", feature_mu: float = 0.0, tol: float = 3e-3) -> float:
-    """Smallest noise multiplier (to ``tol``, on the safe side) with :func:`pipeline_epsilon` ``<= epsilon``."""
-    f = lambda s: pipeline_epsilon(s, sampling_rate, steps, delta, adjacency=adjacency, feature_mu=feature_mu)  # noqa: E731
+    """Smallest noise multiplier (to ``tol``, on the safe side) with :func:`pipeline_epsilon` ``<= epsilon``.
+
+    The bisection runs on a coarse PLD grid (discretisation 1e-3, pessimistic); the result is then checked on
+    the fine grid (1e-4) and raised by ``tol`` steps until the fine check passes. Cached: the value depends on
+    public quantities only.
+    """
+    f = lambda s, h=1e-3: pipeline_epsilon(s, sampling_rate, steps, delta, adjacency=adjacency,  # noqa: E731
+                                           feature_mu=feature_mu, discretization=h)
     lo, hi = 0.3, 2.0
     while f(hi) > epsilon:
         lo, hi = hi, 2 * hi
@@ -66,6 +74,8 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
     while hi - lo > tol * hi:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if f(mid) <= epsilon else (mid, hi)
+    while f(hi, 1e-4) > epsilon:
+        hi *= 1 + tol
     return hi
 
 
