@@ -270,3 +270,15 @@ def test_synthetic_classifier_study_smoke(tmp_path):
     merged = ns["_merge_synthetic"]([out])
     text = ns["synthetic_classifier_table"](next(iter(merged.values())))
     assert "dpgmm-bayes" in text and "dp-sgd" in text and "Published DP image generators" in text
+
+
+def test_mnist_mlp_replace_one_dpsgd_is_accounted_under_replace_one():
+    """issue #13 item 7: with --adjacency replace-one the mnist-mlp DP-SGD rows are accounted under REPLACE_ONE."""
+    from torchdpgmm.experiments.realdata import _adjacency_note, _replace_one_dpsgd
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(400, 5, generator=g)
+    y = (X[:, 0] > 0).long()
+    r = _replace_one_dpsgd(X, y, X, y, 2.0, 1e-5, epochs=2, lr=0.1, batch_size=64, max_grad_norm=1.0, seed=0)
+    assert r["epsilon_spent"] <= 2.0 and r["noise_multiplier"] > 0 and 0 <= r["final_accuracy"] <= 1
+    assert "BOTH use replace-one" in _adjacency_note("replace-one")
