@@ -222,6 +222,7 @@ def main(argv=None) -> None:
     p.add_argument("--public", type=Path, default=None)
     p.add_argument("--synthetic", type=Path, nargs="*", default=[],
                    help="folders holding synthetic-classifier.json (one section each)")
+    p.add_argument("--synthetic-plot", type=Path, default=None, help="PNG of the merged synthetic-classifier rows")
     p.add_argument("--validation", type=Path, nargs="*", default=[],
                    help="synth-validation JSON files written by scripts/synth_validation.py")
     a = p.parse_args(argv)
@@ -233,6 +234,15 @@ def main(argv=None) -> None:
                   f"{validation_table(d)}\n")
     for ds, d in _merge_synthetic(a.synthetic).items():
         print(f"### synthetic-classifier ({ds}){d['label']}\n\n{synthetic_classifier_table(d)}\n")
+        if a.synthetic_plot is not None:  # accuracy vs epsilon of the merged runs, drawn by the study's own plot
+            import matplotlib
+
+            matplotlib.use("Agg")
+            from torchdpgmm.experiments.synthetic_classifier import _plot
+
+            _plot(d["rows"], a.synthetic_plot)
+            link = str(a.synthetic_plot).removeprefix("docs/")  # relative to docs/, where the tables go
+            print(f"![accuracy vs epsilon]({link})\n")
     for name, fn in (("iris", iris_table), ("mnist", mnist_table), ("mnist-mlp", mlp_table), ("record-level", record_table)):
         d = _load(a.dir / f"{name}.json")
         if d is not None:
