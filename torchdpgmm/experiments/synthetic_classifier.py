@@ -205,8 +205,8 @@ def _dpsgd_run(Xf, yf, Xe, ye, eps, c, o, cfg, dev, g):
     K = int(yf.max()) + 1
     t0 = time.perf_counter()
     feat, mu_f = _dpsgd_features(Xf, yf, eps, delta, c["feature_fraction"], cfg, adj, g)
-    q = c["batch"] / Xf.shape[0]  # the expected batch size is public (batch / N with N the public size)
-    steps = int(c["epochs"] * Xf.shape[0] / c["batch"])
+    q = min(1.0, c["batch"] / Xf.shape[0])  # the expected batch size is public (batch / N with N the public size)
+    steps = max(1, int(c["epochs"] * Xf.shape[0] / c["batch"]))  # at least one step on tiny data
     nm = calibrate_noise_multiplier(float(eps), delta, q, steps, adjacency=adj, feature_mu=float(mu_f))
     out = train_dpsgd_fast(feat(Xf), yf, num_classes=K, noise_multiplier=nm, sampling_rate=q, steps=steps, lr=c["lr"],
                            generator=g, device=dev)
