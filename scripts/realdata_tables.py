@@ -222,10 +222,20 @@ def main(argv=None) -> None:
     p.add_argument("--public", type=Path, default=None)
     p.add_argument("--synthetic", type=Path, nargs="*", default=[],
                    help="folders holding synthetic-classifier.json (one section each)")
+    p.add_argument("--timing", type=Path, default=None, help="synth-release-timing.json")
     p.add_argument("--synthetic-plot", type=Path, default=None, help="PNG of the merged synthetic-classifier rows")
     p.add_argument("--validation", type=Path, nargs="*", default=[],
                    help="synth-validation JSON files written by scripts/synth_validation.py")
     a = p.parse_args(argv)
+    if a.timing is not None and a.timing.exists():
+        t = json.loads(a.timing.read_text())
+        print(f"Release timing (scripts/synth_release_timing.py): one release at N={t['n']}, d={t['d']}, eps=1, "
+              f"{t['threads']} threads: median {t['release_seconds_median']:.2f} s (of which the public DCT "
+              f"{t['public_transform_seconds_median']:.2f} s); one DP-SGD training (batch 1024, 5 epochs) "
+              f"{t['dpsgd_one_training_seconds (batch 1024, 5 epochs)']:.1f} s, {t['ratio_dpsgd_over_release']:.1f}x "
+              f"the release; load average {t['load_average_start'][0]:.1f} -> {t['load_average_end'][0]:.1f} on "
+              f"{t['cpu_count']} cores (target < 1 s per release: "
+              f"{'met' if t['release_seconds_median'] < 1 else 'NOT met under this load'}).\n")
     for path in a.validation:
         d = _load(path)
         if d is not None:
