@@ -1,6 +1,6 @@
 """Benchmark (a) and (d) of issue 3: the Fig-2 sweep end to end, and its cost per trial.
 
-(a) The Fig-2 sweep of paper 000: 7 epsilons x T trials (default 100) x 5 mechanisms (the proposed
+(a) The Fig-2 sweep of Liu, Scaglione & Peisert (2025): 7 epsilons x T trials (default 100) x 5 mechanisms (the proposed
     mechanism as published, colored, i.i.d. Gaussian, i.i.d. Laplace, R1SMG), data generation included,
     as one batched program per mechanism (the epsilon grid is a leading batch dimension; one SDP per
     dataset and class). Target: < 10 s on this machine (2 cores).

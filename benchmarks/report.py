@@ -66,6 +66,21 @@ def rows(results: Path) -> list[tuple[str, str, str, str]]:
         out.append(("exact-kl / as-published realised KL, every eps of Fig 2",
                     ", ".join(_fmt(x, 2) for x in e["ratio_exact_over_as_published"]),
                     "below 1 at every eps: " + ("met" if e["met_at_every_eps"] else "NOT met"), la))
+    sc = _load(results / "bench_scale.json")
+    if sc:
+        la = _load_avg(sc["environment"].get("load_average_start"))
+        c = sc["config"]
+        for r in sc["sweeps"]:
+            out.append((f"Fig-2 sweep via `torchdpgmm.sweep`, {r['trials']:,} trials x {len(c['epsilons'])} eps x "
+                        f"{len(c['mechanisms'])} mechanisms",
+                        f"{_fmt(r['wall_s'])} s ({_fmt(r['seconds_per_trial'])} s/trial)",
+                        f"peak RSS {_fmt(r['peak_rss_bytes'] / 2**30)} GiB; target < 3 GB at 10^4", la))
+        pm = sc["per_mechanism"]
+        out.append((f"Per-trial cost over all {len(c['epsilons'])} eps vs generating + fitting the data "
+                    f"({_fmt(pm['generate_and_fit_per_trial'])} s)",
+                    ", ".join(f"{m} {_fmt(pm['seconds_per_trial'][m])} s ({_fmt(pm['ratio_to_generate_and_fit'][m], 2)}x)"
+                              for m in c["mechanisms"]),
+                    "target: kl <= 0.004 s and <= 3x", la))
     em = _load(results / "bench_em.json")
     if em:
         c = em["config"]

@@ -1,13 +1,13 @@
-"""Trace what the printed updates of Algorithm 1 (paper 000) do, and compare the three design variants.
+"""Trace what the printed updates of Algorithm 1 (Liu, Scaglione & Peisert 2025) do; compare the three design variants.
 
 For synthetic data as in Sec. V-A (default N=1000, K=5, d=3, delta=1e-5, lambda=1e-3) and several epsilons,
 records per iteration of the as-published loop: eps0, eps_k, gamma_k, the objective (12), the column
 F'_{., j*} of the printed (26) (its sum, which a PMF would need to be 1) and sum_i g_i F'_{i,j*}; then the
 designs of the "global" and "exact-kl" variants and the exact expected KL of all three.
-Writes JSON (default scripts/results/trace_algorithm1.json) and prints a summary. Numbers in
-docs/design.md come from::
+Writes JSON to the file named by ``--out`` (required: the script never writes into the repository by
+itself; the JSON holds no absolute path) and prints a summary. Numbers in docs/design.md come from::
 
-    python scripts/trace_algorithm1.py [--trials 20] [--out scripts/results/trace_algorithm1.json]
+    python scripts/trace_algorithm1.py --trials 20 --out scripts/results/trace_algorithm1.json
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def main(argv=None):
     ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 0.5, 1.0, 2.0, 5.0, 10.0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "trace_algorithm1.json"))
+    ap.add_argument("--out", required=True, help="JSON file to write (e.g. scripts/results/trace_algorithm1.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     X, y = synthetic(a.seed, a.trials, a.N, a.K, a.d)
@@ -98,7 +98,8 @@ def main(argv=None):
               f"obj(12) {row['global']['objective_eq12_mean']:.4f} E[KL] {row['global']['expected_kl_mean']:.4f} | "
               f"exact-kl eps0 {row['exact-kl']['eps0_mean']:.2e} E[KL] {row['exact-kl']['expected_kl_mean']:.4f} "
               f"(ratio {row['expected_kl_ratio_exact_over_published']:.3f})")
-    out = {"script": "trace_algorithm1", "config": vars(a), "design_seconds": t_design,
+    config = {k: v for k, v in vars(a).items() if k != "out"}  # no paths of this machine in the output
+    out = {"script": "trace_algorithm1", "config": config, "design_seconds": t_design,
            "sweep_seconds_3_variants": t_sweep, "rows": rows}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))

@@ -1,5 +1,6 @@
 """Auditor: Clopper-Pearson bound, detection of a broken mechanism, no false alarm on correct ones,
 and sound-mode releases on the shipped neighbour pairs."""
+import inspect
 import math
 
 import pytest
@@ -67,8 +68,9 @@ def test_false_alarm_rate_of_correct_laplace_is_at_most_alpha():
 
 def _sound_mech(mechanism, adjacency, eps, delta, B, noise_multiplier=1.0):
     def mech(D, n, g):
-        out, _ = sound.sound_statistics(D[0], D[1], 3, eps, delta, B, adjacency, mechanism, g,
-                                        noise_multiplier=noise_multiplier, num_draws=n)
+        out, _ = sound.sound_statistics(D[0], D[1], 3, eps, delta, clip_bound=B, adjacency=adjacency,
+                                        mechanism=mechanism, generator=g, noise_multiplier=noise_multiplier,
+                                        num_draws=n)
         return out
     return mech
 
@@ -106,18 +108,28 @@ def test_broken_sound_release_is_flagged_on_extreme_clipping_pair(seed):
 
 def test_num_draws_fast_path_equals_expanded_batch():
     P = PAIRS["outlier-flip"](torch.Generator().manual_seed(0))
-    a, _ = sound.sound_statistics(P.X0, P.y0, 3, 1.0, 1e-5, 5.0, generator=torch.Generator().manual_seed(1), num_draws=7)
-    b, _ = sound.sound_statistics(P.X0.expand(7, *P.X0.shape), P.y0.expand(7, *P.y0.shape), 3, 1.0, 1e-5, 5.0,
-                                  generator=torch.Generator().manual_seed(1))
+    a, _ = sound.sound_statistics(P.X0, P.y0, 3, 1.0, 1e-5, clip_bound=5.0,
+                                  generator=torch.Generator().manual_seed(1), num_draws=7)
+    b, _ = sound.sound_statistics(P.X0.expand(7, *P.X0.shape), P.y0.expand(7, *P.y0.shape), 3, 1.0, 1e-5,
+                                  clip_bound=5.0, generator=torch.Generator().manual_seed(1))
     for k in a:
         assert torch.allclose(a[k], b[k])
 
 
 def test_neighbour_pairs_are_neighbours():
     g = torch.Generator().manual_seed(0)
-    for name, make in PAIRS.items():
+    pairs = dict(PAIRS)
+    pairs["worst-add-remove"] = lambda g: A.worst_case_add_remove(generator=g)
+    pairs["worst-label-flip"] = lambda g: A.worst_case_replace_one(generator=g)
+    pairs["worst-same-class"] = lambda g: A.worst_case_replace_one(kind="same-class", generator=g)
+    for name, make in pairs.items():
         P = make(g)
         assert P.X0.shape == P.X1.shape and P.y0.shape == P.y1.shape
+        if P.relation == "add-remove":
+            # same rows, one of them present in D1 only
+            assert torch.equal(P.X0, P.X1) and torch.equal(P.y0, P.y1)
+            assert (P.mask0 != P.mask1).nonzero().flatten().tolist() == [P.index] and bool(P.mask1[P.index])
+            continue
         rows = ((P.X0 != P.X1).any(-1) | (P.y0 != P.y1)).nonzero().flatten().tolist()
         assert rows == [P.index], name
         if P.relation == "label-flip":
@@ -183,3 +195,213 @@ def test_mean_distance_statistic_sign():
     out = {"means": torch.stack([m0 + 0.01, m1 - 0.01])}
     s = stat(out)
     assert s[0] > 0 and s[1] < 0 and s[0].item() == pytest.approx(-s[1].item())
+
+
+# ----------------------------------------------------------------------------------------------------
+# the likelihood-ratio auditor against the sound mode's worst-case pair; references from scipy only
+# ----------------------------------------------------------------------------------------------------
+
+def _scipy_gdp_delta(eps, mu):
+    from scipy.stats import norm
+
+    return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+
+def _scipy_mu(eps, delta):
+    """mu of the mu-GDP curve that is exactly (eps, delta)-DP (Dong, Roth & Su 2019, Cor. 2.13)."""
+    from scipy.optimize import brentq
+
+    return brentq(lambda m: _scipy_gdp_delta(eps, m) - delta, 1e-6, 20.0, xtol=1e-14)
+
+
+def _scipy_eps(delta, mu):
+    from scipy.optimize import brentq
+
+    return brentq(lambda e: _scipy_gdp_delta(e, mu) - delta, 0.0, 50.0, xtol=1e-12)
+
+
+def _scipy_ceiling(mu, n, delta, alpha=0.05):
+    """Best CP bound at n draws against the exact mu-GDP curve (expected counts), with scipy.stats.beta."""
+    from scipy.stats import beta, norm
+
+    fpr = np.geomspace(0.1 / n, 0.5, 3000)
+    fnr = norm.cdf(norm.isf(fpr) - mu)
+    fp_u = beta.ppf(1 - alpha / 2, n * fpr + 1, n - n * fpr)
+    fn_u = beta.ppf(1 - alpha / 2, n * fnr + 1, n - n * fnr)
+    return float(np.max(np.log(np.clip(1 - delta - fn_u, 1e-300, None)) - np.log(fp_u)))
+
+
+np = pytest.importorskip("numpy")
+EPS, DELTA, CLIP = 1.0, 1e-5, 1.0
+# the sound mode's noise flavours: continuous float64 (GDP-exact) and, where this build has it, exact
+# discrete noise on public grids (zCDP-accounted, slightly more noise)
+_SIG = inspect.signature(sound.sound_statistics).parameters
+_HAS_NOISE_OPTION = "noise" in _SIG or any(p.kind is p.VAR_KEYWORD for p in _SIG.values())
+CONTINUOUS = {"noise": "continuous"} if _HAS_NOISE_OPTION else {}
+NOISES = [CONTINUOUS, {"noise": "discrete"}] if _HAS_NOISE_OPTION else [CONTINUOUS]
+# the exact discrete sampler is several times slower: its 400k-draw power test is marked slow
+NOISES_SLOW_DISCRETE = [pytest.param(o, marks=pytest.mark.slow) if o.get("noise") == "discrete" else o
+                        for o in NOISES]
+
+
+def _worst_pair_setup(noise_multiplier, mechanism="gaussian", **options):
+    """The worst-case add/remove pair, the sound release as a batched mechanism (PSD repair off, so the
+    noisy blocks read back) and the release's public noise scales (data units)."""
+    P = A.worst_case_add_remove(num_per_class=200, num_classes=2, clip_bound=CLIP,
+                                generator=torch.Generator().manual_seed(0))
+    opts = dict(clip_bound=CLIP, adjacency="add-remove", mechanism=mechanism, noise_multiplier=noise_multiplier,
+                **options)
+
+    def mech(D, n, g):
+        out, _ = sound.sound_statistics(D[0], D[1], 2, EPS, DELTA, generator=g, mask=D[2],
+                                        eig_floor=float("-inf"), num_draws=n, **opts)
+        return out
+
+    rel = sound.release_sound(P.X0, P.y0, 2, EPS, DELTA, mask=P.mask0, **opts)
+    return P, mech, rel
+
+
+def test_worst_case_add_remove_pair_is_exactly_at_the_claim():
+    """The pair attains every add/remove sensitivity, so its mu equals the claim's mu (scipy)."""
+    P, _, rel = _worst_pair_setup(1.0, **CONTINUOUS)
+    mu = A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, rel)
+    assert mu == pytest.approx(_scipy_mu(EPS, DELTA), rel=1e-9)
+    assert _scipy_eps(DELTA, mu) == pytest.approx(EPS, rel=1e-6)
+
+
+@pytest.mark.parametrize("options", NOISES_SLOW_DISCRETE, ids=lambda o: o.get("noise", "default"))
+def test_lr_auditor_certifies_half_the_claim_on_the_worst_case_pair(options):
+    P, mech, rel = _worst_pair_setup(1.0, **options)
+    lr = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, rel)
+    r = A.audit(mech, P.dataset0, P.dataset1, lr, num_draws=400_000, delta=DELTA,
+                generator=torch.Generator().manual_seed(1))
+    assert 0.5 * EPS <= r.epsilon_lower <= EPS
+    # the power report: the ceiling of this test against the exact mechanism, reference from scipy
+    ceiling = _scipy_ceiling(_scipy_mu(EPS, DELTA), r.num_evaluation, DELTA)
+    rep = A.power_report(EPS, DELTA, r.num_evaluation, pair_mu=A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, rel))
+    assert rep["claim_ceiling_epsilon"] == pytest.approx(ceiling, abs=2e-3)
+    assert rep["pair_exact_epsilon"] <= EPS * (1 + 1e-6)
+    assert r.epsilon_lower <= ceiling + 0.15  # the realised bound sits near (below, up to noise) the ceiling
+
+
+@pytest.mark.parametrize("options", NOISES, ids=lambda o: o.get("noise", "default"))
+def test_lr_auditor_flags_the_sound_release_with_noise_halved(options):
+    P, mech, rel = _worst_pair_setup(0.5, **options)
+    lr = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, rel)
+    draws = 60_000 if options.get("noise") == "discrete" else 200_000  # the discrete sampler is slower
+    r = A.audit(mech, P.dataset0, P.dataset1, lr, num_draws=draws, delta=DELTA,
+                generator=torch.Generator().manual_seed(2))
+    assert r.epsilon_lower > EPS  # the claim (1, 1e-5) is refuted at 95% confidence
+    assert r.epsilon_lower <= _scipy_eps(DELTA, 2 * _scipy_mu(EPS, DELTA))  # and the truth is not exceeded
+
+
+@pytest.mark.parametrize("noise_multiplier", [1.0, 0.5])
+def test_lr_auditor_on_sound_laplace(noise_multiplier):
+    """Pure eps-DP Laplace blocks: the exact LR certifies at least half the claim and flags halved noise."""
+    P, mech, rel = _worst_pair_setup(noise_multiplier, "laplace", **CONTINUOUS)
+    lr = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, rel)
+    r = A.audit(mech, P.dataset0, P.dataset1, lr, num_draws=200_000, delta=DELTA,
+                generator=torch.Generator().manual_seed(3))
+    if noise_multiplier == 1.0:
+        assert 0.5 * EPS <= r.epsilon_lower <= EPS
+    else:
+        assert r.epsilon_lower > EPS
+
+
+def test_log_ratio_formulas_match_scipy_densities():
+    from scipy.stats import laplace, norm
+
+    g = torch.Generator().manual_seed(0)
+    v = torch.randn(50, 3, 2, generator=g, dtype=torch.float64)
+    m0, m1 = torch.randn(3, 2, generator=g, dtype=torch.float64), torch.randn(3, 2, generator=g, dtype=torch.float64)
+    s = torch.rand(3, 2, generator=g, dtype=torch.float64) + 0.5
+    ref = (norm.logpdf(v, m1, s) - norm.logpdf(v, m0, s)).reshape(50, -1).sum(-1)
+    assert np.allclose(A.gaussian_log_ratio(v, m0, m1, s).numpy(), ref)
+    ref = (laplace.logpdf(v, m1, s) - laplace.logpdf(v, m0, s)).reshape(50, -1).sum(-1)
+    assert np.allclose(A.laplace_log_ratio(v, m0, m1, s).numpy(), ref)
+    # symmetric noise: upper-triangle coordinates, std sigma on the diagonal, sigma/sqrt(2) off it
+    V = v[:, :2, :]
+    V = V @ V.transpose(-1, -2)
+    M0, M1 = torch.eye(2, dtype=torch.float64), torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
+    sig, iu = 0.7, np.triu_indices(2)
+    sd = np.where(iu[0] == iu[1], sig, sig / math.sqrt(2))
+    ref = (norm.logpdf(V.numpy()[:, iu[0], iu[1]], M1.numpy()[iu], sd)
+           - norm.logpdf(V.numpy()[:, iu[0], iu[1]], M0.numpy()[iu], sd)).sum(-1)
+    assert np.allclose(A.symmetric_gaussian_log_ratio(V, M0, M1, sig).numpy(), ref)
+    ref = (laplace.logpdf(V.numpy()[:, iu[0], iu[1]], M1.numpy()[iu], sig)
+           - laplace.logpdf(V.numpy()[:, iu[0], iu[1]], M0.numpy()[iu], sig)).sum(-1)
+    assert np.allclose(A.symmetric_laplace_log_ratio(V, M0, M1, sig).numpy(), ref)
+
+
+def test_log_ratio_is_exact_for_discrete_gaussian_and_laplace_with_integer_means():
+    """Brute-force normalised PMFs on a wide integer range (Canonne, Kamath & Steinke 2020)."""
+    z = np.arange(-400, 401)
+    x = torch.arange(-20, 21, dtype=torch.float64)[:, None]
+    for unnorm, fn, scale in ((lambda t, m: np.exp(-(t - m) ** 2 / (2 * 3.0 ** 2)), A.gaussian_log_ratio, 3.0),
+                              (lambda t, m: np.exp(-np.abs(t - m) / 2.5), A.laplace_log_ratio, 2.5)):
+        lp0 = np.log(unnorm(x.numpy()[:, 0], 3)) - np.log(unnorm(z, 3).sum())
+        lp1 = np.log(unnorm(x.numpy()[:, 0], 5)) - np.log(unnorm(z, 5).sum())
+        assert np.allclose(fn(x, 3.0, 5.0, scale).numpy(), lp1 - lp0)
+
+
+def test_sound_blocks_read_back_the_released_statistics():
+    """With (almost) no noise and the eigenvalue floor off, the blocks read back from the release equal
+    an independent computation of the clipped statistics, padding mask included."""
+    P = A.worst_case_add_remove(num_per_class=20, num_classes=3, dim=3, clip_bound=2.0,
+                                generator=torch.Generator().manual_seed(0))
+    for ds in (P.dataset0, P.dataset1):
+        out, _ = sound.sound_statistics(ds[0], ds[1], 3, 1.0, 1e-5, clip_bound=2.0, adjacency="add-remove",
+                                        mechanism="gaussian", generator=torch.Generator().manual_seed(0),
+                                        mask=ds[2], eig_floor=float("-inf"), noise_multiplier=1e-9, num_draws=2,
+                                        **CONTINUOUS)
+        got = A.sound_blocks(out)
+        X, y, mask = ds[0].numpy(), ds[1].numpy(), ds[2].numpy()
+        Z = X * np.minimum(1.0, 2.0 / np.linalg.norm(X, axis=-1, keepdims=True))
+        for k in range(3):
+            sel = (y == k) & mask
+            assert np.allclose(got["counts"][:, k].numpy(), sel.sum(), atol=1e-6)
+            assert np.allclose(got["sums"][:, k].numpy(), Z[sel].sum(0), atol=1e-6)
+            assert np.allclose(got["second_moments"][:, k].numpy(), Z[sel].T @ Z[sel], atol=1e-5)
+
+
+def test_audit_ceiling_matches_scipy_and_exact_gdp_epsilon():
+    mu = _scipy_mu(1.0, 1e-5)
+    assert A.gdp_mu_exact(1.0, 1e-5) == pytest.approx(mu, rel=1e-9)
+    assert A.gdp_epsilon_exact(1e-5, 2 * mu) == pytest.approx(_scipy_eps(1e-5, 2 * mu), rel=1e-8)
+    for n in (1000, 100_000):
+        got = A.audit_ceiling(lambda a: A.gdp_tradeoff(a, mu), n, 1e-5)["epsilon"]
+        assert got == pytest.approx(_scipy_ceiling(mu, n, 1e-5), abs=2e-3)
+    # more draws, higher ceiling; never above the truth
+    c = [A.audit_ceiling(lambda a: A.gdp_tradeoff(a, mu), n, 1e-5)["epsilon"] for n in (10**3, 10**5, 10**7)]
+    assert c[0] < c[1] < c[2] < 1.0
+
+
+def test_draws_are_chunked_under_the_memory_budget():
+    sizes = []
+
+    def mech(D, n, g):
+        sizes.append(n)
+        return torch.zeros(n, 1000, dtype=torch.float64) + D  # 8 kB per draw
+
+    r = A.audit(mech, 0.0, 1.0, lambda o: o[:, 0], num_draws=3000, delta=1e-5, memory_bytes=8 * 8000 * 100)
+    # per dataset: 256 draws first, then chunks of budget / (8 x 8 kB) = 100 draws
+    assert sum(sizes) == 6000 and sizes.count(256) == 2 and max(s for s in sizes if s != 256) == 100
+    assert r.epsilon_lower > 5  # a deterministic mechanism: the bound is limited by the draws only
+
+
+def test_noise_scales_read_from_typed_record_blocks():
+    """A typed PrivacyRecord (NoisedBlock per block) gives the same statistic as the legacy noise dict."""
+    from torchdpgmm.privacy import NoisedBlock, PrivacyRecord
+
+    P, mech, rec = _worst_pair_setup(1.0, **CONTINUOUS)
+    scales = A._noise_scales(rec)
+    blocks = tuple(NoisedBlock(name=k, mechanism="gaussian", sensitivity=1.0, noise_scale=scales[k][1])
+                   for k in ("counts", "sums", "second_moments"))
+    typed = PrivacyRecord(epsilon=EPS, delta=DELTA, adjacency="add-remove", accountant="GDP", mode="sound",
+                          blocks=blocks)
+    out = mech(P.dataset0, 50, torch.Generator().manual_seed(0))
+    a = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, rec).log_ratio(out)
+    b = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, typed).log_ratio(out)
+    assert torch.allclose(a, b)
+    assert A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, typed) == pytest.approx(
+        A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, rec))

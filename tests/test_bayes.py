@@ -347,3 +347,20 @@ def test_release_repairs_give_pd_and_agree_when_pd(repair):
     diff = ((rel.model.covariances - ref.model.covariances) / scale).abs().amax((-1, -2))
     assert float(diff[rel.was_pd].max()) < 1e-5
     assert torch.allclose(rel.model.means, ref.model.means)
+
+
+@pytest.mark.cuda
+def test_theorem41_and_bayes_error_on_cuda_match_cpu():
+    """Inputs on CUDA: no .numpy() on device tensors; results equal the CPU ones (same numbers)."""
+    args = (torch.tensor([1.0, 2.0]), torch.tensor([1.0, 1.5]), torch.tensor([30, 40]),
+            torch.tensor([0.05, 0.05, 0.1, 0.1]))
+    cpu = B.theorem41_bounds(*args, 0.9)
+    gpu = B.theorem41_bounds(*(a.cuda() for a in args), 0.9)
+    assert gpu[0].device.type == "cuda"
+    torch.testing.assert_close(gpu[0].cpu(), cpu[0])
+    torch.testing.assert_close(gpu[1].cpu(), cpu[1])
+    mu = torch.tensor([[0.0, 0.0], [2.0, 0.0]], dtype=torch.float64, device="cuda")
+    model = B.GaussianClasses(torch.tensor([0.5, 0.5], dtype=torch.float64, device="cuda"), mu,
+                              torch.eye(2, dtype=torch.float64, device="cuda").expand(2, 2, 2))
+    err = B.bayes_error_mc(model, model, 200_000, torch.Generator(device="cuda").manual_seed(0))
+    assert err.device.type == "cuda" and abs(float(err) - 0.1587) < 0.005  # Phi(-1)

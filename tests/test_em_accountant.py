@@ -1,4 +1,4 @@
-"""Moments accountant (paper 002 supplement): MGFs against numerical integration and dp-accounting's RDP."""
+"""Moments accountant (Park et al. 2017, supplement): MGFs against numerical integration and dp-accounting's RDP."""
 import math
 
 import numpy as np

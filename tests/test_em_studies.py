@@ -17,8 +17,16 @@ def test_ais_study_quick(tmp_path):
     kinds = {r["kind"] for r in out["rows"]}
     assert kinds == {"loglik_vs_epsilon", "ic_vs_G"}
     methods = {r["method"] for r in out["rows"]}
-    assert {"DP-MSNM", "DPGMM", "DP-EM (LLG)", "EM-GMM (non-private)", "EM-MSNM (non-private)"} <= methods
+    assert {"DP-MSNM", "DPGMM", "DP-EM (LLG)", "SAGMM", "EM-GMM (non-private)", "EM-MSNM (non-private)"} <= methods
     assert (tmp_path / "ais.csv").exists() and (tmp_path / "ais.png").exists()
+    ll = [r for r in out["rows"] if r["kind"] == "loglik_vs_epsilon"]
+    eps = {r["epsilon"] for r in ll if r["method"] == "DP-EM (LLG)"}
+    sag = [r for r in ll if r["method"] == "SAGMM"]
+    assert {r["epsilon"] for r in sag} == eps and len(eps) >= 2
+    for r in sag:  # finite held-out log-likelihoods, evaluated on rows not used for fitting
+        assert r["finite_trials"] == r["trials"] and r["n"] + r["n_test"] == 202
+        assert r["mode"] == "sound" and r["adjacency"] == "replace-one"
+    assert {r["mode"] for r in ll if r["method"] in ("DPGMM", "DP-MSNM")} == {"as-published"}
 
 
 def test_em_synthetic_study_quick(tmp_path):
@@ -44,6 +52,7 @@ def test_bench_em_smoke(tmp_path):
         torch.set_num_threads(threads)
     res = json.loads(out.read_text())
     assert res["max_rel_loglik_diff"] < 1e-6
+    assert res["skew_normal"]["max_rel_loglik_diff"] < 1e-8  # same EM as the direct implementation
     assert res["torch_threads"] >= 1
 
 

@@ -118,3 +118,48 @@ def test_model_validation():
         tdg.LabeledGMM(torch.tensor([0.5, 0.6]), torch.zeros(2, 1), torch.ones(2, 1, 1))
     with pytest.raises(ValueError, match="positive definite"):
         tdg.LabeledGMM(torch.tensor([0.5, 0.5]), torch.zeros(2, 1), torch.tensor([[[1.0]], [[-1.0]]]))
+
+
+@pytest.mark.parametrize("ct", ["full", "tied", "diag", "spherical"])
+def test_fit_labeled_covariance_types_match_numpy(gen, ct):
+    """eq. (2) through the sufficient statistics, every covariance type (scikit-learn's names) vs numpy."""
+    N, d, K = 80, 3, 3
+    X = torch.randn(N, d, generator=gen, dtype=torch.float64) * 2 + 5  # far from 0: no cancellation
+    y = torch.arange(N) % K
+    m = tdg.fit_labeled(X, y, K, covariance_type=ct)
+    Xn, yn = X.numpy(), y.numpy()
+    covs = [np.cov(Xn[yn == k].T, ddof=1) for k in range(K)]
+    pooled = sum((np.sum(yn == k) - 1) * covs[k] for k in range(K)) / (N - K)
+    for k in range(K):
+        ref = {"full": covs[k], "tied": pooled, "diag": np.diag(np.diag(covs[k])),
+               "spherical": np.trace(covs[k]) / d * np.eye(d)}[ct]
+        np.testing.assert_allclose(m.covariances[k].numpy(), ref, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(m.means[k].numpy(), Xn[yn == k].mean(0), rtol=1e-12)
+
+
+def test_class_moments_ignore_masked_and_out_of_range_rows(gen):
+    from torchdpgmm.mixture import class_moments
+
+    X = torch.randn(10, 2, generator=gen, dtype=torch.float64)
+    y = torch.tensor([0, 1, 1, 0, 2, 5, -1, 1, 0, 2])
+    mask = torch.ones(10, dtype=torch.bool)
+    mask[4] = False
+    Xb = X.clone()
+    Xb[4] = float("nan")  # masked rows may hold anything
+    c, s, q = class_moments(Xb, y, 3, mask=mask)
+    keep = mask & (y >= 0) & (y < 3)
+    Xk, yk = X[keep].numpy(), y[keep].numpy()
+    for k in range(3):
+        np.testing.assert_allclose(c[k].item(), np.sum(yk == k))
+        np.testing.assert_allclose(s[k].numpy(), Xk[yk == k].sum(0), atol=1e-12)
+        np.testing.assert_allclose(q[k].numpy(), Xk[yk == k].T @ Xk[yk == k], atol=1e-12)
+
+
+def test_fit_labeled_min_count_zero_tolerates_tiny_classes():
+    X = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1])
+    m = tdg.fit_labeled(X, y, 3, min_count=0)
+    assert torch.equal(m.covariances[1], torch.zeros(2, 2, dtype=torch.float64))  # one record
+    assert torch.equal(m.means[2], torch.zeros(2, dtype=torch.float64)) and m.counts[2] == 0  # empty
+    with pytest.raises(ValueError, match="at least 2"):
+        tdg.fit_labeled(X, y, 3)

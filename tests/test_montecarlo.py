@@ -112,3 +112,23 @@ def test_run_chunked_concatenates_and_reproduces():
     assert not torch.equal(out["x"], other["x"])
     with pytest.raises(ValueError, match="trials"):
         run_chunked(fn, 0)
+
+
+def test_running_stats_merge_is_exact_and_quantiles_close():
+    import numpy as np
+
+    from torchdpgmm.montecarlo import RunningStats
+
+    rng = np.random.default_rng(1)
+    v = np.concatenate([rng.lognormal(0, 2, 3000), [0.0, -1.5, np.nan, np.inf]])
+    st = RunningStats()
+    for part in np.array_split(v, 7):      # uneven chunks, one of them a torch tensor
+        st.update(torch.as_tensor(part) if len(part) % 2 else part)
+    fin = v[np.isfinite(v)]
+    s = st.summary()
+    assert s["n"] == fin.size and s["nonfinite"] == 2
+    assert s["mean"] == pytest.approx(fin.mean(), rel=1e-12)
+    assert s["std"] == pytest.approx(fin.std(ddof=1), rel=1e-10)
+    for q in (0.05, 0.5, 0.95):
+        assert st.quantile(q) == pytest.approx(np.quantile(fin, q), rel=0.03)
+    assert st.quantile(0.0) < 0          # the negative value keeps its sign

@@ -1,8 +1,5 @@
 """release(): batching, seeding, privacy records, noise calibration, projections, validation before noise."""
 import math
-import sys
-import types
-
 import numpy as np
 import pytest
 import torch
@@ -115,9 +112,9 @@ def test_laplace_noise_scale_matches_wu_sensitivities(data):
     # Laplace(b): mean absolute deviation b, variance 2 b^2
     assert np.mean(np.abs(noise)) == pytest.approx(b_mean, rel=0.03)
     assert np.var(noise) == pytest.approx(2 * b_mean**2, rel=0.08)
-    assert float(r.extra["noise_scale"]["means"][0]) == pytest.approx(b_mean, rel=1e-12)
+    assert float(r.extras["noise_scale"]["means"][0]) == pytest.approx(b_mean, rel=1e-12)
     sc = (12 * n * K * R**2 + 8 * K**2 * R**2) / n**2 / (eps / 3)
-    assert float(r.extra["noise_scale"]["covariances"][0]) == pytest.approx(sc, rel=1e-12)
+    assert float(r.extras["noise_scale"]["covariances"][0]) == pytest.approx(sc, rel=1e-12)
 
 
 def test_gaussian_noise_std_matches_paper_rule(data):
@@ -152,7 +149,7 @@ def test_colored_noise_meets_condition_10_brute_force():
     X, y = b.X, b.y
     eps, delta = 1.2, 1e-5
     r = release(X, y, 2, eps, delta, mechanism="colored", generator=_g(9))
-    ncov = r.extra["mean_noise_cov"][0].numpy()
+    ncov = r.extras["mean_noise_cov"][0].numpy()
     eps_m, dm = eps / 3, delta / 3
     bound = eps_m**2 / (2 * math.log(2 / dm))
     Xn, yn = X[0].numpy(), y[0].numpy()
@@ -186,20 +183,20 @@ def test_colored_min_mse_matches_cvxpy():
         Z = cp.Variable((2, 2), PSD=True)
         cons = [cp.bmat([[np.ones((1, 1)), v[None, :]], [v[:, None], Z]]) >> 0 for v in vs]
         cp.Problem(cp.Minimize(cp.trace(Z)), cons).solve(solver=cp.CLARABEL)
-        tr = float(np.trace(r.extra["mean_noise_cov"][0, k].numpy())) / L
+        tr = float(np.trace(r.extras["mean_noise_cov"][0, k].numpy())) / L
         assert tr == pytest.approx(float(np.trace(Z.value)), rel=1e-5)
 
 
 def test_user_data_bound_clips_and_has_no_leak_note(data):
     X, y = data
     r = release(X, y, 3, 1.0, 1e-5, mechanism="laplace", generator=_g(2), data_bound=5.0)
-    assert torch.allclose(r.extra["data_bound"], torch.full((3,), 5.0, dtype=torch.float64))
-    clipped = r.extra["fitted_clipped"]
+    assert torch.allclose(r.extras["data_bound"], torch.full((3,), 5.0, dtype=torch.float64))
+    clipped = r.extras["fitted_clipped"]
     assert not torch.allclose(clipped.means, r.fitted.means)  # rows beyond R were clipped
     assert not any("leaks" in n for n in r.privacy.notes)
-    assert r.extra["data_bound_source"].startswith("user")
+    assert r.extras["data_bound_source"].startswith("user")
     r2 = release(X, y, 3, 1.0, 1e-5, mechanism="laplace", generator=_g(2), data_bound=500.0)
-    assert torch.allclose(r2.extra["fitted_clipped"].means, r2.fitted.means)  # nothing to clip
+    assert torch.allclose(r2.extras["fitted_clipped"].means, r2.fitted.means)  # nothing to clip
 
 
 def test_mask_padding_gives_the_same_release():
@@ -233,7 +230,7 @@ def _bad_calls(X, y):
         (dict(X=X.to(torch.int64)), TypeError, "floating"),
         (dict(mechanism="laplace", data_bound=-1.0), ValueError, "data_bound"),
         (dict(mechanism="laplace", cov_floor=0.0), ValueError, "cov_floor"),
-        (dict(mechanism="laplace", bogus=1), ValueError, "unknown keyword"),
+        (dict(mechanism="laplace", bogus=1), ValueError, "not supported"),
         (dict(lam=1.5), ValueError, "lam"),
         (dict(epsilon=torch.ones(4, dtype=torch.float64)), ValueError, "broadcast"),
         (dict(mechanism="r1smg", X=X[..., :2]), ValueError, "d > 2"),
@@ -253,33 +250,106 @@ def test_validation_errors_before_any_noise(data):
         assert torch.equal(g.get_state(), state), over  # no random draw happened
 
 
-def test_sound_mode_refuses_or_dispatches(data, monkeypatch):
+def test_sound_mode_dispatches_to_the_sound_module(data):
+    from torchdpgmm.sound import release_sound
+
     X, y = data
-    try:
-        import torchdpgmm.sound  # noqa: F401
-        have = True
-    except ImportError:
-        have = False
-    if not have:
-        with pytest.raises(NotImplementedError, match="refusing"):
-            release(X, y, 3, 1.0, 1e-5, mode="sound", clip_bound=1.0, generator=_g(0))
-    calls = {}
-    fake = types.ModuleType("torchdpgmm.sound")
+    a = release(X, y, 3, 0.7, 1e-5, mode="sound", clip_bound=2.5, generator=_g(4))
+    b = release_sound(X, y, 3, 0.7, 1e-5, clip_bound=2.5, mechanism="kl", generator=_g(4))
+    assert torch.equal(a.model.means, b.model.means) and torch.equal(a.model.covariances, b.model.covariances)
+    assert a.privacy.mode == "sound" and a.privacy.adjacency == "add-remove" and a.fitted is None and a.kl is None
+    lap = release(X, y, 3, 0.7, None, mode="sound", mechanism="laplace", clip_bound=2.5, generator=_g(4))
+    assert lap.privacy.mechanism == "laplace"
+    with pytest.raises(ValueError, match="clip_bound is required"):
+        release(X, y, 3, 0.7, 1e-5, mode="sound", generator=_g(0))
 
-    def release_sound(X_, y_, K_, eps_, delta_, clip_bound=None, generator=None, mask=None, **kw):
-        calls.update(K=K_, eps=eps_, clip=clip_bound, gen=generator, kw=kw)
-        return "sound-release"
 
-    fake.release_sound = release_sound
-    monkeypatch.setitem(sys.modules, "torchdpgmm.sound", fake)
+@pytest.mark.parametrize("mode,mechanism,option,match", [
+    ("sound", "kl", {"variant": "global"}, "variant= is not supported by mode='sound'"),
+    ("sound", "kl", {"solver": "dual"}, "solver= is not supported"),
+    ("sound", "kl", {"design": object()}, "design= is not supported"),
+    ("sound", "gaussian", {"data_bound": 3.0}, "sound mode uses clip_bound"),
+    ("sound", "kl", {"lam": 1e-3}, "lam= is not supported"),
+    ("as-published", "kl", {"clip_bound": 3.0}, "pass mode='sound'"),
+    ("as-published", "gaussian", {"adjacency": "add-remove"}, "adjacency= is not supported"),
+    ("as-published", "laplace", {"covariance_type": "diag"}, "covariance_type= is not supported"),
+    ("as-published", "laplace", {"solver": "dual"}, "solver= is not supported"),
+    ("as-published", "kl", {"cov_floor": 1e-3}, "cov_floor= is not supported"),
+    ("sound", "r1smg", {"clip_bound": 3.0}, "no sound mode"),
+])
+def test_unsupported_parameters_are_refused(data, mode, mechanism, option, match):
+    X, y = data
     g = _g(0)
-    assert release(X, y, 3, 0.7, 1e-5, mode="sound", clip_bound=2.5, generator=g) == "sound-release"
-    assert calls["K"] == 3 and calls["eps"] == 0.7 and calls["clip"] == 2.5 and calls["gen"] is g
-    assert calls["kw"]["mechanism"] == "kl"
-    release(X, y, 3, 0.7, 1e-5, mode="sound", mechanism="laplace", clip_bound=2.5, generator=g)
-    assert calls["kw"]["mechanism"] == "laplace"
-    with pytest.raises(ValueError, match="clip_bound"):
-        release(X, y, 3, 0.7, 1e-5, mode="sound", generator=g)
+    state = g.get_state().clone()
+    with pytest.raises(ValueError, match=match) as info:
+        release(X, y, 3, 1.0, 1e-5, mechanism=mechanism, mode=mode, generator=g, **option)
+    assert "\n" not in str(info.value)  # one line
+    assert torch.equal(g.get_state(), state)
+
+
+def test_optional_arguments_are_keyword_only(data):
+    X, y = data
+    with pytest.raises(TypeError):
+        release(X, y, 3, 1.0, 1e-5, "gaussian")  # noqa
+
+
+def test_registry_declares_what_each_mechanism_needs():
+    from torchdpgmm.release import REGISTRY
+
+    assert {m for m, _ in REGISTRY} == {"as-published", "sound"}
+    assert REGISTRY[("as-published", "kl")].needs_design
+    assert not REGISTRY[("sound", "kl")].needs_design
+    assert "clip_bound" in REGISTRY[("sound", "gaussian")].accepted()
+    assert "solver" in REGISTRY[("as-published", "colored")].accepted()
+    assert "solver" not in REGISTRY[("as-published", "gaussian")].accepted()
+    assert REGISTRY[("sound", "laplace")].noised_blocks == ("counts", "sums", "second_moments")
+
+
+def test_evaluate_is_the_explicit_non_private_fit_and_kl(data):
+    """evaluate() gives the eq. (2) fit and KL(released || fitted) (independent numpy check)."""
+    from torchdpgmm.evaluation import evaluate
+
+    X, y = data
+    r = release(X, y, 3, 1.0, 1e-5, mode="sound", clip_bound=30.0, generator=_g(0))
+    ev = evaluate(r, X, y)
+    fit = _np_fit(X[1].numpy(), y[1].numpy(), 3)
+    np.testing.assert_allclose(ev.fitted.covariances[1].numpy(), np.stack([f[2] for f in fit]), rtol=1e-10)
+    kl = 0.0
+    for k in range(3):
+        p, q = float(r.model.weights[1, k]), fit[k][0]
+        Sp, Sq = r.model.covariances[1, k].numpy(), fit[k][2]
+        dm = fit[k][1] - r.model.means[1, k].numpy()
+        Sqi = np.linalg.inv(Sq)
+        kl += p * (math.log(p / q) + 0.5 * (np.trace(Sqi @ Sp) + dm @ Sqi @ dm - 3 + np.linalg.slogdet(Sq)[1]
+                                             - np.linalg.slogdet(Sp)[1]))
+    assert float(ev.kl[1]) == pytest.approx(kl, rel=1e-8)
+    # as-published: the Release's own fitted / kl agree with evaluate()
+    ap = release(X, y, 3, 1.0, 1e-5, mechanism="gaussian", generator=_g(0))
+    torch.testing.assert_close(evaluate(ap, X, y).kl, ap.kl)
+
+
+def test_check_settings_warns_the_data_owner():
+    from torchdpgmm.evaluation import SettingsWarning, check_settings
+
+    X = torch.randn(100, 2, generator=_g(1), dtype=torch.float64)
+    with pytest.warns(SettingsWarning) as rec:
+        msgs = check_settings(X, epsilon=20.0, delta=0.05, clip_bound=0.1)
+    assert len(msgs) == 3 and len(rec) == 3
+    assert any("1/N" in m for m in msgs) and any("> 10" in m for m in msgs) and any("> 50%" in m for m in msgs)
+    with pytest.warns(SettingsWarning, match="< 1%"):
+        check_settings(X, epsilon=1.0, delta=1e-6, clip_bound=100.0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        norms = X.norm(dim=-1).sort().values
+        assert check_settings(X, epsilon=1.0, delta=1e-6, clip_bound=float(norms[80])) == []
+    y = torch.arange(100) % 3
+    y[5] = 3
+    Xb = X.clone()
+    Xb[7, 0] = float("nan")
+    with pytest.warns(SettingsWarning, match="2 row"):
+        check_settings(Xb, y, num_classes=3, epsilon=1.0, delta=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -318,7 +388,7 @@ def test_kl_release_batched_seeded_and_recorded(kl_base, variant):
     assert not torch.allclose(r1.model.covariances[0, 0], r1.model.covariances[1, 0])
     assert bool(torch.isfinite(r1.kl).all())
     # released weights are on the lattice S: counts >= 1 summing to N
-    c = r1.extra["released_counts"]
+    c = r1.extras["released_counts"]
     assert bool((c >= 1).all()) and bool((c.sum(-1) == 60).all())
     torch.testing.assert_close(r1.model.weights, c.to(torch.float64) / 60)
     rec = r1.privacy
@@ -358,16 +428,27 @@ def test_kl_release_noise_matches_design(kl_base):
     np.testing.assert_allclose(W.mean(0), 4 / gamma * np.eye(3), atol=6 * np.sqrt(8 / T) / gamma)
     assert np.var(W[:, 0, 0]) == pytest.approx(8 / gamma**2, rel=0.1)
     # weights: the random mapping keeps pi(D) with probability (1-lam) e^eps0/(e^eps0 + K(K-1)) (+ lam/|S|)
-    kept = (r.extra["released_counts"][:, 0] == base.fitted.counts[0]).all(-1).double().mean()
+    kept = (r.extras["released_counts"][:, 0] == base.fitted.counts[0]).all(-1).double().mean()
     e0 = float(base.design.eps0[0])
     p = (1 - 1e-3) * math.exp(e0) / (math.exp(e0) + 6)
     assert float(kept) == pytest.approx(p, abs=6 * math.sqrt(p * (1 - p) / T) + 1e-3)
 
 
-def test_sound_mode_with_the_real_module(data):
-    sound = pytest.importorskip("torchdpgmm.sound")
-    if not hasattr(sound, "release_sound"):
-        pytest.skip("torchdpgmm.sound has no release_sound")
+@pytest.mark.parametrize("mech", ["laplace", "gaussian"])
+def test_baseline_covariance_noise_law(data, mech):
+    """The covariance noise of the baselines (now drawn by the one noise layer) keeps its law: i.i.d. on the
+    upper triangle, mirrored, with the recorded scale (Laplace: mean |noise| = b; Gaussian: std = sigma).
+    A large epsilon keeps the PSD projection inactive."""
     X, y = data
-    r = release(X, y, 3, 1.0, 1e-5, mode="sound", clip_bound=30.0, generator=_g(0))
-    assert r.privacy.mode == "sound" and r.model.batch_shape == (3,)
+    Xr, yr = _replicated(X, y, 3000)
+    r = release(Xr, yr, 3, 1e5, 1e-5, mechanism=mech, generator=_g(12))
+    E = (r.model.covariances - r.fitted.covariances)[:, 0]  # (T, d, d), class 0
+    assert torch.allclose(E, E.transpose(-1, -2))
+    scale = float(r.extras["noise_scale"]["covariances"][0])
+    iu = torch.triu_indices(3, 3)
+    v = E[:, iu[0], iu[1]].numpy() / scale
+    if mech == "laplace":
+        np.testing.assert_allclose(np.abs(v).mean(0), 1.0, rtol=0.06)
+    else:
+        np.testing.assert_allclose(v.std(0), 1.0, rtol=0.06)
+    assert np.abs(v.mean(0)).max() < 5 * math.sqrt(2.0 / v.shape[0])

@@ -1,20 +1,31 @@
-"""The sweep engine: deterministic chunk seeds, resumable storage, identical local and Ray results."""
+"""The sweep engine: per-trial seeds, resumable storage, identical rows for any chunking and backend."""
+import csv
 import json
 
+import numpy as np
 import pytest
 import torch
 
-from torchdpgmm.sweep import SweepSpec, load_results, plan_chunks, run_sweep
+from torchdpgmm.sweep import SweepSpec, block_seed, load_results, plan_chunks, run_sweep, summarize
 
 
 def fake_trials(spec, chunk):
-    """A stand-in for a release: rows derived only from the chunk's seeds (module level so Ray can ship it)."""
-    g = torch.Generator().manual_seed(chunk.noise_seed)
-    gd = torch.Generator().manual_seed(chunk.data_seed)
-    v = torch.rand(chunk.num_trials, generator=g, dtype=torch.float64) + torch.rand(chunk.num_trials, generator=gd, dtype=torch.float64)
-    return [{"mechanism": chunk.mechanism, "epsilon": chunk.epsilon, "N": chunk.N, "K": chunk.K, "d": chunk.d,
-             "seed": spec.seed, "chunk": chunk.index, "trial": chunk.first_trial + i, "kl": float(x) / chunk.epsilon}
-            for i, x in enumerate(v)]
+    """A stand-in for the releases: per-trial values drawn block by block from the block seeds, exactly the
+    seeding discipline of the default trial function (module level so Ray can ship it)."""
+    rows = []
+    for b in chunk.blocks:
+        first = b * chunk.block_size
+        n = min(chunk.block_size, spec.trials - first)
+        gd = torch.Generator().manual_seed(block_seed(spec.seed, "data", chunk.N, chunk.K, chunk.d, b))
+        data = torch.rand(chunk.block_size, generator=gd, dtype=torch.float64)
+        for mech in spec.mechanisms:
+            g = torch.Generator().manual_seed(block_seed(spec.seed, "noise", mech, chunk.N, chunk.K, chunk.d, b))
+            noise = torch.rand(len(spec.epsilons), chunk.block_size, generator=g, dtype=torch.float64)
+            for j, e in enumerate(spec.epsilons):
+                rows += [{"mechanism": mech, "epsilon": e, "N": chunk.N, "K": chunk.K, "d": chunk.d,
+                          "seed": spec.seed, "trial": first + i, "kl": float(data[i] + noise[j, i]) / e}
+                         for i in range(n)]
+    return rows
 
 
 class Killed(Exception):
@@ -22,51 +33,71 @@ class Killed(Exception):
 
 
 def _spec(**kw):
-    base = dict(mechanisms=["kl", "gaussian"], epsilons=[0.5, 1.0], Ns=[50], Ks=[2], ds=[2], trials=7, chunk_size=3)
+    base = dict(mechanisms=["kl", "gaussian"], epsilons=[0.5, 1.0], Ns=[50], Ks=[2], ds=[2], trials=7,
+                chunk_size=2, block_size=2)
     base.update(kw)
     return SweepSpec(**base)
 
 
-def test_plan_is_content_seeded():
-    a = plan_chunks(_spec())
-    assert len(a) == 2 * 2 * 3
-    assert sum(c.num_trials for c in a) == 2 * 2 * 7
-    # data seeds are shared across mechanisms and epsilons (common random numbers), noise seeds are not
-    by_id = {(c.mechanism, c.epsilon, c.index): c for c in a}
-    assert by_id[("kl", 0.5, 1)].data_seed == by_id[("gaussian", 1.0, 1)].data_seed
-    assert by_id[("kl", 0.5, 1)].noise_seed != by_id[("gaussian", 0.5, 1)].noise_seed
-    # adding a grid value does not change the seeds of existing chunks
-    b = {(c.mechanism, c.epsilon, c.index): c for c in plan_chunks(_spec(epsilons=[0.5, 1.0, 2.0]))}
-    assert all(b[k] == v for k, v in by_id.items())
+def test_plan_covers_every_trial_once():
+    chunks = plan_chunks(_spec())
+    assert len(chunks) == 4                      # ceil(7 / 2) chunks, each for every mechanism and epsilon
+    assert sum(c.num_trials for c in chunks) == 7
+    assert [b for c in chunks for b in c.blocks] == [0, 1, 2, 3]
+    # chunk sizes are rounded up to whole blocks
+    assert [c.num_trials for c in plan_chunks(_spec(chunk_size=3))] == [4, 3]
 
 
 def test_resume_skips_finished_chunks(tmp_path):
     spec = _spec()
     run_sweep(spec, tmp_path / "full", trial_fn=fake_trials, progress=False)
     calls = []
-
     kill = [True]
 
     def counting(spec, chunk):
         calls.append(chunk.id)
-        if kill[0] and len(calls) == 5:
-            raise Killed("simulated kill after 4 finished chunks")
+        if kill[0] and len(calls) == 3:
+            raise Killed("simulated kill after 2 finished chunks")
         return fake_trials(spec, chunk)
 
     with pytest.raises(Killed):
         run_sweep(spec, tmp_path / "part", trial_fn=counting, progress=False)
-    assert len(list((tmp_path / "part" / "chunks").glob("*.csv"))) == 4
+    assert len(list((tmp_path / "part" / "chunks").glob("*.csv"))) == 2
     with pytest.raises(ValueError, match="--resume"):
         run_sweep(spec, tmp_path / "part", trial_fn=fake_trials, progress=False)
     calls.clear()
     kill[0] = False
     res = run_sweep(spec, tmp_path / "part", trial_fn=counting, resume=True, progress=False)
-    assert res["skipped"] == 4 and len(calls) == 12 - 4
+    assert res["skipped"] == 2 and len(calls) == 2
     assert (tmp_path / "part" / "results.csv").read_text() == (tmp_path / "full" / "results.csv").read_text()
     assert len(load_results(tmp_path / "part")) == 28
     summary = json.loads((tmp_path / "part" / "summary.json").read_text())
     assert len(summary["points"]) == 4 and all(p["trials"] == 7 for p in summary["points"])
     assert (tmp_path / "part" / "sweep.png").stat().st_size > 0
+
+
+def test_rows_do_not_depend_on_chunk_size(tmp_path):
+    a = run_sweep(_spec(chunk_size=2), tmp_path / "a", trial_fn=fake_trials, progress=False)
+    b = run_sweep(_spec(chunk_size=6), tmp_path / "b", trial_fn=fake_trials, progress=False)
+    c = run_sweep(_spec(chunk_size=None, memory_budget=1e9), tmp_path / "c", trial_fn=fake_trials, progress=False)
+    text = (tmp_path / "a" / "results.csv").read_text()
+    assert text == (tmp_path / "b" / "results.csv").read_text() == (tmp_path / "c" / "results.csv").read_text()
+    assert a["summary"] == b["summary"] == c["summary"]
+
+
+def test_summary_matches_numpy_and_scipy(tmp_path):
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    vals = rng.lognormal(size=5000)
+    rows = [{"mechanism": "m", "epsilon": 1.0, "N": 1, "K": 2, "d": 1, "kl": float(v)} for v in vals]
+    (s,) = summarize(iter(rows))
+    assert s["trials"] == 5000
+    assert s["mean"] == pytest.approx(vals.mean(), rel=1e-12)
+    half = stats.t.ppf(0.975, 4999) * vals.std(ddof=1) / np.sqrt(5000)
+    assert s["ci_high"] - s["mean"] == pytest.approx(half, rel=1e-9)
+    for q, key in ((0.5, "median"), (0.05, "q05"), (0.95, "q95")):
+        assert s[key] == pytest.approx(np.quantile(vals, q), rel=0.02)   # log-grid histogram: 1.2% bins
 
 
 def test_refuses_a_different_sweep_in_the_same_folder(tmp_path):
@@ -75,19 +106,59 @@ def test_refuses_a_different_sweep_in_the_same_folder(tmp_path):
         run_sweep(_spec(trials=8), tmp_path, trial_fn=fake_trials, resume=True, progress=False)
 
 
-@pytest.mark.parametrize("bad", [dict(epsilons=[0.0]), dict(Ks=[1]), dict(trials=0), dict(delta=1.0), dict(mechanisms=[])])
+@pytest.mark.parametrize("bad", [dict(epsilons=[0.0]), dict(Ks=[1]), dict(trials=0), dict(delta=1.0), dict(mechanisms=[]),
+                                 dict(mode="sound"), dict(clip_bound=1.0), dict(classes=1), dict(mode="other"),
+                                 dict(memory_budget=0.0)])
 def test_spec_validation(bad, tmp_path):
     with pytest.raises(ValueError):
         run_sweep(_spec(**bad), tmp_path, trial_fn=fake_trials, progress=False)
 
 
-def test_ray_backend_matches_local(tmp_path):
-    ray = pytest.importorskip("ray")
-    import sys
+def _real_spec(**kw):
+    base = dict(mechanisms=["kl", "gaussian"], epsilons=[0.5, 2.0], Ns=[40], Ks=[2], ds=[2], trials=5,
+                block_size=2, chunk_size=2)
+    base.update(kw)
+    return SweepSpec(**base)
 
-    # this test module is not importable on Ray's workers: ship fake_trials by value
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    spec = _spec(mechanisms=["kl"], epsilons=[1.0], trials=6, chunk_size=2)
-    run_sweep(spec, tmp_path / "local", trial_fn=fake_trials, progress=False)
-    run_sweep(spec, tmp_path / "ray", backend="ray", trial_fn=fake_trials, progress=False)
+
+def test_real_releases_identical_for_any_chunking(tmp_path):
+    run_sweep(_real_spec(chunk_size=2), tmp_path / "a", progress=False)
+    run_sweep(_real_spec(chunk_size=6), tmp_path / "b", progress=False)
+    ta = (tmp_path / "a" / "results.csv").read_text()
+    assert ta == (tmp_path / "b" / "results.csv").read_text()
+    rows = list(csv.DictReader(open(tmp_path / "a" / "results.csv")))
+    assert len(rows) == 2 * 2 * 5 and all(float(r["kl"]) > 0 for r in rows)
+
+
+def test_real_release_matches_direct_call(tmp_path):
+    """Row = release() on the block's data with the block's noise generator (an independent recomputation)."""
+    from torchdpgmm.montecarlo import synthetic_data
+    from torchdpgmm.release import release
+
+    spec = _real_spec(mechanisms=["gaussian"], trials=2)
+    run_sweep(spec, tmp_path, progress=False)
+    rows = load_results(tmp_path)
+    gd = torch.Generator().manual_seed(block_seed(0, "data", 40, 2, 2, 0))
+    data = synthetic_data(2, 40, 2, 2, generator=gd)
+    g = torch.Generator().manual_seed(block_seed(0, "noise", "gaussian", 40, 2, 2, 0))
+    eps = torch.tensor([0.5, 2.0], dtype=torch.float64)[:, None]
+    kl = release(data.X, data.y, 2, eps, 1e-5, mechanism="gaussian", generator=g).kl
+    got = {(r["epsilon"], r["trial"]): r["kl"] for r in rows}
+    for j, e in enumerate([0.5, 2.0]):
+        for t in range(2):
+            assert got[(e, t)] == float(kl[j, t])
+
+
+def test_sound_sweep_runs(tmp_path):
+    spec = _real_spec(mechanisms=["gaussian"], mode="sound", clip_bound=30.0, adjacency="add-remove", trials=2,
+                      epsilons=[1.0, 4.0], classes=2)
+    res = run_sweep(spec, tmp_path, progress=False)
+    assert len(res["summary"]) == 2 and all(p["trials"] == 2 for p in res["summary"])
+
+
+def test_ray_backend_matches_local(tmp_path):
+    pytest.importorskip("ray")
+    spec = _real_spec(mechanisms=["kl"], epsilons=[1.0], trials=4)
+    run_sweep(spec, tmp_path / "local", progress=False)
+    run_sweep(spec, tmp_path / "ray", backend="ray", progress=False)
     assert (tmp_path / "ray" / "results.csv").read_text() == (tmp_path / "local" / "results.csv").read_text()

@@ -16,11 +16,23 @@ def test_trace_script_quick(tmp_path):
     spec.loader.exec_module(mod)
     out = tmp_path / "t.json"
     mod.main(["--trials", "2", "--N", "80", "--K", "3", "--d", "2", "--eps", "0.5", "2.0", "--out", str(out)])
-    rows = json.loads(out.read_text())["rows"]
+    text = out.read_text()
+    assert str(tmp_path) not in text  # no absolute paths in the output
+    rows = json.loads(text)["rows"]
     assert [r["epsilon"] for r in rows] == [0.5, 2.0]
     for r in rows:
         assert r["as_published_iterations"] == [2]
         assert abs(r["trace"][-1]["eps0_over_eps_min"] - 1 / 3) < 1e-12
+
+
+def test_trace_script_needs_out(tmp_path):
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "trace_algorithm1.py"
+    r = subprocess.run([sys.executable, str(path), "--trials", "1"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and "--out" in r.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_as_published_fixed_point_closed_form():

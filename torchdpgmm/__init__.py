@@ -2,7 +2,7 @@
 
 Data flows one way: data -> mixture (:mod:`torchdpgmm.mixture`) -> mechanism design
 (:mod:`torchdpgmm.design`) -> noise (:mod:`torchdpgmm.mechanisms`) -> release -> evaluation
-(:mod:`torchdpgmm.kl`). Privacy parameters and their accounting live in :mod:`torchdpgmm.accounting`.
+(:mod:`torchdpgmm.kl`). Privacy records, adjacency and accountants live in :mod:`torchdpgmm.privacy`.
 
 Every function maps over leading batch dimensions (a Monte Carlo study is one call) and keeps
 its tensors on the device of its inputs; randomness comes only from an explicit ``torch.Generator``.
@@ -20,7 +20,8 @@ _LAZY = {
     "fit_labeled": "torchdpgmm.mixture",
     "gaussian_kl": "torchdpgmm.kl",
     "kl_divergence": "torchdpgmm.kl",
-    "PrivacyRecord": "torchdpgmm.accounting",
+    "PrivacyRecord": "torchdpgmm.privacy",
+    "Adjacency": "torchdpgmm.privacy",
     "design_mechanism": "torchdpgmm.design",
     "release": "torchdpgmm.release",
     "Release": "torchdpgmm.release",

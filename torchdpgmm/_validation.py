@@ -45,6 +45,7 @@ def check_delta(delta: Any, name: str = "delta") -> None:
 
 
 def check_privacy_params(epsilon: Any, delta: Any | None = None) -> None:
+    """:func:`check_epsilon` and, when given, :func:`check_delta` ((epsilon, delta)-DP, Dwork & Roth 2014)."""
     check_epsilon(epsilon)
     if delta is not None:
         check_delta(delta)

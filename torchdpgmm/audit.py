@@ -19,6 +19,20 @@ A mechanism is a callable ``mechanism(dataset, num_draws, generator) -> output``
 dimension indexes ``num_draws`` independent releases (a batched Monte Carlo call; the device is whatever
 the mechanism uses). :func:`from_batched_release` adapts a release that maps over leading dims of X.
 A statistic is a callable ``output -> (n,)`` tensor, or a :class:`Statistic` with features and a ``fit``.
+
+The most powerful statistic. By the Neyman-Pearson lemma the log-likelihood ratio
+``ln p1(o)/p0(o)`` of the output under the two datasets gives, at every false-positive rate, the
+smallest false-negative rate of any test, so its threshold tests trace the pair's exact tradeoff
+curve (Dong, Roth & Su 2019). When the output density is known (the Gaussian, Laplace and discrete
+blocks of the sound mode) :class:`LikelihoodRatio` and :func:`sound_log_ratio` compute it exactly
+(the auditing strategy of Nasr et al. 2021); otherwise the auditor keeps the threshold test on a
+projection (a learnt discriminant, or an attack statistic such as a support escape).
+
+Power. :func:`audit_ceiling` computes what the same test (same evaluation draws, same confidence)
+certifies against a mechanism that sits *exactly* at a tradeoff curve: the mu-GDP curve
+``G_mu(a) = Phi(Phi^{-1}(1 - a) - mu)`` (Dong, Roth & Su 2019) or the (eps, delta)-DP curve
+(Kairouz, Oh & Viswanath 2015). An audit that certifies close to that ceiling cannot be improved by a
+better statistic, only by more draws; :func:`power_report` puts the numbers side by side.
 """
 from __future__ import annotations
 
@@ -47,6 +61,24 @@ __all__ = [
     "mean_distance_statistic",
     "audit_many",
     "r1smg_ball_delta",
+    "LikelihoodRatio",
+    "gaussian_log_ratio",
+    "laplace_log_ratio",
+    "symmetric_gaussian_log_ratio",
+    "symmetric_laplace_log_ratio",
+    "sound_blocks",
+    "noiseless_sound_blocks",
+    "sound_log_ratio",
+    "sound_pair_mu",
+    "gdp_tradeoff",
+    "dp_tradeoff",
+    "gdp_epsilon_exact",
+    "gdp_mu_exact",
+    "audit_ceiling",
+    "power_report",
+    "worst_case_add_remove",
+    "worst_case_replace_one",
+    "outlier_add_remove",
 ]
 
 
@@ -185,7 +217,7 @@ def support_escape_statistic(counts_d0: torch.Tensor, counts_d1: torch.Tensor, n
                              ) -> Callable[[Any], torch.Tensor]:
     """``1[out not in supp(D1)] - 1[out not in supp(D0)]`` for released weights read as counts ``round(N pi~)``.
 
-    ``supp(D) = {n(D)} ∪ S'(D)`` (paper 000 eqs. 14-15). Under D the random mapping leaves ``supp(D)`` only
+    ``supp(D) = {n(D)} ∪ S'(D)`` (Liu, Scaglione & Peisert 2025, eqs. 14-15). Under D the random mapping leaves ``supp(D)`` only
     through the smoothing ``lambda/|S|``, while a label-flip neighbour puts mass ``~(1-lambda)/(1+K(K-1)e^eps0)``
     on outputs such as ``n(D0) + (e_a - e_b)`` outside ``supp(D1)``. Positive scores are evidence for D0.
     """
@@ -281,14 +313,37 @@ def from_batched_release(release: Callable[..., Any]) -> Callable[[Any, int, tor
     return mechanism
 
 
-def _draw_features(mechanism, dataset, n, stats, generator, batch_size):
+def _output_bytes(output: Any) -> int:
+    """Bytes held by the tensors of one batched output (tensor, dict, or object with tensor attributes)."""
+    if torch.is_tensor(output):
+        return output.numel() * output.element_size()
+    if isinstance(output, dict):
+        return sum(_output_bytes(v) for v in output.values())
+    if isinstance(output, (tuple, list)):
+        return sum(_output_bytes(v) for v in output)
+    inner = getattr(output, "model", None)
+    if inner is not None:
+        return _output_bytes(inner)
+    return sum(_output_bytes(v) for v in getattr(output, "__dict__", {}).values())
+
+
+def _draw_features(mechanism, dataset, n, stats, generator, batch_size, memory_bytes=256 * 2**20):
+    """``n`` draws in chunks (one batched mechanism call per chunk, no Python loop per draw).
+
+    Without ``batch_size`` the first chunk has 256 draws; its output size sets the later chunks so that
+    one chunk's output (times 8, for the mechanism's intermediates) stays under ``memory_bytes``.
+    """
     chunks: list[list[torch.Tensor]] = [[] for _ in stats]
-    done = 0
+    done, bs = 0, batch_size or min(n, 256)
     while done < n:
-        m = min(batch_size, n - done)
+        m = min(bs, n - done)
         out = mechanism(dataset, m, generator)
+        if batch_size is None and done == 0:
+            per_draw = max(1, _output_bytes(out) // m)
+            bs = max(1, int(memory_bytes // (8 * per_draw)))
         for i, st in enumerate(stats):
             chunks[i].append(st.features(out).detach().to("cpu", torch.float64))
+        del out
         done += m
     return [torch.cat(c) for c in chunks]
 
@@ -304,6 +359,49 @@ def _check_audit_args(num_draws, delta, confidence, selection_fraction):
         raise ValueError(f"selection_fraction must lie in (0, 1), got {selection_fraction!r}")
 
 
+def _threshold_candidates(pooled, max_candidates: int = 20000):
+    """Midpoints between distinct pooled selection scores, thinned to ``max_candidates`` ranks that are
+    dense in both tails (log-spaced from each end), where the tight bounds of a strong statistic live."""
+    import numpy as np
+
+    u = np.unique(pooled)
+    if u.size > max_candidates:
+        r = np.geomspace(1, u.size / 2, max_candidates // 4)
+        ranks = np.concatenate([r, u.size - 1 - r, np.linspace(0, u.size - 1, max_candidates // 2)])
+        u = u[np.unique(np.clip(np.round(ranks).astype(int), 0, u.size - 1))]
+    return np.concatenate([[u[0] - 1.0], 0.5 * (u[1:] + u[:-1]), [u[-1] + 1.0]])
+
+
+SELECTION_RULE = "simultaneous"
+
+
+def _select_threshold(s0_sel, s1_sel, delta, confidence):
+    """Threshold and direction that maximise the bound on the selection draws.
+
+    The criterion is the Clopper-Pearson bound at confidence ``1 - (1 - confidence)/m`` over the ``m``
+    candidate thresholds (simultaneous over the candidates). Maximising the plain bound over thousands of
+    candidates picks lucky extreme tails whose few counts do not repeat on the evaluation draws (a
+    winner's curse); the simultaneous bound penalises small counts enough to avoid that, and still
+    allows thresholds with no false positive at all (support-escape attacks). Returns
+    ``(direction, threshold, selection_bound)``.
+    """
+    import numpy as np
+
+    ns = s0_sel.shape[0]
+    cand = _threshold_candidates(np.concatenate([s0_sel, s1_sel]))
+    srt0, srt1 = np.sort(s0_sel), np.sort(s1_sel)
+    conf = 1 - (1 - confidence) / (2 * cand.size) if SELECTION_RULE == "simultaneous" else confidence
+    # direction "greater": S = {score > t}; "less": S = {score < t}
+    fp_g, fn_g = ns - np.searchsorted(srt0, cand, side="right"), np.searchsorted(srt1, cand, side="right")
+    fp_l, fn_l = np.searchsorted(srt0, cand, side="left"), ns - np.searchsorted(srt1, cand, side="left")
+    eps_g = epsilon_lower_bound(fp_g, fn_g, ns, ns, delta, conf)[0]
+    eps_l = epsilon_lower_bound(fp_l, fn_l, ns, ns, delta, conf)[0]
+    ig, il = int(np.argmax(eps_g)), int(np.argmax(eps_l))
+    if eps_g[ig] >= eps_l[il]:
+        return "greater", float(cand[ig]), float(eps_g[ig])
+    return "less", float(cand[il]), float(eps_l[il])
+
+
 def _audit_features(f0, f1, stat: Statistic, delta, confidence, selection_fraction, bins) -> AuditResult:
     import numpy as np
 
@@ -313,28 +411,12 @@ def _audit_features(f0, f1, stat: Statistic, delta, confidence, selection_fracti
     s0 = torch.nan_to_num(scorer(f0), nan=0.0).numpy()
     s1 = torch.nan_to_num(scorer(f1), nan=0.0).numpy()
     s0_sel, s1_sel, s0_ev, s1_ev = s0[:ns], s1[:ns], s0[ns:], s1[ns:]
-    # candidate thresholds: midpoints between distinct pooled selection scores (subsampled to <= 2000)
-    pooled = np.unique(np.concatenate([s0_sel, s1_sel]))
-    if pooled.size > 2000:
-        pooled = np.unique(np.quantile(pooled, np.linspace(0, 1, 2000)))
-    cand = np.concatenate([[pooled[0] - 1.0], 0.5 * (pooled[1:] + pooled[:-1]), [pooled[-1] + 1.0]])
-    srt0, srt1 = np.sort(s0_sel), np.sort(s1_sel)
-    # direction "greater": S = {score > t}
-    fp_g = ns - np.searchsorted(srt0, cand, side="right")  # D0 in S
-    fn_g = np.searchsorted(srt1, cand, side="right")  # D1 not in S
-    eps_g, _, _ = epsilon_lower_bound(fp_g, fn_g, ns, ns, delta, confidence)
-    # direction "less": S = {score < t}
-    fp_l = np.searchsorted(srt0, cand, side="left")
-    fn_l = ns - np.searchsorted(srt1, cand, side="left")
-    eps_l, _, _ = epsilon_lower_bound(fp_l, fn_l, ns, ns, delta, confidence)
-    ig, il = int(np.argmax(eps_g)), int(np.argmax(eps_l))
-    if eps_g[ig] >= eps_l[il]:
-        direction, t, sel_eps = "greater", float(cand[ig]), float(eps_g[ig])
+    ne = num_draws - ns
+    direction, t, sel_eps = _select_threshold(s0_sel, s1_sel, delta, confidence)
+    if direction == "greater":
         fp, fn = int((s0_ev > t).sum()), int((s1_ev <= t).sum())
     else:
-        direction, t, sel_eps = "less", float(cand[il]), float(eps_l[il])
         fp, fn = int((s0_ev < t).sum()), int((s1_ev >= t).sum())
-    ne = num_draws - ns
     eps, fpr_u, fnr_u = epsilon_lower_bound(fp, fn, ne, ne, delta, confidence)
     lo, hi = float(min(s0.min(), s1.min())), float(max(s0.max(), s1.max()))
     if hi <= lo:
@@ -362,6 +444,7 @@ def audit(
     confidence: float = 0.95,
     selection_fraction: float = 0.5,
     batch_size: int | None = None,
+    memory_bytes: int = 256 * 2**20,
     bins: int = 40,
 ) -> AuditResult:
     """Lower-bound the epsilon of ``mechanism`` at ``delta`` from ``num_draws`` releases on each dataset.
@@ -369,14 +452,16 @@ def audit(
     Draws ``num_draws`` releases on ``dataset0`` and on ``dataset1`` (in chunks of ``batch_size``),
     splits each into a selection part (fraction ``selection_fraction``) and an evaluation part, fits the
     statistic and picks the threshold and direction maximising the Clopper-Pearson bound on the selection
-    part, then reports the bound on the evaluation part (module docstring). Default statistic: a quadratic
-    Fisher discriminant of the flattened released GMM (:func:`release_features`).
+    part (counts rescaled to the evaluation size), then reports the bound on the evaluation part (module
+    docstring; Jagielski, Ullman & Oprea 2020). Default statistic: a quadratic Fisher discriminant of the
+    flattened released GMM (:func:`release_features`); pass a :class:`LikelihoodRatio` when the output
+    density is known. Draws come in chunks of ``batch_size`` or, without it, in chunks sized so that one
+    chunk's output stays under ``memory_bytes`` (divided by 8 for the mechanism's intermediates).
     """
     _check_audit_args(num_draws, delta, confidence, selection_fraction)
     stat = _as_statistic(statistic)
-    bs = batch_size or num_draws
-    (f0,) = _draw_features(mechanism, dataset0, num_draws, [stat], generator, bs)
-    (f1,) = _draw_features(mechanism, dataset1, num_draws, [stat], generator, bs)
+    (f0,) = _draw_features(mechanism, dataset0, num_draws, [stat], generator, batch_size, memory_bytes)
+    (f1,) = _draw_features(mechanism, dataset1, num_draws, [stat], generator, batch_size, memory_bytes)
     return _audit_features(f0, f1, stat, delta, confidence, selection_fraction, bins)
 
 
@@ -392,6 +477,7 @@ def audit_many(
     confidence: float = 0.95,
     selection_fraction: float = 0.5,
     batch_size: int | None = None,
+    memory_bytes: int = 256 * 2**20,
     bins: int = 40,
 ) -> tuple[str, AuditResult, dict[str, AuditResult]]:
     """Audit with several statistics on the same draws; Bonferroni-corrected, so the maximum is valid.
@@ -406,9 +492,8 @@ def audit_many(
     names = list(statistics)
     stats = [_as_statistic(statistics[k]) for k in names]
     conf = 1 - (1 - confidence) / len(stats)
-    bs = batch_size or num_draws
-    f0 = _draw_features(mechanism, dataset0, num_draws, stats, generator, bs)
-    f1 = _draw_features(mechanism, dataset1, num_draws, stats, generator, bs)
+    f0 = _draw_features(mechanism, dataset0, num_draws, stats, generator, batch_size, memory_bytes)
+    f1 = _draw_features(mechanism, dataset1, num_draws, stats, generator, batch_size, memory_bytes)
     results = {k: _audit_features(a, b, st, delta, conf, selection_fraction, bins)
                for k, a, b, st in zip(names, f0, f1, stats)}
     best = max(names, key=lambda k: results[k].epsilon_lower)
@@ -483,7 +568,7 @@ def hull_moving_point(num_per_class: int = 50, num_classes: int = 3, dim: int = 
     """Class 0 lies on a line except one point ``offset`` off it; in D1 that point flips to class 1.
 
     Removing the point collapses class 0's convex hull of label-flip differences to the line, so a
-    mechanism calibrated to that hull (Gamma_k of paper 000 eq. 10) adds almost no noise off the line in
+    mechanism calibrated to that hull (Gamma_k of Liu, Scaglione & Peisert 2025, eq. 10) adds almost no noise off the line in
     D1: a noise-scale attack. Class 0 keeps a tiny isotropic jitter so its covariance stays invertible.
     """
     X, y, c = _base(num_per_class, num_classes, dim, generator)
@@ -573,3 +658,339 @@ def r1smg_ball_delta(epsilon: float, delta: float, dim: int, sensitivity: float 
         if v > best["delta_lower"]:
             best.update(delta_lower=float(v), radius=float(r), p0=float(p0), p1=float(p1))
     return best
+
+
+# ----------------------------------------------------------------------------------------------------
+# the likelihood-ratio (Neyman-Pearson) statistic for outputs with a known density
+# ----------------------------------------------------------------------------------------------------
+
+class LikelihoodRatio(Statistic):
+    """The Neyman-Pearson statistic ``ln p1(o) - ln p0(o)`` (Neyman & Pearson 1933; Nasr et al. 2021).
+
+    ``log_ratio(output) -> (n,)``. Nothing is fitted, so the selection draws only choose the threshold.
+    Its threshold tests are the most powerful tests of D0 against D1 at every false-positive rate, so
+    they trace the pair's exact tradeoff curve (Dong, Roth & Su 2019). Large values are evidence for D1.
+    """
+
+    def __init__(self, log_ratio: Callable[[Any], torch.Tensor]):
+        self.log_ratio = log_ratio
+
+    def features(self, output):
+        s = self.log_ratio(output)
+        return s.reshape(s.shape[0], 1).to(torch.float64)
+
+    def fit(self, f0, f1):
+        return lambda f: f[..., 0]
+
+
+def _f64(v, device):
+    return torch.as_tensor(v, dtype=torch.float64, device=device)
+
+
+def gaussian_log_ratio(value: torch.Tensor, mean0, mean1, scale) -> torch.Tensor:
+    """``sum_i [(v_i - m0_i)^2 - (v_i - m1_i)^2] / (2 s_i^2)`` over independent Gaussian coordinates.
+
+    ``value (n, *event)``; ``mean0``, ``mean1``, ``scale`` broadcast to ``event``. Also the exact log-ratio
+    of the discrete Gaussian on the integers (Canonne, Kamath & Steinke 2020) when both means are
+    integers: the two shifted PMFs have the same normalising constant, which cancels.
+    """
+    v = value.to(torch.float64)
+    m0, m1, s = _f64(mean0, v.device), _f64(mean1, v.device), _f64(scale, v.device)
+    return ((m1 - m0) * (v - 0.5 * (m0 + m1)) / (s * s)).reshape(v.shape[0], -1).sum(-1)
+
+
+def laplace_log_ratio(value: torch.Tensor, mean0, mean1, scale) -> torch.Tensor:
+    """``sum_i (|v_i - m0_i| - |v_i - m1_i|) / b_i`` over independent Laplace coordinates of scale ``b_i``.
+
+    Also exact for the discrete Laplace on the integers with integer means (Canonne, Kamath & Steinke
+    2020), whose PMF is proportional to ``exp(-|v - m| / b)``.
+    """
+    v = value.to(torch.float64)
+    m0, m1, b = _f64(mean0, v.device), _f64(mean1, v.device), _f64(scale, v.device)
+    return (((v - m0).abs() - (v - m1).abs()) / b).reshape(v.shape[0], -1).sum(-1)
+
+
+def symmetric_gaussian_log_ratio(value: torch.Tensor, mean0, mean1, sigma) -> torch.Tensor:
+    """Symmetric ``d x d`` Gaussian noise with std ``sigma`` on the diagonal and ``sigma/sqrt(2)`` off it
+    (isotropic in Frobenius-isometric coordinates): ``<V - (M0 + M1)/2, M1 - M0>_F / sigma^2``."""
+    v = value.to(torch.float64)
+    m0, m1, s = _f64(mean0, v.device), _f64(mean1, v.device), _f64(sigma, v.device)
+    return ((m1 - m0) * (v - 0.5 * (m0 + m1))).reshape(v.shape[0], -1).sum(-1) / (s * s)
+
+
+def symmetric_laplace_log_ratio(value: torch.Tensor, mean0, mean1, scale) -> torch.Tensor:
+    """Symmetric ``d x d`` noise, i.i.d. Laplace of scale ``b`` on the upper triangle (diagonal included)."""
+    d = value.shape[-1]
+    iu = torch.triu_indices(d, d, device=value.device)
+    m0, m1 = _f64(mean0, value.device), _f64(mean1, value.device)
+    return laplace_log_ratio(value[..., iu[0], iu[1]], m0[..., iu[0], iu[1]], m1[..., iu[0], iu[1]], scale)
+
+
+def noiseless_sound_blocks(X: torch.Tensor, y: torch.Tensor, num_classes: int, clip_bound: float, *,
+                           mask: torch.Tensor | None = None, center: torch.Tensor | None = None
+                           ) -> dict[str, torch.Tensor]:
+    """Per-class counts, sums and second moments of records clipped to ``||x - center||_2 <= B``.
+
+    An independent implementation of the statistics the sound mode releases (clipping as in Abadi et
+    al. 2016), used as the two means of the likelihood ratio. ``X (N, d)``, ``y (N,)``, ``mask (N,)``.
+    """
+    X = X.to(torch.float64)
+    Z = X - (0.0 if center is None else _f64(center, X.device))
+    norm = torch.linalg.vector_norm(Z, dim=-1, keepdim=True)
+    Z = torch.where(norm > clip_bound, Z * (clip_bound / norm.clamp_min(1e-300)), Z)
+    oh = torch.nn.functional.one_hot(y.long(), num_classes).to(torch.float64)
+    if mask is not None:
+        oh = oh * mask.to(torch.float64).unsqueeze(-1)
+    return {"counts": oh.sum(0), "sums": oh.T @ Z, "second_moments": torch.einsum("nk,ni,nj->kij", oh, Z, Z)}
+
+
+def sound_blocks(output: Any, center: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Read the noisy blocks back from a sound release: ``n = counts``, ``s = (means - center) n``,
+    ``Q = C (n - 1) + s s^T / n``.
+
+    Exact for the sums and second moments when the release was made with ``eig_floor=float("-inf")``
+    (the PSD repair is then the identity up to rounding); the counts are exact wherever the noisy count
+    lies above ``min_count`` (the clamp is the only step that loses information).
+    """
+    n = _get(output, "counts").to(torch.float64)
+    m = _get(output, "means").to(torch.float64)
+    C = _get(output, "covariances").to(torch.float64)
+    if center is not None:
+        m = m - _f64(center, m.device)
+    s = m * n.unsqueeze(-1)
+    Q = C * (n - 1)[..., None, None] + s.unsqueeze(-1) * s.unsqueeze(-2) / n[..., None, None]
+    return {"counts": n, "sums": s, "second_moments": Q}
+
+
+def _noise_scales(noise: Any) -> dict[str, tuple[str, float]]:
+    """``{block: ("gaussian" | "laplace", scale in data units)}`` of a sound release.
+
+    Accepts a ``Release`` (its ``extras["noise"]``), a noise dict (``sigma_counts``, ...,
+    ``laplace_scale_counts``, ...: data units, as the release's extras and older records hold them), an
+    object with such a ``noise`` dict, or a typed record with continuous ``blocks`` (``NoisedBlock``).
+    Discrete blocks state their scale in grid units, so a record with discrete blocks is refused: pass the
+    release's ``extras["noise"]``. For discrete noise the continuous forms are used with the data-unit
+    scale; they are exact for means on the grid (Canonne, Kamath & Steinke 2020).
+    """
+    ex = getattr(noise, "extras", None) or getattr(noise, "extra", None)
+    if isinstance(ex, dict) and "noise" in ex:
+        noise = ex["noise"]
+    noise = getattr(noise, "noise", noise) if not isinstance(noise, dict) else noise
+    if isinstance(noise, dict):
+        out = {}
+        for kind, prefix in (("gaussian", "sigma_"), ("laplace", "laplace_scale_")):
+            out.update({k[len(prefix):]: (kind, float(v)) for k, v in noise.items() if k.startswith(prefix)})
+        if out:
+            return out
+    blocks = getattr(noise, "blocks", None)
+    if blocks:
+        if any(b.mechanism.startswith("discrete") for b in blocks):
+            raise ValueError("discrete blocks state their noise scale in grid units; pass the release's "
+                             "extras['noise'] (scales in data units) instead of its record")
+        return {b.name: ("laplace" if b.mechanism == "laplace" else "gaussian", float(b.noise_scale))
+                for b in blocks}
+    raise ValueError(f"no noise scales found in {noise!r}")
+
+
+def _dataset_blocks(dataset, num_classes, clip_bound, center):
+    mask = dataset[2] if len(dataset) > 2 else None
+    return noiseless_sound_blocks(dataset[0], dataset[1], num_classes, clip_bound, mask=mask, center=center)
+
+
+def sound_log_ratio(dataset0, dataset1, num_classes: int, clip_bound: float, noise: Any, *,
+                    center: torch.Tensor | None = None) -> LikelihoodRatio:
+    """The exact Neyman-Pearson statistic of the sound mode's noisy blocks (counts, sums, second moments).
+
+    ``noise``: the release's noise scales in data units (the ``Release``, its ``extras["noise"]``, or a
+    record with continuous blocks; see :func:`_noise_scales`). Gaussian blocks
+    use :func:`gaussian_log_ratio` / :func:`symmetric_gaussian_log_ratio`, Laplace blocks the Laplace
+    forms; independent blocks add. Apply it to releases made with ``eig_floor=float("-inf")`` so that
+    :func:`sound_blocks` reads the blocks back; with the eigenvalue floor on it is still a valid (weaker)
+    statistic.
+    """
+    sc = _noise_scales(noise)
+    b0 = _dataset_blocks(dataset0, num_classes, clip_bound, center)
+    b1 = _dataset_blocks(dataset1, num_classes, clip_bound, center)
+    forms = {"gaussian": (gaussian_log_ratio, symmetric_gaussian_log_ratio),
+             "laplace": (laplace_log_ratio, symmetric_laplace_log_ratio)}
+
+    def log_ratio(output):
+        o = sound_blocks(output, center)
+        total = 0.0
+        for k in ("counts", "sums", "second_moments"):
+            kind, scale = sc[k]
+            fn = forms[kind][1 if k == "second_moments" else 0]
+            total = total + fn(o[k], b0[k], b1[k], scale)
+        return total
+
+    return LikelihoodRatio(log_ratio)
+
+
+def sound_pair_mu(dataset0, dataset1, num_classes: int, clip_bound: float, noise: Any, *,
+                  center: torch.Tensor | None = None) -> float:
+    """``mu = sqrt(sum_b ||f_b(D1) - f_b(D0)||^2 / sigma_b^2)`` (Frobenius for the second moments).
+
+    Under Gaussian noise the log-likelihood ratio is ``N(-mu^2/2, mu^2)`` on D0 and ``N(mu^2/2, mu^2)``
+    on D1, so the pair's exact tradeoff curve is ``G_mu`` (Dong, Roth & Su 2019): :func:`audit_ceiling`
+    with :func:`gdp_tradeoff` then says what any audit of this pair can certify.
+    """
+    sc = _noise_scales(noise)
+    if any(kind != "gaussian" for kind, _ in sc.values()):
+        raise ValueError("sound_pair_mu needs Gaussian noise on every block")
+    b0 = _dataset_blocks(dataset0, num_classes, clip_bound, center)
+    b1 = _dataset_blocks(dataset1, num_classes, clip_bound, center)
+    return math.sqrt(sum(float(((b1[k] - b0[k]) ** 2).sum()) / sc[k][1] ** 2 for k in b0))
+
+
+# ----------------------------------------------------------------------------------------------------
+# power: what the same test certifies against a mechanism exactly on a tradeoff curve
+# ----------------------------------------------------------------------------------------------------
+
+def gdp_tradeoff(alpha, mu: float):
+    """``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)``: the smallest false-negative rate at false-positive
+    rate ``alpha`` against a mu-GDP mechanism (Dong, Roth & Su 2019, eq. 2.2); scipy, numpy arrays."""
+    import numpy as np
+    from scipy.stats import norm
+
+    return norm.cdf(norm.isf(np.asarray(alpha, dtype=float)) - mu)
+
+
+def dp_tradeoff(alpha, epsilon: float, delta: float):
+    """``max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha))``: the (eps, delta)-DP tradeoff
+    curve (Kairouz, Oh & Viswanath 2015), attained by randomised response."""
+    import numpy as np
+
+    a = np.asarray(alpha, dtype=float)
+    return np.maximum(0.0, np.maximum(1 - delta - math.exp(epsilon) * a, math.exp(-epsilon) * (1 - delta - a)))
+
+
+def _gdp_delta_scipy(eps: float, mu: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+
+
+def gdp_epsilon_exact(delta: float, mu: float) -> float:
+    """The epsilon of a mu-GDP mechanism at ``delta``: the root of
+    ``Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) = delta`` (Dong, Roth & Su 2019, Cor. 2.13); scipy."""
+    from scipy.optimize import brentq
+
+    if _gdp_delta_scipy(0.0, mu) <= delta:
+        return 0.0
+    hi = 1.0
+    while _gdp_delta_scipy(hi, mu) > delta:
+        hi *= 2
+    return float(brentq(lambda e: _gdp_delta_scipy(e, mu) - delta, 0.0, hi, xtol=1e-12))
+
+
+def gdp_mu_exact(epsilon: float, delta: float) -> float:
+    """The largest mu whose mu-GDP curve is (epsilon, delta)-DP (the analytic Gaussian calibration of
+    Balle & Wang 2018 in GDP form); scipy root finding, independent of :mod:`torchdpgmm.sound`."""
+    from scipy.optimize import brentq
+
+    hi = 1.0
+    while _gdp_delta_scipy(epsilon, hi) < delta:
+        hi *= 2
+    return float(brentq(lambda m: _gdp_delta_scipy(epsilon, m) - delta, 1e-9, hi, xtol=1e-14))
+
+
+def audit_ceiling(tradeoff: Callable[[Any], Any], num_evaluation: int, delta: float, *,
+                  confidence: float = 0.95, num_grid: int = 4000) -> dict[str, float]:
+    """The bound the Clopper-Pearson test certifies with ``num_evaluation`` draws per dataset against a
+    mechanism exactly on ``tradeoff``, at the best threshold and with counts equal to their expectations.
+
+    This is the ceiling of the audit at that number of draws (Jagielski, Ullman & Oprea 2020; Nasr et
+    al. 2021): no statistic does better on average, since the tradeoff curve is the most powerful test's.
+    Returns ``{"epsilon", "fpr", "fnr"}``.
+    """
+    import numpy as np
+
+    n = int(num_evaluation)
+    a = np.unique(np.concatenate([np.geomspace(0.1 / n, 0.5, num_grid), np.linspace(0.0, 1.0, num_grid)]))
+    b = np.asarray(tradeoff(a), dtype=float)
+    eps, _, _ = epsilon_lower_bound(n * a, n * b, n, n, delta, confidence)
+    i = int(np.argmax(eps))
+    return {"epsilon": float(eps[i]), "fpr": float(a[i]), "fnr": float(b[i])}
+
+
+def power_report(claimed_epsilon: float, delta: float, num_evaluation: int, *, confidence: float = 0.95,
+                 gaussian: bool = True, pair_mu: float | None = None) -> dict[str, float]:
+    """Side-by-side numbers that say how close an audit's bound can get to the truth.
+
+    ``claim_ceiling_epsilon``: what the same test certifies against a mechanism exactly at the claim
+    (the mu-GDP curve with ``mu = gdp_mu_exact(eps, delta)`` for Gaussian noise; the (eps, delta)-DP
+    curve otherwise). With ``pair_mu`` (a Gaussian pair, :func:`sound_pair_mu`): the pair's exact epsilon
+    at ``delta`` and the test's ceiling against it.
+    """
+    out: dict[str, float] = {"num_evaluation": int(num_evaluation), "confidence": float(confidence)}
+    if gaussian:
+        mu = gdp_mu_exact(claimed_epsilon, delta)
+        out["claim_mu"] = mu
+        out["claim_ceiling_epsilon"] = audit_ceiling(lambda a: gdp_tradeoff(a, mu), num_evaluation, delta,
+                                                     confidence=confidence)["epsilon"]
+    else:
+        out["claim_ceiling_epsilon"] = audit_ceiling(lambda a: dp_tradeoff(a, claimed_epsilon, delta),
+                                                     num_evaluation, delta, confidence=confidence)["epsilon"]
+    if pair_mu is not None:
+        out["pair_mu"] = float(pair_mu)
+        out["pair_exact_epsilon"] = gdp_epsilon_exact(delta, pair_mu)
+        out["pair_ceiling_epsilon"] = audit_ceiling(lambda a: gdp_tradeoff(a, pair_mu), num_evaluation, delta,
+                                                    confidence=confidence)["epsilon"]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------
+# worst-case pairs of the sound mode
+# ----------------------------------------------------------------------------------------------------
+
+def worst_case_add_remove(num_per_class: int = 50, num_classes: int = 3, dim: int = 2, clip_bound: float = 1.0,
+                          factor: float = 10.0, generator: torch.Generator | None = None) -> NeighbourPair:
+    """D1 = D0 plus one class-0 record at ``factor B u`` with ``u = (1, ..., 1)/sqrt(d)``.
+
+    After clipping the record sits at ``B u``: the counts move by 1, the class-0 sum by ``B`` (L2) and
+    ``sqrt(d) B`` (L1), the second moment by ``B^2`` (Frobenius) and ``(d + 1) B^2 / 2`` (L1 on the upper
+    triangle). Every add/remove sensitivity of the sound mode is attained at once, so under Gaussian
+    noise this pair is exactly as private as the release's total mu (:func:`sound_pair_mu`). Encoded
+    with masks: ``X0 = X1`` have N + 1 rows and ``mask0`` drops the last one.
+    """
+    X, y, _ = _base(num_per_class, num_classes, dim, generator)
+    u = torch.ones(dim, dtype=X.dtype) / math.sqrt(dim)
+    X0 = torch.cat([X, (factor * clip_bound * u)[None]])
+    y0 = torch.cat([y, torch.tensor([0])])
+    mask1 = torch.ones(X0.shape[0], dtype=torch.bool)
+    mask0 = mask1.clone()
+    mask0[-1] = False
+    return NeighbourPair("worst-add-remove", X0, y0, X0.clone(), y0.clone(), "add-remove",
+                         f"one class-0 record at {factor:g}B (1,...,1)/sqrt(d) added (B={clip_bound:g})",
+                         X0.shape[0] - 1, -1, 0, mask0=mask0, mask1=mask1)
+
+
+def worst_case_replace_one(num_per_class: int = 50, num_classes: int = 3, dim: int = 2, clip_bound: float = 1.0,
+                           kind: str = "label-flip", cosine: float = -0.25, factor: float = 10.0,
+                           generator: torch.Generator | None = None) -> NeighbourPair:
+    """Replace-one pairs that attain the sound mode's per-block sensitivities as far as one change can.
+
+    ``kind="label-flip"``: a record at ``factor B u`` (clipped to ``B u``) moves from class 0 to class 1:
+    counts ``sqrt(2)``, sums ``sqrt(2) B``, second moments ``sqrt(2) B^2`` (L2). ``kind="same-class"``:
+    the record is replaced by one of norm B at cosine ``cosine`` to it (sums ``B sqrt(2 - 2c)``, second
+    moments ``B^2 sqrt(2 - 2c^2)``); ``c = -1/4`` maximises the composed mu of an even sums/moments split.
+    No single change attains all three replace-one sensitivities (counts ``sqrt 2``, sums ``2B``,
+    moments ``sqrt(2) B^2``) at once.
+    """
+    if kind not in ("label-flip", "same-class"):
+        raise ValueError(f"kind must be 'label-flip' or 'same-class', got {kind!r}")
+    X, y, _ = _base(num_per_class, num_classes, dim, generator)
+    u = torch.ones(dim, dtype=X.dtype) / math.sqrt(dim)
+    X0 = torch.cat([X, (factor * clip_bound * u)[None]])
+    y0 = torch.cat([y, torch.tensor([0])])
+    y1, X1 = y0.clone(), X0.clone()
+    if kind == "label-flip":
+        y1[-1] = 1
+        desc = f"record at {factor:g}B u (clipped to B u) flips from class 0 to class 1 (B={clip_bound:g})"
+        return NeighbourPair("worst-label-flip", X0, y0, X1, y1, "label-flip", desc, X0.shape[0] - 1, 0, 1)
+    v = torch.zeros(dim, dtype=X.dtype)
+    v[0], v[1] = 1.0, -1.0
+    v = v / torch.linalg.vector_norm(v)
+    X1[-1] = factor * clip_bound * (cosine * u + math.sqrt(1 - cosine * cosine) * v)
+    desc = f"class-0 record at {factor:g}B u replaced by one at cosine {cosine:g} to it (both clipped to norm B)"
+    return NeighbourPair("worst-same-class", X0, y0, X1, y1, "replace-one", desc, X0.shape[0] - 1, 0, 0)

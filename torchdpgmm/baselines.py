@@ -1,9 +1,9 @@
-"""Baseline mechanisms of paper 000, Sec. V-A, batched and charged under the same accountant.
+"""Baseline mechanisms of Liu, Scaglione & Peisert (2025), Sec. V-A, batched and charged under the same accountant.
 
 Four baselines perturb the non-private labeled GMM of eq. (2):
 
 ``"laplace"``  i.i.d. Laplace noise on weights, means and covariances with the L1 sensitivities of
-               Wu et al. (2016) (restated in paper 004, Lemma 1 and the eta = 0 case of Lemmas 2-4):
+               Wu et al. (2016) (restated in the DP-MSNM paper (2021), Lemma 1 and the eta = 0 case of Lemmas 2-4):
                ``S(pi) = K/n``, ``S(mu) = 4KR/n``, ``S(Sigma) = (12 n K R^2 + 8 K^2 R^2)/n^2`` with
                ``||x||_1 <= R``; then projection to the feasible set (weights onto the simplex with
                entries ``>= 1/n``, covariances onto ``{S : S >= floor I}``). Pure ``(eps, 0)``-DP parts.
@@ -17,7 +17,7 @@ Four baselines perturb the non-private labeled GMM of eq. (2):
 ``"r1smg"``    Ji & Li (2024) rank-1 singular multivariate Gaussian noise on each class mean (L2
                sensitivity ``4KR/n``); covariances and weights as in ``"gaussian"``.
 
-Accounting (the same as Theorem 1 of paper 000): the total budget is split into a weight part
+Accounting (the same as Theorem 1 of Liu, Scaglione & Peisert 2025): the total budget is split into a weight part
 ``eps_w``, a mean part ``eps_m`` and a covariance part ``eps_c`` (default one third each, the
 initialisation of Algorithm 1). The per-class sensitivities above are per class, so the classes
 compose in parallel as in (9): ``eps = max_k (eps_m + eps_c) + eps_w``. Parts that are Gaussian each
@@ -46,8 +46,6 @@ __all__ = [
     "clip_l1",
     "project_simplex",
     "project_psd",
-    "symmetric_laplace_noise",
-    "symmetric_gaussian_noise",
     "colored_mean_noise_cov",
     "baseline_release",
 ]
@@ -86,7 +84,7 @@ def wu_sensitivities(n: Any, num_classes: int, data_bound: Any) -> dict[str, tor
     """Wu et al. (2016) L1 sensitivities for a K-class GMM with ``||x||_1 <= R`` and ``N_k >= n/(2K)``.
 
     Returns ``{"weights": K/n, "means": 4KR/n, "covariances": (12 n K R^2 + 8 K^2 R^2)/n^2}``
-    (paper 004, Lemma 1 and Lemmas 2-4 at eta = 0), broadcast over ``n`` and ``R``.
+    (the DP-MSNM paper (2021), Lemma 1 and Lemmas 2-4 at eta = 0), broadcast over ``n`` and ``R``.
     """
     R = torch.as_tensor(data_bound, dtype=torch.float64) if not torch.is_tensor(data_bound) else data_bound
     n_t = torch.as_tensor(n, dtype=R.dtype, device=R.device)
@@ -156,28 +154,6 @@ def _triu_mask(d: int, device, dtype=torch.bool) -> torch.Tensor:
     return torch.ones(d, d, device=device, dtype=torch.bool).triu()
 
 
-def symmetric_laplace_noise(shape, scale: torch.Tensor, generator, dtype, device) -> torch.Tensor:
-    """Symmetric ``(..., d, d)`` noise: i.i.d. Laplace(scale) on the upper triangle, mirrored."""
-    u = torch.rand(*shape, generator=generator, dtype=dtype, device=device) - 0.5
-    # inverse CDF; |u| < 1/2 so log1p(-2|u|) is finite except at u = -1/2 exactly (prob. 2^-53)
-    e = -torch.sign(u) * torch.log1p(-2.0 * u.abs().clamp(max=0.5 - 1e-16))
-    e = e * scale[..., None, None]
-    up = torch.triu(e)
-    return up + torch.triu(e, 1).transpose(-1, -2)
-
-
-def symmetric_gaussian_noise(shape, std: torch.Tensor, generator, dtype, device) -> torch.Tensor:
-    """Symmetric ``(..., d, d)`` noise: i.i.d. N(0, std^2) on the upper triangle, mirrored."""
-    e = torch.randn(*shape, generator=generator, dtype=dtype, device=device) * std[..., None, None]
-    return torch.triu(e) + torch.triu(e, 1).transpose(-1, -2)
-
-
-def _laplace_vec(shape, scale, generator, dtype, device) -> torch.Tensor:
-    u = torch.rand(*shape, generator=generator, dtype=dtype, device=device) - 0.5
-    e = -torch.sign(u) * torch.log1p(-2.0 * u.abs().clamp(max=0.5 - 1e-16))
-    return e * scale
-
-
 def _broadcast_param(p: Any, batch_shape, dtype, device) -> torch.Tensor:
     t = torch.as_tensor(p, dtype=dtype, device=device) if not torch.is_tensor(p) else p.to(dtype=dtype, device=device)
     return torch.broadcast_to(t, torch.broadcast_shapes(t.shape, batch_shape))
@@ -243,6 +219,7 @@ def baseline_release(
     and the sensitivities that were used (all tensors, batch-shaped).
     """
     from torchdpgmm.accounting import gaussian_sigma
+    from torchdpgmm.mechanisms import laplace_noise, normal_noise, symmetric_noise
     from torchdpgmm.mixture import LabeledGMM
 
     if mechanism not in BASELINES:
@@ -269,17 +246,18 @@ def baseline_release(
 
     if mechanism == "laplace":
         bw, bm, bc = sens["weights"] / eps_w, sens["means"] / eps_m, sens["covariances"] / eps_c
-        w_noisy = fitted.weights + _laplace_vec((*batch, K), bw[..., None], generator, dtype, device)
-        mu = fitted.means + _laplace_vec((*batch, K, d), bm[..., None, None], generator, dtype, device)
-        cov = fitted.covariances + symmetric_laplace_noise((*batch, K, d, d), bc[..., None], generator, dtype, device)
+        w_noisy = fitted.weights + laplace_noise((*batch, K), bw[..., None], generator, dtype=dtype, device=device)
+        mu = fitted.means + laplace_noise((*batch, K, d), bm[..., None, None], generator, dtype=dtype, device=device)
+        cov = fitted.covariances + symmetric_noise((*batch, K), d, bc[..., None], kind="laplace", generator=generator,
+                                                   dtype=dtype, device=device)
         info["noise_scale"] = {"weights": bw, "means": bm, "covariances": bc, "kind": "laplace b"}
     else:
         sw = gaussian_sigma(eps_w, dpart, sens["weights"], rule=calibration)
         sc = gaussian_sigma(eps_c, dpart, sens["covariances"], rule=calibration)
-        w_noisy = fitted.weights + torch.randn(*batch, K, generator=generator, dtype=dtype, device=device) * sw[..., None]
+        w_noisy = fitted.weights + normal_noise((*batch, K), sw[..., None], generator, dtype=dtype, device=device)
         if mechanism == "gaussian":
             sm = gaussian_sigma(eps_m, dpart, sens["means"], rule=calibration)
-            mu = fitted.means + torch.randn(*batch, K, d, generator=generator, dtype=dtype, device=device) * sm[..., None, None]
+            mu = fitted.means + normal_noise((*batch, K, d), sm[..., None, None], generator, dtype=dtype, device=device)
             info["noise_scale"] = {"weights": sw, "means": sm, "covariances": sc, "kind": "gaussian std"}
         elif mechanism == "colored":
             from torchdpgmm.mechanisms import gaussian as gaussian_noise
@@ -306,7 +284,8 @@ def baseline_release(
             mu = r1smg(fitted.means, sens_m, eps_m[..., None], float(dsc) / len(gparts), generator=generator)
             info["noise_scale"] = {"weights": sw, "means_l2_sensitivity": sens["means"], "covariances": sc,
                                    "kind": "gaussian std (means: R1SMG)"}
-        cov = fitted.covariances + symmetric_gaussian_noise((*batch, K, d, d), sc[..., None], generator, dtype, device)
+        cov = fitted.covariances + symmetric_noise((*batch, K), d, sc[..., None], kind="gaussian", generator=generator,
+                                                   dtype=dtype, device=device)
     weights = project_simplex(w_noisy, wfloor)
     covariances = project_psd(cov, cov_floor)
     model = LabeledGMM(weights, mu, covariances, validate_args=False)

@@ -1,28 +1,66 @@
-"""The ``torchdpgmm`` command.
+"""The ``torchdpgmm`` command: ``release``, ``sample``, ``sweep``, ``experiment``, ``audit``.
 
-``torchdpgmm experiment STUDY --out DIR [--trials T] [--seed S] [--device D]`` runs one of the studies
-in :mod:`torchdpgmm.experiments` and writes ``DIR/STUDY.json`` (+ CSV and PNG).
+Every release defaults to the sound mode (record-level DP with public ``--classes`` and ``--clip-bound``);
+``--mode as-published`` must be asked for and prints that it is label-level and not a valid DP guarantee.
+
+Errors. Every bad input to every command (unknown flags, invalid combinations, unreadable data, no GPU for
+``--device cuda``, ...) prints ONE line on stderr and exits with status 2, before anything is written; an
+output folder that a failing command created is removed again. Ctrl-C exits with status 130 (for a sweep,
+with a one-line hint to ``--resume``).
 """
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import warnings
 from pathlib import Path
-from typing import Sequence
-
-
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default: results)")
-    p.add_argument("--trials", type=int, default=None, help="Monte Carlo trials (default: the study's)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the whole study (default 0)")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default cpu)")
-    p.add_argument(
-        "--backend", default="local", choices=["local", "ray"], help="where trial chunks run (default local)"
-    )
-    p.add_argument("--quick", action="store_true", help="a small version of the study (smoke runs)")
-
+from typing import Any, Sequence
 
 MECHANISMS = ["kl", "laplace", "gaussian", "colored", "r1smg"]
+MODES = ["sound", "as-published"]
+ADJACENCIES = ["add-remove", "replace-one"]
+
+
+class UsageError(ValueError):
+    """A command-line error; ``main`` prints it as one line and exits with status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (argparse prints the usage block too)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def _csv_list(kind: type):
+    def parse(text: str) -> list:
+        try:
+            vals = [kind(v.strip()) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}: {text!r}")
+        if not vals:
+            raise argparse.ArgumentTypeError(f"expected a non-empty comma-separated list, got {text!r}")
+        return vals
+    return parse
+
+
+def _escape(text: str | None) -> str | None:
+    """argparse %-formats help strings: a literal '%' (e.g. '95% CI') must be doubled."""
+    return None if text is None else text.replace("%", "%%")
+
+
+def _add_privacy_flags(p: argparse.ArgumentParser, *, classes: bool = True) -> None:
+    p.add_argument("--mode", default="sound", choices=MODES,
+                   help="sound (default): record-level DP with clipping; as-published: the paper's label-level "
+                        "mechanism, NOT a valid DP guarantee (must be asked for by name)")
+    p.add_argument("--clip-bound", type=float, default=None,
+                   help="public per-record L2 bound B (sound mode; required there, refused otherwise)")
+    p.add_argument("--adjacency", default=None, choices=ADJACENCIES,
+                   help="neighbouring datasets in sound mode (default add-remove)")
+    if classes:
+        p.add_argument("--classes", type=_csv_list(str), default=None,
+                       help="the public class set, comma separated (required in sound mode; never read from the data)")
 
 
 def _add_release(sub: argparse._SubParsersAction) -> None:
@@ -32,19 +70,27 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
         description=(
             "Fit the class-conditional Gaussian mixture of a labeled table and release it under (epsilon, delta)-DP. "
             "Writes a JSON model file with the privacy record. Nothing is written when the input is invalid. "
-            "mode 'as-published' reproduces paper 000 (label-level adjacency, known gaps: see docs/privacy.md); "
-            "mode 'sound' protects records and needs --clip-bound."),
+            "Default mode 'sound': record-level DP; needs --classes (the public class set) and --clip-bound. "
+            "Mode 'as-published' reproduces Liu, Scaglione & Peisert (2025): label-level, not a valid DP guarantee "
+            "(docs/privacy.md)."),
     )
     p.add_argument("--data", type=Path, required=True, help="input table: .csv (with header) or .npz (arrays X, y)")
     p.add_argument("--label-column", help="name of the label column (CSV)")
-    p.add_argument("--features", help="comma-separated feature columns (default: every other column)")
+    p.add_argument("--features", type=_csv_list(str), default=None,
+                   help="comma-separated feature columns (default: every other column)")
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--mechanism", default="kl", choices=MECHANISMS)
-    p.add_argument("--mode", default="as-published", choices=["as-published", "sound"])
-    p.add_argument("--variant", default=None, help="design variant for mechanism kl (as-published, global, exact-kl)")
-    p.add_argument("--clip-bound", type=float, default=None, help="per-record L2 clipping bound B (sound mode)")
+    _add_privacy_flags(p)
+    p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
+                   help="design variant for mechanism kl in as-published mode")
+    p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"],
+                   help="covariance structure of the sound release (as in sklearn.mixture.GaussianMixture)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: fresh OS entropy)")
+    p.add_argument("--check-settings", action="store_true",
+                   help="dry run for the data owner: read the data, print warnings about the settings (delta >= 1/N, "
+                        "epsilon > 10, a clip bound that clips > 50%% or < 1%% of rows) and exit without releasing or "
+                        "writing anything; its output depends on the data: never publish it")
     p.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
 
 
@@ -60,21 +106,13 @@ def _add_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="CSV file to write")
 
 
-def _csv_list(kind: type):
-    def parse(text: str) -> list:
-        try:
-            return [kind(v) for v in text.split(",") if v.strip()]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}: {text!r}")
-    return parse
-
-
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep", help="run a resumable grid of synthetic releases (mechanism x epsilon x N x K x d), locally or on Ray",
-        description="Grid sweep over synthetic data (paper 000, Sec. V-A). Chunks of trials are written to "
-                    "OUT/chunks as they finish; re-run with --resume after an interruption to continue. "
-                    "Writes OUT/results.csv (one row per trial), OUT/summary.json and OUT/sweep.png.")
+        description="Grid sweep over synthetic data (Liu, Scaglione & Peisert 2025, Sec. V-A). Chunks of trials "
+                    "are written to OUT/chunks as they finish; after an interruption re-run the same command with "
+                    "--resume. Writes OUT/results.csv (one row per trial), OUT/summary.json and OUT/sweep.png. "
+                    "Sound mode (default) needs --clip-bound; the synthetic classes 0..K-1 are public.")
     p.add_argument("--mechanisms", type=_csv_list(str), default=["kl", "gaussian", "laplace"])
     p.add_argument("--epsilons", type=_csv_list(float), default=[0.5, 1.0, 2.0])
     p.add_argument("--N", type=_csv_list(int), default=[1000], dest="Ns")
@@ -82,9 +120,15 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--d", type=_csv_list(int), default=[3], dest="ds")
     p.add_argument("--trials", type=int, default=100)
     p.add_argument("--chunk-size", type=int, default=50)
+    p.add_argument("--block-size", type=int, default=None,
+                   help="trials per batched call inside a chunk (default: the sweep's)")
     p.add_argument("--delta", type=float, default=1e-5)
-    p.add_argument("--variant", default="as-published")
-    p.add_argument("--mode", default="as-published", choices=["as-published", "sound"])
+    p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
+                   help="design variant for mechanism kl in as-published mode")
+    _add_privacy_flags(p, classes=False)
+    p.add_argument("--classes", type=int, default=None,
+                   help="public number of classes C of the synthetic labels 0..C-1 (sound mode; default each grid "
+                        "point's K; must be >= every K)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--backend", default="local", choices=["local", "ray"])
@@ -94,13 +138,33 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True)
 
 
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default: results)")
+    p.add_argument("--trials", type=int, default=None, help="Monte Carlo trials (default: the study's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the whole study (default 0)")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default cpu)")
+    p.add_argument(
+        "--backend", default="local", choices=["local", "ray"], help="where trial chunks run (default local)"
+    )
+    p.add_argument("--quick", action="store_true", help="a small version of the study (smoke runs)")
+
+
+def _add_study(sub: argparse._SubParsersAction, name: str, study: Any, *, command: str | None = None,
+               help_text: str | None = None) -> None:
+    sp = sub.add_parser(command or name, help=_escape(help_text or study.help), description=_escape(study.help))
+    _add_common(sp)
+    if study.add_arguments is not None:
+        study.add_arguments(sp)
+    sp.set_defaults(study=name)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from torchdpgmm import __version__
     from torchdpgmm.experiments import available_studies
 
-    parser = argparse.ArgumentParser(
-        prog="torchdpgmm",
-        description="Differentially private Gaussian mixture releases and their Monte Carlo studies.",
-    )
+    parser = _Parser(prog="torchdpgmm",
+                     description="Differentially private Gaussian mixture releases and their Monte Carlo studies.")
+    parser.add_argument("--version", action="version", version=f"torchdpgmm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_release(sub)
     _add_sample(sub)
@@ -111,57 +175,145 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a study; writes DIR/STUDY.json ({study, config, rows}), DIR/STUDY.csv and DIR/STUDY.png.",
     )
     studies = exp.add_subparsers(dest="study", metavar="STUDY")
-    for name, study in available_studies().items():
-        sp = studies.add_parser(name, help=study.help, description=study.help)
-        _add_common(sp)
-        if study.add_arguments is not None:
-            study.add_arguments(sp)
+    registry = available_studies()
+    for name, study in registry.items():
+        _add_study(studies, name, study)
+    if "audit" in registry:
+        _add_study(sub, "audit", registry["audit"], command="audit",
+                   help_text="audit the privacy claims empirically (the 'audit' study; same options)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        return 2
-    if args.command == "experiment":
-        if args.study is None:
-            parser.parse_args(["experiment", "--help"])
-            return 2
-        from torchdpgmm.experiments import ExperimentConfig, run_study
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
-        common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study"}
-        options = {k: v for k, v in vars(args).items() if k not in common}
-        cfg = ExperimentConfig(
-            out=args.out,
-            trials=args.trials,
-            seed=args.seed,
-            device=args.device,
-            backend=args.backend,
-            quick=args.quick,
-            options=options,
-        )
-        try:
-            payload = run_study(args.study, cfg)
-        except ValueError as exc:
-            print(f"torchdpgmm: error: {exc}", file=sys.stderr)
-            return 2
-        print(f"wrote {args.out / (args.study + '.json')} ({len(payload['rows'])} rows, "
-              f"{payload['runtime_seconds']:.1f} s)")
-        return 0
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"torchdpgmm: warning: {_one_line(Warning(message))}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
+    command = "torchdpgmm"
+    created: list[Path] = []
     try:
-        if args.command == "release":
-            return _cmd_release(args)
-        if args.command == "sample":
-            return _cmd_sample(args)
-        if args.command == "sweep":
-            return _cmd_sweep(args)
-    except ValueError as exc:
-        print(f"torchdpgmm {args.command}: error: {exc}", file=sys.stderr)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            raise UsageError("torchdpgmm: error: choose a command: release, sample, sweep, experiment, audit "
+                             "(torchdpgmm --help)")
+        command = f"torchdpgmm {args.command}"
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return _dispatch(args, created)
+    except KeyboardInterrupt:
+        hint = ""
+        if command == "torchdpgmm sweep":
+            hint = "; finished chunks are kept: re-run the same command with --resume to continue"
+        print(f"{command}: interrupted{hint}", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if not isinstance(exc, _input_errors()):
+            raise
+        _cleanup(created)
+        msg = _one_line(exc)
+        print(msg if msg.startswith("torchdpgmm") else f"{command}: error: {msg}", file=sys.stderr)
         return 2
-    parser.print_help()
-    return 2
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """What a bad input can raise: reported in one line with exit status 2."""
+    import numpy as np
+    import torch
+
+    return (ValueError, TypeError, OSError, ArithmeticError, np.linalg.LinAlgError, torch.linalg.LinAlgError)
+
+
+def _cleanup(created: list[Path]) -> None:
+    """Remove output folders that this (failed) command created: nothing half-made is left behind."""
+    for path in created:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _new_folder(path: Path, created: list[Path]) -> None:
+    """Remember ``path`` (and its missing parents) for removal if the command fails."""
+    path = Path(path)
+    top = None
+    while not path.exists():
+        top = path
+        if path.parent == path:
+            break
+        path = path.parent
+    if top is not None:
+        created.append(top)
+
+
+def _dispatch(args: argparse.Namespace, created: list[Path]) -> int:
+    if args.command in ("experiment", "audit"):
+        return _cmd_study(args, created)
+    if args.command == "release":
+        return _cmd_release(args)
+    if args.command == "sample":
+        return _cmd_sample(args)
+    return _cmd_sweep(args, created)
+
+
+def check_device(device: str) -> str:
+    """``device`` must name a torch device that exists here (``--device cuda`` needs a GPU)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise UsageError(f"--device {device!r} is not a torch device (use cpu or cuda)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: no CUDA GPU is available on this machine; use --device cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device!r}: only cpu and cuda are supported")
+    return device
+
+
+def check_privacy_flags(args: argparse.Namespace, *, need_classes: bool) -> None:
+    """The flag combinations of a release, checked before any data is read."""
+    from torchdpgmm.estimator import check_clip_bound
+
+    if args.mode == "sound":
+        if need_classes and args.classes is None:
+            raise UsageError("sound mode needs the public class set: pass --classes a,b,c (every label value, "
+                             "comma separated; it is never read from the data)")
+        if args.clip_bound is None:
+            raise UsageError("sound mode needs --clip-bound B (a public L2 bound on every record, chosen "
+                             "without looking at the data; records are clipped to it)")
+        check_clip_bound(args.clip_bound)
+        bad = [m for m in _mechanisms(args) if m == "r1smg"]
+        if bad:
+            raise UsageError("--mechanism r1smg has no sound mode (it is not DP as calibrated; docs/privacy.md)")
+        if getattr(args, "variant", None) is not None:
+            raise UsageError("--variant applies to --mode as-published only")
+        if args.adjacency is None:
+            args.adjacency = "add-remove"
+        return
+    if args.clip_bound is not None:
+        raise UsageError("--clip-bound applies to --mode sound only (the as-published mechanism does not clip)")
+    if args.adjacency is not None:
+        raise UsageError("--adjacency applies to --mode sound only (as-published is label-flip only)")
+
+
+def _warn_as_published(args: argparse.Namespace) -> None:
+    """Printed once every check has passed, just before an as-published release runs."""
+    from torchdpgmm.estimator import AS_PUBLISHED_WARNING
+
+    if args.mode == "as-published":
+        print(f"torchdpgmm: warning: {AS_PUBLISHED_WARNING}", file=sys.stderr)
+
+
+def _mechanisms(args: argparse.Namespace) -> list[str]:
+    return list(getattr(args, "mechanisms", None) or [getattr(args, "mechanism", "")])
+
+
+def _check_out_file(path: Path) -> None:
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a folder; give a file name")
 
 
 def _generator(seed: int | None):
@@ -177,27 +329,54 @@ def _generator(seed: int | None):
 
 def _cmd_release(args: argparse.Namespace) -> int:
     from torchdpgmm._validation import check_privacy_params
-    from torchdpgmm.datafile import read_labeled_table
+    from torchdpgmm.datafile import check_class_list, read_labeled_table
+    from torchdpgmm.estimator import check_clip_bound
     from torchdpgmm.modelfile import model_to_dict, save_model
 
     check_privacy_params(args.epsilon, args.delta)
-    features = None if args.features is None else [f.strip() for f in args.features.split(",") if f.strip()]
-    table = read_labeled_table(args.data, args.label_column, features)
+    check_privacy_flags(args, need_classes=True)
+    _check_out_file(args.out)
+    sound = args.mode == "sound"
+    classes = None if args.classes is None else check_class_list(args.classes)
+    table = read_labeled_table(args.data, args.label_column, args.features, classes=classes, private=sound)
     from torchdpgmm.release import release
 
-    kwargs = {}
-    if args.variant is not None:
+    kwargs: dict[str, Any] = {}
+    if args.covariance_type != "full" and not sound:
+        raise UsageError("--covariance-type applies to --mode sound only")
+    if sound:
+        kwargs.update(clip_bound=check_clip_bound(args.clip_bound, table.X.shape[1]), adjacency=args.adjacency)
+        if args.covariance_type != "full":
+            kwargs["covariance_type"] = args.covariance_type
+    elif args.variant is not None:
         kwargs["variant"] = args.variant
-    if args.clip_bound is not None:
-        kwargs["clip_bound"] = args.clip_bound
+    if args.check_settings:
+        return _check_settings(args, table)
+    _warn_as_published(args)
     rel = release(table.X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
                   mode=args.mode, generator=_generator(args.seed), **kwargs)
     model_to_dict(rel.model, rel.privacy, table.class_names, table.feature_names)  # validate before writing
     save_model(args.out, rel.model, rel.privacy, table.class_names, table.feature_names)
-    print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}, N={table.X.shape[0]}, "
-          f"epsilon={rel.privacy.epsilon}, delta={rel.privacy.delta}, mode={rel.privacy.mode}")
-    for note in rel.privacy.notes:
-        print(f"note: {note}", file=sys.stderr)
+    rec = rel.privacy.to_dict()
+    # the number of records is private under add/remove: only public facts are printed in sound mode
+    size = "" if args.mode == "sound" else f", N={table.X.shape[0]}"
+    print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "
+          f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
+    return 0
+
+
+def _check_settings(args: argparse.Namespace, table: Any) -> int:
+    """``release --check-settings``: the separate, non-private settings check (nothing released or written)."""
+    try:
+        from torchdpgmm.evaluation import check_settings
+    except ImportError:
+        raise UsageError("--check-settings needs torchdpgmm.evaluation.check_settings, missing in this build") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # printed below, once each
+        msgs = check_settings(table.X, epsilon=args.epsilon, delta=args.delta, clip_bound=args.clip_bound)
+    for m in msgs:
+        print(f"torchdpgmm release: settings warning (data dependent, do not publish): {m}", file=sys.stderr)
+    print(f"settings checked: {len(msgs)} warning(s); nothing released, nothing written")
     return 0
 
 
@@ -207,7 +386,8 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     from torchdpgmm.modelfile import load_model
 
     if args.n < 1:
-        raise ValueError("-n must be >= 1")
+        raise UsageError("torchdpgmm sample: error: -n must be >= 1")
+    _check_out_file(args.out)
     mf = load_model(args.model)
     g = _generator(args.seed)
     model = mf.model
@@ -221,15 +401,69 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_sweep(args: argparse.Namespace) -> int:
-    from torchdpgmm.sweep import SweepSpec, run_sweep
+def _sweep_spec(args: argparse.Namespace):
+    """The SweepSpec of the flags; sound-mode fields are passed where this build's SweepSpec has them."""
+    import dataclasses
 
-    spec = SweepSpec(mechanisms=args.mechanisms, epsilons=args.epsilons, Ns=args.Ns, Ks=args.Ks, ds=args.ds,
-                     trials=args.trials, chunk_size=args.chunk_size, seed=args.seed, delta=args.delta,
-                     variant=args.variant, mode=args.mode, device=args.device)
+    from torchdpgmm.sweep import SweepSpec
+
+    unknown = sorted(set(args.mechanisms) - set(MECHANISMS))
+    if unknown:
+        raise UsageError(f"--mechanisms: unknown {', '.join(unknown)} (choose from {', '.join(MECHANISMS)})")
+    check_privacy_flags(args, need_classes=False)
+    check_device(args.device)
+    fields = {f.name for f in dataclasses.fields(SweepSpec)}
+    kw: dict[str, Any] = dict(mechanisms=args.mechanisms, epsilons=args.epsilons, Ns=args.Ns, Ks=args.Ks,
+                              ds=args.ds, trials=args.trials, chunk_size=args.chunk_size, seed=args.seed,
+                              delta=args.delta, mode=args.mode, device=args.device)
+    if args.variant is not None:
+        kw["variant"] = args.variant
+    extra = {"clip_bound": args.clip_bound, "adjacency": args.adjacency, "classes": args.classes,
+             "block_size": args.block_size}
+    for name, value in extra.items():
+        if value is None:
+            continue
+        if name not in fields:
+            raise UsageError(f"this build's sweep cannot pass --{name.replace('_', '-')} to its releases "
+                             "(SweepSpec has no such field), so it cannot run this sound-mode sweep")
+        kw[name] = value
+    spec = SweepSpec(**kw)
+    spec.validate()
+    return spec
+
+
+def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
+    from torchdpgmm.sweep import run_sweep
+
+    spec = _sweep_spec(args)
+    _warn_as_published(args)
+    if not args.resume:
+        _new_folder(args.out, created)
     res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,
                     progress=not args.no_progress)
+    created.clear()
     print(f"sweep in {args.out}: {res['done']} chunks run, {res['skipped']} already done; rows in {res['results']}")
+    return 0
+
+
+def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
+    from torchdpgmm.experiments import ExperimentConfig, available_studies, run_study
+
+    if getattr(args, "study", None) is None:
+        raise UsageError("torchdpgmm experiment: error: choose a study: "
+                         f"{', '.join(available_studies())} (torchdpgmm experiment --help)")
+    check_device(args.device)
+    if args.trials is not None and args.trials < 1:
+        raise UsageError(f"--trials must be >= 1, got {args.trials}")
+    common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study"}
+    options = {k: v for k, v in vars(args).items() if k not in common}
+    cfg = ExperimentConfig(out=args.out, trials=args.trials, seed=args.seed, device=args.device,
+                           backend=args.backend, quick=args.quick, options=options)
+    _new_folder(args.out, created)
+    payload = run_study(args.study, cfg)
+    created.clear()
+    print(f"wrote {args.out / (args.study + '.json')} ({len(payload['rows'])} rows, "
+          f"{payload['runtime_seconds']:.1f} s)")
     return 0
 
 

@@ -1,8 +1,15 @@
 """Reading labeled tables (CSV or NPZ) for the command line, with one-line errors.
 
-CSV: a header row; one label column (any values: they become class names, sorted); the feature
-columns are every other column unless named. NPZ: arrays ``X`` (N x d) and ``y`` (N), optional
-``feature_names`` and ``class_names``.
+CSV: a header row (column names must be unique); one label column; the feature columns are every other
+column unless named. NPZ: arrays ``X`` (N x d) and ``y`` (N), optional ``feature_names`` and
+``class_names``.
+
+The class set. With ``classes=[...]`` (the public class set, e.g. ``--classes a,b,c``; REQUIRED for a sound
+release) the classes are exactly those, in that order: labels not among them are refused as a schema
+error, and a class without rows is legal. Without it (as-published mode only) the class names are the
+sorted label values found in the file, which depends on the data.
+
+``private=True`` (sound mode) keeps error messages free of row numbers and cell values.
 """
 from __future__ import annotations
 
@@ -30,22 +37,40 @@ class LabeledTable:
         return len(self.class_names)
 
 
+def check_class_list(classes: Sequence[str]) -> list[str]:
+    """The public class list as strings: non-empty, no blanks, no duplicates."""
+    out = [str(c).strip() for c in classes]
+    if not out or any(c == "" for c in out):
+        raise ValueError("--classes must list at least one class name, comma separated (e.g. --classes a,b,c)")
+    dup = sorted({c for c in out if out.count(c) > 1})
+    if dup:
+        raise ValueError(f"--classes names a class twice: {', '.join(dup)}")
+    return out
+
+
 def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: str,
-            class_names: Sequence[str] | None = None) -> LabeledTable:
+            class_names: Sequence[str] | None = None, classes: Sequence[str] | None = None,
+            private: bool = False) -> LabeledTable:
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{source}: need a non-empty N x d feature table, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
         rows = np.where(~np.isfinite(X).all(1))[0]
-        raise ValueError(f"{source}: non-finite or missing feature values in {len(rows)} row(s), first at data row {rows[0] + 1}")
-    labels = [str(v) for v in labels]
-    if class_names is None:
+        where = "" if private else f" in {len(rows)} row(s), first at data row {rows[0] + 1}"
+        raise ValueError(f"{source}: non-finite or missing feature values{where}")
+    labels = [str(v).strip() for v in labels]
+    if classes is not None:  # the public class set: the only source of the classes
+        uniq = check_class_list(classes)
+        if not set(labels) <= set(uniq):
+            raise ValueError(f"{source}: the label column holds values that are not among --classes "
+                             "(a schema error; check the class list and the label column)")
+    elif class_names is None:
         uniq = sorted(set(labels), key=lambda s: (0, float(s)) if _is_number(s) else (1, s))
     else:
         uniq = [str(c) for c in class_names]
         extra = set(labels) - set(uniq)
         if extra:
             raise ValueError(f"{source}: labels {sorted(extra)[:5]} are not among class_names")
-    if len(set(labels)) < 2:
+    if classes is None and len(set(labels)) < 2:
         raise ValueError(f"{source}: the label column has a single class; a mixture release needs at least 2")
     index = {c: i for i, c in enumerate(uniq)}
     y = torch.tensor([index[v] for v in labels], dtype=torch.long)
@@ -60,8 +85,12 @@ def _is_number(s: str) -> bool:
 
 
 def read_labeled_table(path: str | Path, label_column: str | None = None,
-                       feature_columns: Sequence[str] | None = None) -> LabeledTable:
-    """Read ``path`` (``.csv`` or ``.npz``); raises ``ValueError`` with a one-line reason on bad input."""
+                       feature_columns: Sequence[str] | None = None, *, classes: Sequence[str] | None = None,
+                       private: bool = False) -> LabeledTable:
+    """Read ``path`` (``.csv`` or ``.npz``); raises ``ValueError`` with a one-line reason on bad input.
+
+    ``classes``: the public class set (module docstring). ``private``: no row numbers or values in errors.
+    """
     path = Path(path)
     if not path.exists():
         raise ValueError(f"no such file: {path}")
@@ -84,7 +113,9 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
             if y.min() < 0 or y.max() >= len(cn):
                 raise ValueError(f"{path}: integer labels must index class_names")
             y = [cn[i] for i in y]
-        return _finish(X, list(y), fn, str(path), cn)
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise ValueError(f"{path}: y contains NaN or inf labels")
+        return _finish(X, list(y), fn, str(path), cn, classes, private)
     if suffix not in (".csv", ".txt", ".tsv"):
         raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")
     if label_column is None:
@@ -99,6 +130,10 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         except StopIteration:
             raise ValueError(f"{path}: empty file") from None
         rows = [r for r in reader if any(c.strip() for c in r)]
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise ValueError(f"{path}: the header names column(s) {', '.join(map(repr, dup))} more than once; "
+                         "rename them so that every column name is unique")
     if label_column not in header:
         raise ValueError(f"{path}: no column named {label_column!r} (columns: {', '.join(header)})")
     li = header.index(label_column)
@@ -112,27 +147,35 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
     labels = []
     for r_i, r in enumerate(rows):
         if len(r) != len(header):
-            raise ValueError(f"{path}: data row {r_i + 1} has {len(r)} fields, header has {len(header)}")
+            where = "a data row" if private else f"data row {r_i + 1}"
+            raise ValueError(f"{path}: {where} has {len(r)} fields, header has {len(header)}")
         labels.append(r[li].strip())
         for j, c in enumerate(fi):
             v = r[c].strip()
             try:
                 X[r_i, j] = float(v) if v != "" else math.nan
             except ValueError:
-                raise ValueError(f"{path}: column {header[c]!r} is not numeric (row {r_i + 1}: {v!r})") from None
-    if any(lab == "" for lab in labels):
-        raise ValueError(f"{path}: missing labels in column {label_column!r}")
-    return _finish(X, labels, list(feature_columns), str(path))
+                where = "" if private else f" (row {r_i + 1}: {v!r})"
+                raise ValueError(f"{path}: column {header[c]!r} is not numeric{where}") from None
+    if any(lab == "" or lab.lower() == "nan" for lab in labels):
+        raise ValueError(f"{path}: missing or NaN labels in column {label_column!r}")
+    return _finish(X, labels, list(feature_columns), str(path), None, classes, private)
 
 
 def write_labeled_csv(path: str | Path, X: torch.Tensor, y: torch.Tensor, class_names: Sequence[str],
                       feature_names: Sequence[str], label_column: str = "label") -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write synthetic rows as CSV, atomically and readable (0644 under the usual umask)."""
+    import io
+
+    from torchdpgmm.modelfile import atomic_write_text
+
+    if label_column in feature_names:
+        raise ValueError(f"--label-column {label_column!r} is also a feature name; choose another")
     Xn = X.detach().cpu().to(torch.float64).numpy()
     yn = y.detach().cpu().numpy()
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(list(feature_names) + [label_column])
-        for row, lab in zip(Xn, yn):
-            w.writerow([repr(float(v)) for v in row] + [class_names[int(lab)]])
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(list(feature_names) + [label_column])
+    for row, lab in zip(Xn, yn):
+        w.writerow([repr(float(v)) for v in row] + [class_names[int(lab)]])
+    atomic_write_text(Path(path), buf.getvalue())

@@ -1,162 +1,417 @@
-"""A scikit-learn style front end: ``DPGaussianMixture(...).fit(X, y).sample(n)``.
+"""A scikit-learn estimator: ``DPGaussianMixture(classes=[...], clip_bound=B).fit(X, y).sample(n)``.
 
-Parameters are validated in ``__init__``-time style at ``fit`` (as scikit-learn does), before any data is
-touched or noise drawn. After ``fit`` the estimator holds only the *released* model (``model_``) and
-its privacy record (``privacy_``); the non-private fit is discarded so it cannot be published by
-accident.
+:class:`DPGaussianMixture` follows the scikit-learn conventions (``BaseEstimator`` + ``ClassifierMixin``):
+``__init__`` stores its arguments verbatim, ``fit`` validates them before touching the data or drawing
+noise, and the fitted attributes are those of :class:`sklearn.mixture.GaussianMixture` (``weights_``,
+``means_``, ``covariances_``, ``precisions_cholesky_``) plus ``classes_`` and ``privacy_``. It therefore
+works in ``Pipeline``, ``cross_val_score`` and ``GridSearchCV`` (see docs/usage.md).
+
+Privacy model (see docs/privacy.md):
+
+* ``mode="sound"`` (the default) is record-level (epsilon, delta)-DP with clipping to ``clip_bound``
+  (Liu, Scaglione & Peisert 2025 eq. (28), enforced; global sensitivities; Balle & Wang 2018 calibration).
+  Every public fact comes from the user, never from the data: the class set ``classes`` and the bound
+  ``clip_bound`` are required. Labels of ``y`` that are not among ``classes`` are refused as a *schema*
+  error (the data do not match their declared type) before any noise is drawn; the message names neither
+  the values nor the rows. Classes without records are legal: they are released from noise alone.
+* ``mode="as-published"`` reproduces Liu, Scaglione & Peisert (2025) with label-level adjacency; its
+  published analysis has known gaps, so it is *not* a valid DP guarantee. It must be asked for by name and
+  warns (:class:`AsPublishedWarning`) at every ``fit``. Here the class set may come from ``y``.
+
+After ``fit`` only the *released* model is kept (``model_``); the non-private fit is never stored.
 """
 from __future__ import annotations
 
+import math
+import numbers
+import warnings
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from torchdpgmm._validation import check_privacy_params
-
-__all__ = ["DPGaussianMixture"]
+__all__ = ["DPGaussianMixture", "AsPublishedWarning", "check_clip_bound"]
 
 _MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
-_MODES = ("as-published", "sound")
+_SOUND_MECHANISMS = ("kl", "gaussian", "colored", "laplace")
+_MODES = ("sound", "as-published")
+_ADJACENCIES = ("add-remove", "replace-one")
+_COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 
 
-class DPGaussianMixture:
-    """Differentially private class-conditional Gaussian mixture.
+def _supported_covariance_types(mode: str) -> tuple[str, ...]:
+    """What the release supports: every type in sound mode once ``torchdpgmm.sound`` has them, else full."""
+    if mode != "sound":
+        return ("full",)
+    try:
+        from torchdpgmm.sound import COVARIANCE_TYPES
+    except ImportError:
+        return ("full",)
+    return tuple(COVARIANCE_TYPES)
 
-    Args:
-        epsilon, delta: the privacy budget of the release.
-        mechanism: ``"kl"`` (KL-optimal, paper 000) or a baseline (``"laplace"``, ``"gaussian"``,
-            ``"colored"``, ``"r1smg"``).
-        mode: ``"as-published"`` (label-level adjacency, reproduces the paper, see its caveats) or
-            ``"sound"`` (record-level adjacency with clipping to ``clip_bound``).
-        variant: design variant of the ``kl`` mechanism (``"as-published"``, ``"global"``, ``"exact-kl"``).
-        clip_bound: per-record L2 bound ``B`` (required in sound mode).
-        random_state: int seed or ``torch.Generator``; ``None`` draws fresh OS entropy.
-        **release_kwargs: passed on to :func:`torchdpgmm.release.release`.
+AS_PUBLISHED_WARNING = (
+    "mode='as-published' reproduces Liu, Scaglione & Peisert (2025): label-level adjacency only, noise "
+    "calibrated to the data at hand, a Wishart mechanism that is not DP; it is NOT a valid differential "
+    "privacy guarantee. Use mode='sound' (with classes=[...] and clip_bound=B) to release real data."
+)
 
-    Attributes (after ``fit``): ``model_`` (:class:`LabeledGMM`), ``privacy_`` (:class:`PrivacyRecord`),
-    ``classes_`` (the label values, sorted), ``n_features_in_``.
+
+class AsPublishedWarning(UserWarning):
+    """Emitted whenever the label-level, as-published mechanism is used."""
+
+
+def _is_real_scalar(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.ndim(v) == 0
+
+
+def check_clip_bound(clip_bound: Any, dim: int | None = None) -> float:
+    """Validate a public L2 clipping bound ``B`` and return it as a float.
+
+    ``B`` must be a real scalar with ``B**4`` a normal, finite float64 (about ``1e-77 < B < 1e77``):
+    the second-moment block's sensitivity is ``B**2`` and the KL-driven budget split divides by ``B**4``
+    (Liu, Scaglione & Peisert 2025 eq. (28) with the sound mode's global sensitivities), so a bound outside
+    that range cannot be computed with. Rescale the features instead.
+    """
+    if not _is_real_scalar(clip_bound):
+        raise TypeError(f"clip_bound must be a real number, got {type(clip_bound).__name__}")
+    B = float(clip_bound)
+    if not (math.isfinite(B) and B > 0):
+        raise ValueError(f"clip_bound must be a positive finite number, got {clip_bound!r}")
+    scale = B / math.sqrt(dim) if dim else B
+    with np.errstate(over="ignore", under="ignore"):
+        b4 = float(np.float64(min(scale, B)) ** 4), float(np.float64(B) ** 4)
+    if not all(np.isfinite(v) and v >= np.finfo(np.float64).tiny for v in b4):
+        raise ValueError(
+            f"clip_bound={clip_bound!r} is outside the range the release computes with (B**4 must be a "
+            "normal float64, about 1e-77 < B < 1e77); rescale the features (e.g. StandardScaler) and the bound"
+        )
+    return B
+
+
+class DPGaussianMixture(ClassifierMixin, BaseEstimator):
+    """Differentially private class-conditional Gaussian mixture (one Gaussian per class).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The privacy budget of the release (real scalars; ``0 < delta < 1``).
+    classes : array-like of labels, default None
+        The public class set. Required in ``mode="sound"`` (never read from ``y``): pass e.g.
+        ``classes=["setosa", "versicolor", "virginica"]`` or ``classes=np.arange(10)``.
+        Stored sorted in ``classes_``. Optional in as-published mode (then ``np.unique(y)``).
+    clip_bound : float, default None
+        Public per-record L2 bound ``B``; records are clipped to it. Required in sound mode, refused in
+        as-published mode (which does not clip).
+    mechanism : {"kl", "gaussian", "colored", "laplace", "r1smg"}, default "kl"
+        ``"kl"``: the KL-optimal budget split (Liu, Scaglione & Peisert 2025); the others are the
+        baselines of that paper's Sec. V-A (``"r1smg"`` only as-published).
+    mode : {"sound", "as-published"}, default "sound"
+    adjacency : {"add-remove", "replace-one"}, default "add-remove"
+        Neighbouring datasets in sound mode. As-published mode is label-flip only, whatever this says;
+        it refuses ``"replace-one"`` so that the two are not confused.
+    covariance_type : {"full", "tied", "diag", "spherical"}, default "full"
+        As in :class:`sklearn.mixture.GaussianMixture`; only ``"full"`` until the release supports the others.
+    variant : str, default None
+        Design variant of ``mechanism="kl"`` in as-published mode (``"as-published"``, ``"global"``, ``"exact-kl"``).
+    random_state : int, numpy RandomState or None
+        ``fit`` seeds a fresh ``torch.Generator`` from it, so the same int gives the same model on every
+        refit. ``sample`` seeds its own generator the same way (as ``GaussianMixture.sample``).
+    device : str, default "cpu"
+        Torch device of the release (``"cuda"`` needs a GPU).
+
+    Attributes
+    ----------
+    weights_ (K,), means_ (K, d), covariances_ (K, d, d), precisions_cholesky_ (K, d, d)
+        The released model in the layout of ``sklearn.mixture.GaussianMixture`` (``covariance_type="full"``).
+    classes_ (K,), n_features_in_, feature_names_in_ (when X has column names)
+    model_ : :class:`torchdpgmm.mixture.LabeledGMM` the released model.
+    privacy_ : :class:`torchdpgmm.accounting.PrivacyRecord` with float ``epsilon`` and ``delta``.
     """
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, mechanism: str = "kl",
-                 mode: str = "as-published", variant: str | None = None, clip_bound: float | None = None,
-                 random_state: int | torch.Generator | None = None, **release_kwargs: Any) -> None:
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
+                 clip_bound: float | None = None, mechanism: str = "kl", mode: str = "sound",
+                 adjacency: str = "add-remove", covariance_type: str = "full", variant: str | None = None,
+                 random_state: Any = None, device: str = "cpu") -> None:
         self.epsilon = epsilon
         self.delta = delta
+        self.classes = classes
+        self.clip_bound = clip_bound
         self.mechanism = mechanism
         self.mode = mode
+        self.adjacency = adjacency
+        self.covariance_type = covariance_type
         self.variant = variant
-        self.clip_bound = clip_bound
         self.random_state = random_state
-        self.release_kwargs = release_kwargs
+        self.device = device
 
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "mechanism": self.mechanism, "mode": self.mode,
-                "variant": self.variant, "clip_bound": self.clip_bound, "random_state": self.random_state,
-                **self.release_kwargs}
+    # ------------------------------------------------------------------ scikit-learn plumbing
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.required = True
+        # a DP release at epsilon=1 on the few dozen rows of the common checks is noisy by design
+        tags.classifier_tags.poor_score = True
+        tags.classifier_tags.multi_label = False
+        return tags
 
-    def set_params(self, **params: Any) -> "DPGaussianMixture":
-        for k, v in params.items():
-            if k in ("epsilon", "delta", "mechanism", "mode", "variant", "clip_bound", "random_state"):
-                setattr(self, k, v)
-            else:
-                self.release_kwargs[k] = v
-        return self
-
-    def _generator(self) -> torch.Generator:
-        if isinstance(self.random_state, torch.Generator):
-            return self.random_state
-        if not hasattr(self, "_gen"):
-            g = torch.Generator()
-            if self.random_state is None:
-                g.seed()
-            else:
-                g.manual_seed(int(self.random_state))
-            self._gen = g
-        return self._gen
-
+    # ------------------------------------------------------------------ parameter checks
     def _check_params(self) -> None:
-        check_privacy_params(self.epsilon, self.delta)
+        """Validate every constructor argument (public values only) before data or noise are touched."""
+        for name in ("epsilon", "delta"):
+            v = getattr(self, name)
+            if not _is_real_scalar(v):
+                raise TypeError(f"{name} must be a real scalar (one release per fit), got {type(v).__name__}"
+                                + (f" of shape {np.shape(v)}" if np.ndim(v) else ""))
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ValueError(f"epsilon must be finite and > 0, got {self.epsilon!r}")
+        if not (0 < self.delta < 1):
+            raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
+        if self.mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES} (as-published only by name), got {self.mode!r}")
         if self.mechanism not in _MECHANISMS:
             raise ValueError(f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}")
-        if self.mode not in _MODES:
-            raise ValueError(f"mode must be one of {_MODES}, got {self.mode!r}")
-        if self.mode == "sound" and self.clip_bound is None:
-            raise ValueError("mode='sound' needs clip_bound (a per-record L2 bound chosen without looking at the data)")
-        if self.clip_bound is not None and not (float(self.clip_bound) > 0 and np.isfinite(self.clip_bound)):
-            raise ValueError("clip_bound must be a positive finite number")
+        if self.adjacency not in _ADJACENCIES + ("label-flip",):
+            raise ValueError(f"adjacency must be one of {_ADJACENCIES}, got {self.adjacency!r}")
+        if self.covariance_type not in _COVARIANCE_TYPES:
+            raise ValueError(f"covariance_type must be one of {_COVARIANCE_TYPES}, got {self.covariance_type!r}")
+        supported = _supported_covariance_types(self.mode)
+        if self.covariance_type not in supported:
+            raise ValueError(f"covariance_type={self.covariance_type!r} is not supported in mode={self.mode!r} "
+                             f"by this build's release; use one of {supported}")
+        if not isinstance(self.device, (str, torch.device)):
+            raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(self.device).__name__}")
+        if torch.device(self.device).type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device='cuda' but no CUDA GPU is available; use device='cpu'")
+        if self.mode == "sound":
+            self._check_sound_params()
+        else:
+            self._check_as_published_params()
+
+    def _check_sound_params(self) -> None:
+        if self.classes is None:
+            raise ValueError(
+                "mode='sound' needs the public class set: pass classes=[...] (e.g. "
+                "DPGaussianMixture(classes=['a', 'b', 'c'], clip_bound=B)); it is never read from y, which "
+                "would leak which classes occur")
+        if self.clip_bound is None:
+            raise ValueError("mode='sound' needs clip_bound=B, a public per-record L2 bound chosen without "
+                             "looking at the data (records are clipped to it)")
+        check_clip_bound(self.clip_bound)
+        if self.mechanism not in _SOUND_MECHANISMS:
+            raise ValueError(f"mechanism {self.mechanism!r} has no sound mode; use one of {_SOUND_MECHANISMS}")
+        if self.adjacency not in _ADJACENCIES:
+            raise ValueError(f"adjacency in sound mode must be one of {_ADJACENCIES}, got {self.adjacency!r}")
+        if self.variant is not None:
+            raise ValueError("variant applies to mode='as-published' only (the sound 'kl' split is public)")
+
+    def _check_as_published_params(self) -> None:
+        if self.clip_bound is not None:
+            raise ValueError("clip_bound applies to mode='sound' only: the as-published mechanism does not clip")
+        if self.adjacency == "replace-one":
+            raise ValueError("mode='as-published' is label-flip (label-level) only; adjacency='replace-one' "
+                             "needs mode='sound'")
+
+    def _public_classes(self) -> np.ndarray | None:
+        if self.classes is None:
+            return None
+        try:
+            c = np.asarray(self.classes)
+        except Exception as exc:  # pragma: no cover - exotic input
+            raise TypeError(f"classes must be a 1-D list of labels: {exc}") from None
+        if c.ndim != 1 or c.size == 0:
+            raise ValueError(f"classes must be a non-empty 1-D list of labels, got shape {c.shape}")
+        if c.dtype.kind == "f" and not np.all(np.isfinite(c)):
+            raise ValueError("classes must not contain NaN or inf")
+        if c.dtype.kind == "O" and any(v is None or (isinstance(v, float) and math.isnan(v)) for v in c):
+            raise ValueError("classes must not contain None or NaN")
+        try:
+            u = np.unique(c)
+        except TypeError:
+            raise TypeError("classes must be mutually comparable labels (all strings or all numbers)") from None
+        if len(u) != len(c):
+            raise ValueError("classes contains duplicates")
+        return u
+
+    # ------------------------------------------------------------------ fit
+    def _seed(self) -> int:
+        rs = self.random_state
+        if rs is None:  # fresh OS entropy
+            return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] % 2**62)
+        if isinstance(rs, np.random.RandomState):
+            return int(rs.randint(0, 2**31 - 1))
+        if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
+            return int(rs)
+        raise TypeError(f"random_state must be an int, a numpy RandomState or None, got {type(rs).__name__}")
+
+    def _encode_labels(self, y: np.ndarray, public: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Class indices of ``y``: against the public classes (sound) or ``np.unique(y)`` (as-published)."""
+        if public is None:
+            classes, idx = np.unique(y, return_inverse=True)
+            if len(classes) < 2:
+                raise ValueError("y has a single class; the as-published release needs at least 2 "
+                                 "(or pass classes=[...])")
+            return classes, idx
+        try:
+            idx = np.searchsorted(public, y)
+            ok = (idx < len(public)) & (public[np.minimum(idx, len(public) - 1)] == y)
+        except TypeError:
+            ok = np.zeros(len(y), dtype=bool)
+        if not bool(np.all(ok)):
+            # a schema check (the data must match their declared label set); names no value, no row
+            raise ValueError("y holds labels that are not among the public classes; every label must be one "
+                             "of classes=[...] (check the label encoding and the class list)")
+        return public, idx
 
     def fit(self, X: Any, y: Any) -> "DPGaussianMixture":
-        """Fit the labeled GMM of eq. (2) and release it; keeps only the released model."""
+        """Release the class-conditional GMM of ``(X, y)`` (Liu, Scaglione & Peisert 2025 eq. (2) + noise).
+
+        All checks (parameters, then the data's schema: shape, finiteness, label set) run before any noise
+        is drawn. Returns ``self``; only the released model is kept.
+        """
         self._check_params()
-        Xt = torch.as_tensor(np.asarray(X, dtype=np.float64)) if not torch.is_tensor(X) else X.to(torch.float64)
-        if Xt.dim() != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {tuple(Xt.shape)}")
-        y_np = np.asarray(y.cpu() if torch.is_tensor(y) else y)
-        if y_np.ndim != 1 or len(y_np) != Xt.shape[0]:
-            raise ValueError("y must be 1-D with one label per row of X")
-        classes, y_idx = np.unique(y_np, return_inverse=True)
-        if len(classes) < 2:
-            raise ValueError("y has a single class; a mixture release needs at least 2")
+        public = self._public_classes()
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1, y_numeric=False)
+        check_classification_targets(y)
+        if self.mode == "as-published":
+            warnings.warn(AS_PUBLISHED_WARNING, AsPublishedWarning, stacklevel=2)
+        else:
+            check_clip_bound(self.clip_bound, X.shape[1])
+        classes, idx = self._encode_labels(y, public)
         from torchdpgmm.release import release
 
-        kw = dict(self.release_kwargs)
-        if self.variant is not None:
+        device = torch.device(self.device)
+        Xt = torch.tensor(np.ascontiguousarray(X), dtype=torch.float64, device=device)  # a copy: X may be read-only
+        yt = torch.as_tensor(idx, dtype=torch.long, device=device)
+        g = torch.Generator(device=device).manual_seed(self._seed())
+        kw: dict[str, Any] = {}
+        if self.mode == "sound":
+            kw.update(clip_bound=float(self.clip_bound), adjacency=self.adjacency)
+            if self.covariance_type != "full":
+                kw["covariance_type"] = self.covariance_type
+        elif self.variant is not None:
             kw["variant"] = self.variant
-        if self.clip_bound is not None:
-            kw["clip_bound"] = self.clip_bound
-        rel = release(Xt, torch.as_tensor(y_idx, dtype=torch.long, device=Xt.device), len(classes), self.epsilon,
-                      self.delta, mechanism=self.mechanism, mode=self.mode, generator=self._generator(), **kw)
+        rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
+                      mode=self.mode, generator=g, **kw)
         self.model_ = rel.model
-        self.privacy_ = rel.privacy
+        self.privacy_ = _float_record(rel.privacy)
         self.classes_ = classes
-        self.n_features_in_ = Xt.shape[1]
+        self._set_gmm_attributes()
         return self
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "model_"):
-            raise RuntimeError("this DPGaussianMixture is not fitted yet: call fit(X, y) first")
+    def _set_gmm_attributes(self) -> None:
+        """``covariances_`` / ``precisions_cholesky_`` in the layout of ``GaussianMixture(covariance_type=...)``:
+        full (K, d, d), tied (d, d), diag (K, d), spherical (K,); precision = P P^T with P = (L^{-1})^T."""
+        m = self.model_.to(torch.device("cpu")).to(torch.float64)
+        self.weights_ = m.weights.numpy().copy()
+        self.means_ = m.means.numpy().copy()
+        cov = m.covariances
+        eye = torch.eye(m.dim, dtype=torch.float64).expand_as(cov)
+        prec_chol = torch.linalg.solve_triangular(m.scale_tril, eye, upper=False).transpose(-1, -2)
+        var = torch.diagonal(cov, dim1=-2, dim2=-1)
+        layout = {
+            "full": (cov, prec_chol),
+            "tied": (cov[0], prec_chol[0]),
+            "diag": (var, var.rsqrt()),
+            "spherical": (var.mean(-1), var.mean(-1).rsqrt()),
+        }[self.covariance_type]
+        self.covariances_ = layout[0].numpy().copy()
+        self.precisions_cholesky_ = layout[1].numpy().copy()
 
-    def _as_x(self, X: Any) -> torch.Tensor:
-        Xt = torch.as_tensor(np.asarray(X, dtype=np.float64)) if not torch.is_tensor(X) else X.to(torch.float64)
-        if Xt.dim() != 2 or Xt.shape[1] != self.n_features_in_:
-            raise ValueError(f"X must have shape (n, {self.n_features_in_}), got {tuple(Xt.shape)}")
-        return Xt.to(self.model_.device)
+    # ------------------------------------------------------------------ inference
+    def _x(self, X: Any) -> torch.Tensor:
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return torch.tensor(np.ascontiguousarray(X), dtype=torch.float64, device=self.model_.device)
 
-    def sample(self, n_samples: int = 1, preserve_histogram: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Draw synthetic ``(X, y)`` from the released model (class histogram preserved by default)."""
-        self._check_fitted()
-        from torchdpgmm.mixture import histogram_counts
-
-        g = self._generator()
-        if preserve_histogram:
-            src = self.model_.counts if self.model_.counts is not None else self.model_.weights
-            x, y, _ = self.model_.sample_counts(histogram_counts(src, n_samples), g)
-        else:
-            x, y = self.model_.sample(n_samples, g)
-        return x.cpu().numpy(), self.classes_[y.cpu().numpy()]
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """``log p(y = k | x)`` under the released model, columns in ``classes_`` order."""
+        check_is_fitted(self)
+        lp = self.model_.class_log_prob(self._x(X))
+        return (lp - torch.logsumexp(lp, -1, keepdim=True)).cpu().numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        self._check_fitted()
-        return self.model_.predict_proba(self._as_x(X)).cpu().numpy()
+        """Posterior class probabilities ``p(y = k | x)`` (columns in ``classes_`` order)."""
+        check_is_fitted(self)
+        return self.model_.predict_proba(self._x(X)).cpu().numpy()
 
     def predict(self, X: Any) -> np.ndarray:
-        """Maximum-posterior class under the released model."""
-        self._check_fitted()
-        return self.classes_[self.model_.predict(self._as_x(X)).cpu().numpy()]
+        """Maximum-posterior class under the released model (its Bayes classifier)."""
+        check_is_fitted(self)
+        return self.classes_[self.model_.predict(self._x(X)).cpu().numpy()]
 
     def score_samples(self, X: Any) -> np.ndarray:
-        """Per-sample marginal log-density ``log p(x)`` under the released model."""
-        self._check_fitted()
-        return self.model_.log_prob(self._as_x(X)).cpu().numpy()
+        """Per-sample marginal log-density ``log p(x) = log sum_k pi_k N(x; mu_k, Sigma_k)``."""
+        check_is_fitted(self)
+        return self.model_.log_prob(self._x(X)).cpu().numpy()
 
-    def score(self, X: Any, y: Any = None) -> float:
-        """Mean log-likelihood ``mean log p(x)`` (as ``sklearn.mixture.GaussianMixture.score``; ``y`` ignored).
-
-        For classification accuracy use :meth:`accuracy`.
-        """
-        return float(self.score_samples(X).mean())
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
+        """Accuracy of the released Bayes classifier when ``y`` is given (``ClassifierMixin``: what
+        ``cross_val_score`` and ``GridSearchCV`` use); the mean log-likelihood ``mean log p(x)``
+        (``GaussianMixture.score``) when ``y`` is None."""
+        if y is None:
+            if sample_weight is not None:
+                raise ValueError("sample_weight needs y (accuracy); the log-likelihood score is unweighted")
+            return float(self.score_samples(X).mean())
+        return super().score(X, y, sample_weight=sample_weight)
 
     def accuracy(self, X: Any, y: Any) -> float:
         """Fraction of ``y`` predicted correctly by the released model's Bayes classifier."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
+
+    def _n_parameters(self) -> int:
+        """Free parameters: covariances (by ``covariance_type``, as GaussianMixture), means, weights."""
+        K, d = self.means_.shape
+        cov = {"full": K * d * (d + 1) // 2, "tied": d * (d + 1) // 2, "diag": K * d, "spherical": K}
+        return int(cov[self.covariance_type] + K * d + K - 1)
+
+    def bic(self, X: Any) -> float:
+        """Bayesian information criterion ``-2 n mean log p(x) + p ln n`` of the released model on ``X``.
+
+        Only meaningful on data that did NOT go into the release (a public or held-out sample), to
+        compare released models (e.g. different epsilons or clip bounds) on the same data: the released
+        parameters are not maximum-likelihood estimates of ``X``, so the usual large-sample argument for
+        BIC as a model-order criterion does not apply.
+        """
+        n = np.asarray(X).shape[0] if hasattr(X, "shape") else len(X)
+        return float(-2 * self.score(X) * n + self._n_parameters() * np.log(n))
+
+    def aic(self, X: Any) -> float:
+        """Akaike information criterion ``-2 n mean log p(x) + 2 p``; same caveat as :meth:`bic`."""
+        n = np.asarray(X).shape[0] if hasattr(X, "shape") else len(X)
+        return float(-2 * self.score(X) * n + 2 * self._n_parameters())
+
+    # ------------------------------------------------------------------ synthetic data
+    def sample(self, n_samples: int = 1, *, preserve_histogram: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``n_samples`` synthetic ``(X, y)`` from the released model (post-processing, no privacy cost).
+
+        ``preserve_histogram=True`` (default) fixes the class counts to the released histogram rescaled to
+        ``n_samples`` (largest remainders); labels come sorted by class, as in ``GaussianMixture.sample``.
+        """
+        check_is_fitted(self)
+        if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool):
+            raise TypeError(f"n_samples must be an integer, got {type(n_samples).__name__} {n_samples!r}")
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        from torchdpgmm.mixture import histogram_counts
+
+        g = torch.Generator(device=self.model_.device).manual_seed(self._seed())
+        if preserve_histogram:
+            src = self.model_.counts if self.model_.counts is not None else self.model_.weights
+            x, y, _ = self.model_.sample_counts(histogram_counts(src.to(torch.float64), int(n_samples)), g)
+        else:
+            x, y = self.model_.sample(int(n_samples), g)
+        return x.cpu().numpy(), self.classes_[y.cpu().numpy()]
+
+
+def _float_record(record: Any) -> Any:
+    """The record with plain-float ``epsilon`` / ``delta`` (a single release is never batched)."""
+    changes = {}
+    for name in ("epsilon", "delta"):
+        v = getattr(record, name)
+        if v is not None:
+            a = v.detach().cpu().numpy() if torch.is_tensor(v) else np.asarray(v, dtype=np.float64)
+            changes[name] = float(a.reshape(-1)[0])
+    return replace(record, **changes)

@@ -1,4 +1,4 @@
-"""Kullback-Leibler divergences between Gaussians and between labeled GMMs (paper 000, Appendix B).
+"""Kullback-Leibler divergences between Gaussians and between labeled GMMs (Liu, Scaglione & Peisert 2025, Appendix B).
 
 For two labeled GMMs ``p(x, y) = pi_y N(x; mu_y, Sigma_y)`` and ``q(x, y) = rho_y N(x; m_y, S_y)`` the
 joint KL has the closed form (Appendix B)

@@ -1,4 +1,4 @@
-"""Batched labeled Gaussian mixture models (paper 000, Sec. II, eq. 2).
+"""Batched labeled Gaussian mixture models (Liu, Scaglione & Peisert 2025, Sec. II, eq. 2).
 
 A *labeled* GMM is the joint law ``p(x, y) = pi_y N(x; mu_y, Sigma_y)`` of a feature vector and its
 class label. :class:`LabeledGMM` follows the batching contract of ``torch.distributions``: parameters
@@ -16,7 +16,10 @@ import torch
 
 from torchdpgmm._validation import as_float_tensor, check_finite, check_labels
 
-__all__ = ["LabeledGMM", "fit_labeled", "class_counts", "histogram_counts"]
+__all__ = [
+    "LabeledGMM", "fit_labeled", "class_moments", "moments_to_parameters", "class_counts", "histogram_counts",
+    "COVARIANCE_TYPES",
+]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -236,29 +239,131 @@ def histogram_counts(hist: torch.Tensor, n: int) -> torch.Tensor:
     return (base + extra).to(torch.int64)
 
 
+COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+
+
+def _check_covariance_type(covariance_type: str) -> None:
+    if covariance_type not in COVARIANCE_TYPES:
+        raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
+
+
+def class_moments(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    *,
+    mask: torch.Tensor | None = None,
+    covariance_type: str = "full",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-class sufficient statistics of eq. (2): counts ``N_k``, sums ``s_k`` and second moments ``Q``.
+
+    Branch-free and batched: ``X (..., N, d)``, integer ``y (..., N)``, optional boolean ``mask (..., N)``.
+    Rows that are masked out or whose label lies outside ``[0, num_classes)`` contribute nothing (no error,
+    no host synchronisation; callers that must refuse such rows check them first). Masked-out rows may hold
+    anything, even NaN. The second moments depend on ``covariance_type`` (scikit-learn's names):
+
+    ==============  ==========================  ==================================
+    type            second moments              shape
+    ==============  ==========================  ==================================
+    ``"full"``      ``Q_k = sum_{y=k} x x^T``   ``(..., K, d, d)``
+    ``"diag"``      ``sum_{y=k} x * x``         ``(..., K, d)``
+    ``"spherical"`` ``sum_{y=k} ||x||^2``       ``(..., K)``
+    ``"tied"``      ``sum_n x x^T`` (pooled)    ``(..., d, d)``
+    ==============  ==========================  ==================================
+
+    Returns ``(counts (..., K), sums (..., K, d), second_moments)`` in ``X.dtype``.
+    """
+    _check_covariance_type(covariance_type)
+    K = num_classes
+    yl = y.long()
+    valid = (yl >= 0) & (yl < K)
+    if mask is not None:
+        valid = valid & mask
+    onehot = torch.nn.functional.one_hot(torch.where(valid, yl, torch.full_like(yl, K)), K + 1)[..., :K]
+    onehot = onehot.to(X.dtype)                                                   # (..., N, K)
+    X = torch.where(valid.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
+    counts = onehot.sum(-2)
+    sums = onehot.transpose(-1, -2) @ X                                           # (..., K, d)
+    if covariance_type == "full":
+        second = torch.einsum("...nk,...ni,...nj->...kij", onehot, X, X)
+    elif covariance_type == "diag":
+        second = onehot.transpose(-1, -2) @ (X * X)
+    elif covariance_type == "spherical":
+        second = (onehot * (X * X).sum(-1, keepdim=True)).sum(-2)
+    else:
+        second = X.transpose(-1, -2) @ X
+    return counts, sums, second
+
+
+def moments_to_parameters(
+    counts: torch.Tensor,
+    sums: torch.Tensor,
+    second_moments: torch.Tensor,
+    *,
+    covariance_type: str = "full",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eq. (2a-c) from sufficient statistics (the one implementation of the empirical labeled GMM).
+
+    ``pi_k = N_k / N``, ``mu_k = s_k / N_k``, ``Sigma_k = (Q_k - s_k s_k^T / N_k) / (N_k - 1)``; for
+    ``"tied"`` the pooled within-class scatter ``(Q - sum_k s_k s_k^T / N_k) / (N - K)``, for ``"diag"``
+    and ``"spherical"`` the diagonal / the average variance ``tr(.) / d``. Used on exact statistics by
+    :func:`fit_labeled` and on noisy ones by the sound release (:mod:`torchdpgmm.sound`); the
+    denominators are clamped at 1 so that tiny or noisy counts never divide by zero (branch-free).
+    Returns ``(weights (..., K), means (..., K, d), covariances (..., K, d, d))`` (expanded).
+    """
+    _check_covariance_type(covariance_type)
+    K, d = sums.shape[-2:]
+    n = counts.unsqueeze(-1)                                                      # (..., K, 1)
+    means = sums / n
+    denom = torch.clamp(counts - 1, min=1.0)
+    if covariance_type == "full":
+        cov = (second_moments - sums.unsqueeze(-1) * means.unsqueeze(-2)) / denom[..., None, None]
+    elif covariance_type == "tied":
+        scatter = second_moments - (sums.unsqueeze(-1) * means.unsqueeze(-2)).sum(-3)
+        tied = scatter / torch.clamp(counts.sum(-1) - K, min=1.0)[..., None, None]
+        cov = tied.unsqueeze(-3).expand(*tied.shape[:-2], K, d, d)
+    else:
+        var = (second_moments - (sums * means if covariance_type == "diag" else (sums * means).sum(-1))) / (
+            denom if covariance_type == "spherical" else denom.unsqueeze(-1))
+        if covariance_type == "spherical":
+            var = (var / d).unsqueeze(-1).expand(*var.shape, d)
+        cov = torch.diag_embed(var)
+    cov = 0.5 * (cov + cov.transpose(-1, -2))
+    weights = counts / counts.sum(-1, keepdim=True)
+    return weights, means, cov
+
+
 def fit_labeled(
     X: torch.Tensor,
     y: torch.Tensor,
     num_classes: int,
+    *,
     mask: torch.Tensor | None = None,
     min_count: int = 2,
+    covariance_type: str = "full",
 ) -> LabeledGMM:
-    """Fit the empirical labeled GMM of eq. (2a-c) to a batch of labeled datasets.
+    """Fit the empirical labeled GMM of eq. (2a-c) (Liu, Scaglione & Peisert 2025) to a batch of datasets.
 
     .. math::
         \\pi_k = N_k / N, \\quad \\mu_k = \\frac{1}{N_k}\\sum_{y_n = k} x_n, \\quad
         \\Sigma_k = \\frac{1}{N_k - 1}\\sum_{y_n = k}(x_n - \\mu_k)(x_n - \\mu_k)^T
+
+    computed as :func:`moments_to_parameters` of :func:`class_moments` (the statistics the sound release
+    perturbs), on the rows shifted by their overall mean (exact, and free of cancellation).
 
     Args:
         X: features ``(..., N, d)`` (integers are converted to float64).
         y: integer labels ``(..., N)`` in ``[0, num_classes)``.
         num_classes: ``K``.
         mask: optional boolean ``(..., N)``; False rows are padding and ignored (ragged trials).
-        min_count: every class needs at least this many points (2 for a covariance).
+        min_count: every class needs at least this many points (2 for a covariance). ``0`` accepts empty
+            and single-record classes (their covariance is 0 and their mean 0 when empty): the
+            evaluation of a sound release uses it (:func:`torchdpgmm.evaluation.evaluate`).
+        covariance_type: ``"full"`` (eq. 2c), ``"tied"``, ``"diag"`` or ``"spherical"``.
 
     Raises:
         ValueError: non-finite features, labels out of range, mismatched shapes, or a class with
-            fewer than ``min_count`` points (in any trial of the batch).
+            fewer than ``min_count`` points (in any trial of the batch). This is the NON-private fit.
     """
     X = as_float_tensor(X, "X")
     if X.dim() < 2:
@@ -276,22 +381,17 @@ def fit_labeled(
             raise ValueError(f"mask must have shape {tuple(y.shape)}, got {tuple(mask.shape)}")
     check_labels(y, num_classes, mask)
     check_finite(X, "X", mask)
-    K = num_classes
-    Y = torch.nn.functional.one_hot(y.long().clamp(0, K - 1), K).to(X.dtype)   # (..., N, K)
-    if mask is not None:
-        Y = Y * mask.unsqueeze(-1).to(X.dtype)
-        X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
-    counts = Y.sum(-2)                                                        # (..., K)
+    _check_covariance_type(covariance_type)
+    m = torch.ones_like(y, dtype=X.dtype) if mask is None else mask.to(X.dtype)
+    Xz = X if mask is None else torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
+    shift = (Xz * m.unsqueeze(-1)).sum(-2, keepdim=True) / torch.clamp(m.sum(-1), min=1.0)[..., None, None]
+    counts, sums, second = class_moments(Xz - shift, y, num_classes, mask=mask, covariance_type=covariance_type)
     if bool((counts < min_count).any()):
         worst = int(counts.min())
         raise ValueError(
             f"every class needs at least {min_count} points for its covariance (eq. 2c divides by N_k - 1); "
             f"found a class with {worst}")
-    Yt = Y.transpose(-1, -2)                                                 # (..., K, N)
-    means = (Yt @ X) / counts.unsqueeze(-1)                                  # (..., K, d)
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)                              # (..., K, N, d)
-    wdiff = diff * Yt.unsqueeze(-1)
-    cov = wdiff.transpose(-1, -2) @ diff / (counts - 1).unsqueeze(-1).unsqueeze(-1)
-    cov = 0.5 * (cov + cov.transpose(-1, -2))
-    weights = counts / counts.sum(-1, keepdim=True)
+    weights, means, cov = moments_to_parameters(
+        counts, sums, second, covariance_type=covariance_type)
+    means = torch.where(counts.unsqueeze(-1) > 0, means + shift, torch.zeros_like(means))
     return LabeledGMM(weights, means, cov, counts.round().long(), validate_args=False)

@@ -34,7 +34,7 @@ import torch
 from torchdpgmm.accounting import PrivacyRecord
 from torchdpgmm.mixture import LabeledGMM
 
-__all__ = ["ModelFile", "save_model", "load_model", "model_to_dict", "model_from_dict", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["ModelFile", "atomic_write_text", "save_model", "load_model", "model_to_dict", "model_from_dict", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "torchdpgmm.model"
 FORMAT_VERSION = 1
@@ -56,11 +56,20 @@ class ModelFile:
                 f"delta={self.privacy.delta}, mode={self.privacy.mode!r})")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file + rename: never half a file), with the
+    permissions of an ordinary new file (``0666 & ~umask``, i.e. 0644 usually; ``mkstemp`` alone gives 0600)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -112,7 +121,7 @@ def save_model(path: str | Path, model: LabeledGMM, privacy: PrivacyRecord, clas
                feature_names: Sequence[str] | None = None) -> Path:
     """Write a released model to ``path`` as JSON (atomically: a crash never leaves half a file)."""
     payload = model_to_dict(model, privacy, class_names, feature_names)
-    _atomic_write(Path(path), json.dumps(payload, indent=2))
+    atomic_write_text(Path(path), json.dumps(payload, indent=2))
     return Path(path)
 
 

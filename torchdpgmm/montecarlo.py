@@ -1,4 +1,4 @@
-"""Batched Monte Carlo engine: the synthetic data of paper 000, Sec. V-A, and chunked trial runs.
+"""Batched Monte Carlo engine: the synthetic data of Liu, Scaglione & Peisert (2025), Sec. V-A, and chunked trial runs.
 
 A Monte Carlo study is one call with a trial dimension. :func:`synthetic_gmm` draws a batch of ground
 truth models, :func:`synthetic_data` a batch of labeled datasets from them (Sec. V-A: Dirichlet(1)
@@ -12,7 +12,13 @@ Reproducibility. Every draw goes through the explicit ``generator`` (``torch.ran
 from the problem size and the memory budget only (never from the device), so a seed and a budget fix
 the whole run. Changing the budget changes the chunking, hence the random streams (not their law).
 CPU and CUDA generators produce different streams; ``synthetic_data(..., draw_device="cpu")`` draws on
-the CPU and moves the result, which makes the data identical on every device.
+the CPU and moves the result, which makes the data identical on every device. (The sweep engine,
+:mod:`torchdpgmm.sweep`, goes further: fixed-size trial blocks with their own seeds, so its rows do not
+depend on the chunking at all.)
+
+Aggregates. :class:`RunningStats` summarises a stream of per-trial values in constant memory (exact running
+mean and variance, quantiles from a log-grid histogram); the studies of Figures 1-5 and the sweeps use it,
+so the number of trials is bounded by time, not memory.
 
 Small classes. The empirical covariance (eq. 2c) needs ``N_k >= 2`` and is singular unless
 ``N_k >= d + 1``; the KL divergence and the mechanism design need it nonsingular. Trials in which some
@@ -37,6 +43,7 @@ __all__ = [
     "chunk_seeds",
     "run_chunked",
     "DEFAULT_MEMORY_BUDGET",
+    "RunningStats",
 ]
 
 DEFAULT_MEMORY_BUDGET = 1 << 30  # bytes: 1 GiB of working memory per chunk
@@ -75,7 +82,7 @@ def synthetic_gmm_params(
     device: torch.device | str | None = None,
     mean_range: float = 10.0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Ground-truth models of paper 000, Sec. V-A: ``(weights (T,K), means (T,K,d), covs (T,K,d,d))``.
+    """Ground-truth models of Liu, Scaglione & Peisert (2025), Sec. V-A: ``(weights (T,K), means (T,K,d), covs (T,K,d,d))``.
 
     Weights ~ Dirichlet(1), means ~ U[-mean_range, mean_range]^d, covariances ~ Wishart_d(d+1, I)
     drawn exactly as ``G G^T`` with ``G`` a ``d x (d+1)`` standard normal matrix.
@@ -114,7 +121,7 @@ def synthetic_data(
     draw_device: torch.device | str | None = None,
     max_redraws: int = 1000,
 ) -> SyntheticBatch:
-    """A batch of ``trials`` labeled datasets of paper 000, Sec. V-A (``N = n`` i.i.d. points each).
+    """A batch of ``trials`` labeled datasets of Liu, Scaglione & Peisert (2025), Sec. V-A (``N = n`` i.i.d. points each).
 
     ``min_class_size`` (default ``dim + 1``, so that eq. 2c is nonsingular) is enforced by redrawing
     the failing trials as a whole from the same generator (see the module docstring). Draws happen on
@@ -218,3 +225,72 @@ def _concat(parts: list[Any]) -> Any:
     if isinstance(first, (list, tuple)):
         return type(first)(_concat([p[i] for p in parts]) for i in range(len(first)))
     return parts
+
+
+class RunningStats:
+    """Streaming summary of a scalar per trial: exact count, mean and variance, approximate quantiles.
+
+    Mean and variance are merged exactly batch by batch (Chan, Golub & LeVeque's pairwise update of
+    ``(n, mean, M2)``), so chunked and one-shot runs agree to rounding. Quantiles come from a fixed histogram
+    of ``|x|`` on a log grid (``bins_per_decade`` bins per decade over ``[lo, hi]``, plus under/overflow),
+    i.e. a relative resolution of ``10^(1/bins_per_decade) - 1`` (1.2% by default) for positive values
+    inside the grid; the sign is kept by a second histogram for negative values. Memory is constant.
+    Non-finite values are counted and excluded.
+    """
+
+    def __init__(self, lo: float = 1e-12, hi: float = 1e12, bins_per_decade: int = 200):
+        self.lo, self.hi, self.bpd = float(lo), float(hi), int(bins_per_decade)
+        self.nbins = int(round(math.log10(self.hi / self.lo) * self.bpd))
+        self.pos = np.zeros(self.nbins + 2, dtype=np.int64)     # [underflow, bins..., overflow]
+        self.neg = np.zeros(self.nbins + 2, dtype=np.int64)
+        self.zeros = 0
+        self.n, self.mean, self.m2, self.nonfinite = 0, 0.0, 0.0, 0
+
+    def _bin(self, a: np.ndarray) -> np.ndarray:
+        i = np.floor(np.log10(a / self.lo) * self.bpd).astype(np.int64) + 1
+        return np.clip(i, 0, self.nbins + 1)
+
+    def update(self, values: Any) -> "RunningStats":
+        a = np.asarray(values.detach().cpu() if torch.is_tensor(values) else values, dtype=np.float64).ravel()
+        fin = np.isfinite(a)
+        self.nonfinite += int((~fin).sum())
+        a = a[fin]
+        if a.size == 0:
+            return self
+        nb, mb = a.size, float(a.mean())
+        m2b = float(((a - mb) ** 2).sum())
+        n = self.n + nb
+        delta = mb - self.mean
+        self.mean += delta * nb / n
+        self.m2 += m2b + delta * delta * self.n * nb / n
+        self.n = n
+        self.zeros += int((a == 0).sum())
+        np.add.at(self.pos, self._bin(a[a > 0]), 1)
+        np.add.at(self.neg, self._bin(-a[a < 0]), 1)
+        return self
+
+    def _edge_value(self, i: int) -> float:
+        if i == 0:
+            return self.lo
+        if i == self.nbins + 1:
+            return self.hi
+        return self.lo * 10 ** ((i - 0.5) / self.bpd)          # geometric centre of bin i
+
+    def quantile(self, q: float) -> float:
+        if self.n == 0:
+            return float("nan")
+        counts = np.concatenate([self.neg[::-1], [self.zeros], self.pos])
+        values = ([-self._edge_value(i) for i in range(self.nbins + 1, -1, -1)] + [0.0]
+                  + [self._edge_value(i) for i in range(self.nbins + 2)])
+        j = int(np.searchsorted(np.cumsum(counts), q * self.n, side="left"))
+        return float(values[min(j, len(values) - 1)])
+
+    def summary(self, level: float = 0.95) -> dict[str, float]:
+        from scipy import stats
+
+        var = self.m2 / (self.n - 1) if self.n > 1 else float("nan")
+        half = float(stats.t.ppf(0.5 + level / 2, self.n - 1) * math.sqrt(var / self.n)) if self.n > 1 else float("nan")
+        return {"n": self.n, "mean": self.mean if self.n else float("nan"), "std": math.sqrt(var) if self.n > 1
+                else float("nan"), "ci_low": self.mean - half, "ci_high": self.mean + half,
+                "median": self.quantile(0.5), "q05": self.quantile(0.05), "q95": self.quantile(0.95),
+                "nonfinite": self.nonfinite}

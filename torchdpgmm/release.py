@@ -1,40 +1,43 @@
 """``release``: one call from a batch of labeled datasets to a batch of differentially private GMMs.
 
-``release(X, y, K, epsilon, delta, mechanism=...)`` fits the empirical labeled GMM of eq. (2) per
-trial, perturbs it with the chosen mechanism and returns a :class:`~torchdpgmm.result.Release` with the
-released model, the non-private fit, the realised ``KL(released || fitted)`` (Appendix B, exact per
-draw) and a :class:`~torchdpgmm.accounting.PrivacyRecord`.
+``release(X, y, num_classes, epsilon, delta, *, mechanism=..., mode=..., **options)`` is a short
+dispatcher: it looks the pair ``(mode, mechanism)`` up in :data:`REGISTRY`, refuses every option the
+chosen mechanism does not declare (one-line ``ValueError``) and calls it. Each mechanism object declares
+what it needs: its options (with defaults), whether it solves a design, and the blocks it noises.
 
-Mechanisms (paper 000):
+``mode="as-published"`` (Liu, Scaglione & Peisert 2025; label-level claim, NOT a DP guarantee for real
+data; the weaknesses are written into the record's notes): the empirical labeled GMM of eq. (2)
+(:func:`torchdpgmm.mixture.fit_labeled`) is perturbed by
 
-* ``"kl"`` -- the proposed mechanism: the design of Algorithm 1 (:func:`torchdpgmm.design.design_mechanism`,
+* ``"kl"`` (:class:`KLMechanism`) -- the design of Algorithm 1 (:func:`torchdpgmm.design.design_mechanism`,
   variants ``"as-published"``, ``"global"``, ``"exact-kl"``), then colored Gaussian noise
   ``N(0, Gamma_k^{-1})`` on the means (eq. 5), Wishart noise ``W_d(I/gamma_k, d+1)`` on the covariances
-  (eq. 6), and the random mapping of the weights with budget ``eps_0`` (eqs. 15, 25-27).
-* ``"laplace"``, ``"gaussian"``, ``"colored"``, ``"r1smg"`` -- the baselines of Sec. V-A
-  (:mod:`torchdpgmm.baselines`), charged under the same accountant.
+  (eq. 6) and the random mapping of the weights with budget ``eps_0`` (eqs. 15, 25-27);
+* ``"laplace"``, ``"gaussian"``, ``"colored"``, ``"r1smg"`` (:class:`BaselineMechanism`) -- the baselines
+  of Sec. V-A (:mod:`torchdpgmm.baselines`), charged under the same accountant.
 
-``mode="as-published"`` reproduces the paper, label-level adjacency, with the weaknesses listed in
-DESIGN.md Sec. 4 written into the record's notes. ``mode="sound"`` dispatches to
-:func:`torchdpgmm.sound.release_sound` (record-level DP with clipping) and refuses if it is missing.
+Its :class:`~torchdpgmm.result.Release` also carries the non-private ``fitted`` model and the realised
+``kl`` per trial, which the paper's Monte Carlo studies need.
 
-All input checks run before any noise is drawn.
+``mode="sound"`` (:class:`SoundMechanism`, :mod:`torchdpgmm.sound`): record-level (epsilon, delta)-DP with
+public classes (``num_classes``), a public clipping bound (``clip_bound``, required), add/remove adjacency
+by default; its Release holds only private values (``fitted`` and ``kl`` are None; evaluate with
+:func:`torchdpgmm.evaluation.evaluate`, which is not private).
+
+Every check on the inputs runs before any noise is drawn.
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon, check_finite, check_labels
+from torchdpgmm.result import Release
 
-try:  # the lead owns result.py; re-exported here so `torchdpgmm.Release` resolves
-    from torchdpgmm.result import Release
-except ImportError:  # pragma: no cover - only before the core lands
-    Release = None  # type: ignore[assignment]
-
-__all__ = ["release", "Release", "MECHANISMS", "VARIANTS", "SOLVERS", "MODES", "AS_PUBLISHED_NOTES"]
+__all__ = ["release", "Release", "REGISTRY", "Mechanism", "KLMechanism", "BaselineMechanism", "SoundMechanism",
+           "MECHANISMS", "VARIANTS", "SOLVERS", "MODES", "AS_PUBLISHED_NOTES"]
 
 MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 VARIANTS = ("as-published", "global", "exact-kl")
@@ -45,7 +48,7 @@ ADJACENCY = "label-flip"
 
 _LABEL_NOTE = (
     "label-level DP only: neighbouring datasets differ in one label; the features themselves are not "
-    "protected (DESIGN.md Sec. 4)."
+    "protected."
 )
 _LOCAL_NOTE = (
     "Noise is calibrated to the actual dataset (local sensitivity: the noise shapes and the budget split "
@@ -74,7 +77,7 @@ _R_LEAK_NOTE = (
     "Pass data_bound=R (enforced by clipping) to avoid this."
 )
 _WU_NOTE = (
-    "Wu et al.'s sensitivities assume N_k >= n/(2K) for every class (see extra['wu_assumption_holds'] "
+    "Wu et al.'s sensitivities assume N_k >= n/(2K) for every class (see extras['wu_assumption_holds'] "
     "per trial) and ||x||_1 <= R; under a label flip the class-mean change is at most 2R/N_k, within "
     "4KR/n exactly when N_k >= n/(2K)."
 )
@@ -83,17 +86,17 @@ _WU_NOTE = (
 def _accountant_text(mechanism: str) -> str:
     if mechanism == "kl":
         return (
-            "paper 000 Theorem 1: eps >= max_k(eps_k + 3 gamma_k / (2 N_k)) + eps_0; Gaussian means by "
+            "Liu, Scaglione & Peisert (2025) Theorem 1: eps >= max_k(eps_k + 3 gamma_k / (2 N_k)) + eps_0; Gaussian means by "
             "condition (10) (eps_k^2 / (2 ln(2/delta)) >= Delta^T Gamma_k Delta); Wishart charged "
             "3 gamma_k/(2 N_k); weights eps_0 by (11)"
         )
     if mechanism == "laplace":
         return (
-            "paper 000 Theorem 1 composition: eps = max_k(eps_means + eps_covariances) + eps_weights; "
+            "Liu, Scaglione & Peisert (2025) Theorem 1 composition: eps = max_k(eps_means + eps_covariances) + eps_weights; "
             "Laplace scale = L1 sensitivity / eps_part (Wu et al. 2016 sensitivities); pure (eps, 0) parts"
         )
     return (
-        "paper 000 Theorem 1 composition: eps = max_k(eps_means + eps_covariances) + eps_weights, "
+        "Liu, Scaglione & Peisert (2025) Theorem 1 composition: eps = max_k(eps_means + eps_covariances) + eps_weights, "
         "delta split equally over the Gaussian parts; Gaussian std by the paper's rule "
         "sigma = S sqrt(2 ln(2/delta_part)) / eps_part (condition (10)), L2 sensitivity <= Wu et al.'s L1"
         + ("; means by R1SMG (Ji & Li 2024)" if mechanism == "r1smg" else "")
@@ -182,211 +185,295 @@ def _check_design(design, fitted, eps_t, delta_t, variant, lam):
     return design
 
 
+# ----------------------------------------------------------------------------------------------------
+# mechanism objects: each declares its options, whether it needs a design, and what it noises
+# ----------------------------------------------------------------------------------------------------
+
+_HINTS = {
+    "clip_bound": "clip_bound is a sound-mode parameter (record-level DP): pass mode='sound'",
+    "adjacency": "the as-published mode's adjacency is fixed (label flip); pass mode='sound' to choose one",
+    "covariance_type": "covariance_type is a sound-mode parameter: pass mode='sound'",
+    "variant": "variant selects the as-published design of Algorithm 1 (mode='as-published', mechanism='kl')",
+    "solver": "solver selects the SDP solver of the as-published 'kl' and 'colored' mechanisms",
+    "design": "design= is only meaningful for mode='as-published', mechanism='kl'",
+    "data_bound": "data_bound is the L1 bound of the as-published baselines; sound mode uses clip_bound (L2)",
+}
+
+
+class Mechanism:
+    """A release mechanism: ``mode``, ``name``, declared ``options`` (name -> default), ``needs_design``
+    (solves a data-dependent design first) and ``noised_blocks`` (what the noise perturbs)."""
+
+    mode: ClassVar[str] = ""
+    names: ClassVar[tuple[str, ...]] = ()
+    options: ClassVar[dict[str, Any]] = {}
+    needs_design: ClassVar[bool] = False
+    noised_blocks: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def accepted(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    def bind(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Defaults filled in; an option this mechanism does not declare is refused (one-line ValueError)."""
+        accepted = self.accepted()
+        for key in options:
+            if key not in accepted:
+                hint = _HINTS.get(key, f"it accepts {sorted(accepted)}")
+                raise ValueError(f"{key}= is not supported by mode={self.mode!r}, mechanism={self.name!r}: {hint}")
+        return accepted | options
+
+    def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
+        raise NotImplementedError
+
+
+def _as_published_inputs(X, y, num_classes, epsilon, delta, mask):
+    """Checks (data-dependent: the as-published mode is not DP) and the one eq. (2) fit per dataset."""
+    from torchdpgmm.mixture import fit_labeled
+
+    counts, batch = _validate(X, y, num_classes, epsilon, delta, mask)
+    fitted0 = fit_labeled(X, y, num_classes, mask=mask, min_count=X.shape[-1] + 1)
+    eps_t = _expand_batch(epsilon, batch, X.dtype, X.device)
+    delta_t = _expand_batch(delta, batch, X.dtype, X.device)
+    return counts, batch, fitted0, _expand_gmm(fitted0, batch), eps_t, delta_t
+
+
+def _as_published_release(mech, model, fitted, eps_t, delta_t, split, notes, design, extras) -> Release:
+    from torchdpgmm.accounting import PrivacyRecord
+    from torchdpgmm.kl import kl_divergence
+
+    privacy = PrivacyRecord(
+        epsilon=eps_t, delta=delta_t, adjacency=ADJACENCY, accountant=_accountant_text(mech.name),
+        mode="as-published", mechanism=mech.name if mech.name != "kl" else f"kl ({split['variant']})",
+        split=split, notes=notes,
+    )
+    extras["mechanism"] = mech.name
+    return Release(model=model, privacy=privacy, design=design, extras=extras, fitted=fitted,
+                   kl=kl_divergence(model, fitted))
+
+
+class KLMechanism(Mechanism):
+    """Algorithm 1 of Liu, Scaglione & Peisert (2025): design, then eqs. (5), (6), (15)."""
+
+    mode = "as-published"
+    names = ("kl",)
+    options = {"variant": "as-published", "solver": "dual", "design": None, "design_generator": None,
+               "lam": 1e-3, "max_iter": 50, "tol": 1e-3, "kl_draws": 128, "sdp_tol": 1e-6}
+    needs_design = True
+    noised_blocks = ("means (Gaussian, eq. 5)", "covariances (Wishart, eq. 6)", "weights (random mapping, eq. 15)")
+
+    def _check(self, o: dict[str, Any]) -> None:
+        if o["variant"] not in VARIANTS:
+            raise ValueError(f"variant must be one of {VARIANTS}, got {o['variant']!r}")
+        if o["solver"] not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {o['solver']!r}")
+        if not (isinstance(o["lam"], (int, float)) and 0.0 < float(o["lam"]) < 1.0):
+            raise ValueError(f"lam must lie in (0, 1), got {o['lam']!r}")
+
+    def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
+        from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS
+        from torchdpgmm.mechanisms import gaussian as gaussian_noise
+        from torchdpgmm.mechanisms import random_mapping, wishart
+        from torchdpgmm.mixture import LabeledGMM
+
+        o = self.bind(options)
+        self._check(o)
+        _, batch, _, fitted, eps_t, delta_t = _as_published_inputs(X, y, num_classes, epsilon, delta, mask)
+        variant, lam = o["variant"], o["lam"]
+        if o["design"] is None:
+            from torchdpgmm.design import design_mechanism
+
+            # the design is a deterministic function of the data and the parameters (its own generator),
+            # so `generator` drives the release noise only and design= reproduces the same release
+            design = design_mechanism(
+                X, y, num_classes, eps_t, delta_t, variant=variant, solver=o["solver"], mask=mask, lam=lam,
+                generator=o["design_generator"], max_iter=o["max_iter"], tol=o["tol"], kl_draws=o["kl_draws"],
+                sdp_tol=o["sdp_tol"])
+        else:
+            design = _check_design(o["design"], fitted, eps_t, delta_t, variant, lam)
+        dtype, d = X.dtype, X.shape[-1]
+        means = gaussian_noise(fitted.means, design.mean_noise_cov, generator=generator)
+        covs = fitted.covariances + wishart(design.gamma, d, generator=generator)
+        released_counts = random_mapping(fitted.counts, design.eps0, lam=lam, generator=generator)
+        weights = released_counts.to(dtype) / released_counts.sum(-1, keepdim=True).to(dtype)
+        model = LabeledGMM(weights, means, covs, counts=released_counts, validate_args=False)
+        wishart_cost = 1.5 * design.gamma / fitted.counts.to(dtype)
+        split = {
+            "eps0 (weights, random mapping)": design.eps0,
+            "eps_k (means, Gaussian)": design.eps_k,
+            "3 gamma_k / (2 N_k) (covariances, Wishart)": wishart_cost,
+            "total = max_k(eps_k + 3 gamma_k/(2 N_k)) + eps0": (design.eps_k + wishart_cost).amax(-1) + design.eps0,
+            "variant": variant, "solver": o["solver"], "lambda": lam,
+        }
+        notes = [AS_PUBLISHED_CAVEATS[0], _LABEL_NOTE] + list(AS_PUBLISHED_CAVEATS[1:]) + [
+            _PAPER_RULE_NOTE, _SURROGATE_NOTE if variant != "exact-kl" else _EXACT_NOTE]
+        extras = {"released_counts": released_counts}
+        return _as_published_release(self, model, fitted, eps_t, delta_t, split, notes, design, extras)
+
+
+class BaselineMechanism(Mechanism):
+    """The baselines of Sec. V-A of Liu, Scaglione & Peisert (2025) (:mod:`torchdpgmm.baselines`)."""
+
+    mode = "as-published"
+    names = ("laplace", "gaussian", "colored", "r1smg")
+    options = {"data_bound": None, "split": None, "cov_floor": 1e-6, "calibration": "paper"}
+    noised_blocks = ("weights", "means", "covariances")
+
+    def accepted(self) -> dict[str, Any]:
+        more = {"solver": "dual", "solver_kw": None} if self.name == "colored" else {}
+        return dict(self.options) | more
+
+    def _check(self, X, delta, o: dict[str, Any]) -> None:
+        if o["data_bound"] is not None:
+            check_epsilon(o["data_bound"], "data_bound")
+        cf = o["cov_floor"]
+        if not (isinstance(cf, (int, float)) and cf > 0 and math.isfinite(cf)):
+            raise ValueError(f"cov_floor must be a finite float > 0, got {cf!r}")
+        if o["calibration"] not in ("paper", "classical", "analytic"):
+            raise ValueError(f"calibration must be 'paper', 'classical' or 'analytic', got {o['calibration']!r}")
+        if self.name == "colored" and o["solver"] not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {o['solver']!r}")
+        if self.name == "r1smg":
+            if X.shape[-1] <= 2:
+                raise ValueError(f"mechanism='r1smg' needs dimension d > 2 (Ji & Li 2024), got d={X.shape[-1]}")
+            if torch.is_tensor(delta) and delta.numel() != 1:
+                raise ValueError("mechanism='r1smg' needs a scalar delta")
+
+    def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
+        from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS
+        from torchdpgmm.baselines import BudgetSplit, baseline_release
+
+        o = self.bind(options)
+        split = o["split"]
+        if split is not None and not isinstance(split, BudgetSplit):
+            split = BudgetSplit(*split)
+        counts, batch, fitted0, fitted, eps_t, delta_t = _as_published_inputs(X, y, num_classes, epsilon, delta, mask)
+        self._check(X, delta, o)
+        dtype, data_batch = X.dtype, X.shape[:-2]
+        n_t = (mask.sum(-1) if mask is not None else torch.full(data_batch, X.shape[-2], device=X.device)).to(dtype)
+        notes = [AS_PUBLISHED_CAVEATS[0], _LABEL_NOTE]
+        Xb, fit_b, R, extras = _baseline_bound(X, y, num_classes, mask, o["data_bound"], fitted0, notes)
+        notes += [_WU_NOTE, _TWO_CLASS_NOTE]
+        solver_kw = dict(o.get("solver_kw") or {})
+        solver_kw.setdefault("solver", o.get("solver", "dual"))
+        model, info = baseline_release(
+            Xb, y, num_classes, eps_t, delta_t, self.name, _expand_gmm(fit_b, batch), data_bound=R, n=n_t,
+            generator=generator, mask=mask, split=split, cov_floor=o["cov_floor"], calibration=o["calibration"],
+            solver_kw=solver_kw, delta_scalar=delta)
+        extras.update(info)
+        extras["wu_assumption_holds"] = (counts.to(dtype) >= n_t[..., None] / (2 * num_classes)).all(-1).expand(batch)
+        parts = info["epsilon_parts"]
+        split_rec = {
+            "weights": parts["weights"], "means": parts["means"], "covariances": parts["covariances"],
+            "delta_parts": info["delta_parts"], "composition": "max_k(means + covariances) + weights",
+            "cov_projection": f"eigenvalue floor {o['cov_floor']}",
+            "weight_projection": "Euclidean projection onto the simplex with entries >= 1/n",
+        }
+        if self.name != "laplace":
+            split_rec["calibration"] = o["calibration"]
+            if o["calibration"] == "paper":
+                notes.append(_PAPER_RULE_NOTE)
+        if self.name == "colored":
+            extras["mean_noise_cov"] = info["mean_noise_cov"]
+            notes += [_LOCAL_NOTE, "colored: the mean noise covariance is fitted to the label-flip difference "
+                      "vectors of the actual dataset (local sensitivity), exactly like the proposed mechanism."]
+        return _as_published_release(self, model, fitted, eps_t, delta_t, split_rec, notes, None, extras)
+
+
+def _baseline_bound(X, y, num_classes, mask, data_bound, fitted0, notes):
+    """Wu et al.'s L1 data bound R: read from the data (leaks; noted) or given and enforced by clipping."""
+    from torchdpgmm.baselines import clip_l1, data_bound_l1
+    from torchdpgmm.mixture import fit_labeled
+
+    data_batch = X.shape[:-2]
+    if data_bound is None:
+        notes.append(_R_LEAK_NOTE)
+        return X, fitted0, data_bound_l1(X, mask), {"data_bound_source": "data (leaks)"}
+    R = torch.as_tensor(data_bound, dtype=X.dtype, device=X.device)
+    if R.dim() > len(data_batch):
+        raise ValueError("data_bound must broadcast against the data batch shape X.shape[:-2]")
+    Xb = clip_l1(X, R.expand(data_batch) if R.dim() else R)
+    fit_b = fit_labeled(Xb, y, num_classes, mask=mask, min_count=X.shape[-1] + 1)
+    return Xb, fit_b, R, {"data_bound_source": "user (enforced by L1 clipping)", "fitted_clipped": fit_b}
+
+
+class SoundMechanism(Mechanism):
+    """Record-level DP release of :mod:`torchdpgmm.sound` (public classes and clipping bound)."""
+
+    mode = "sound"
+    names = ("gaussian", "colored", "kl", "laplace")
+    options = {"clip_bound": None, "adjacency": "add-remove", "covariance_type": "full", "center": None,
+               "split": None, "prior_scale": None, "min_count": 2.0, "eig_floor": None, "noise_multiplier": 1.0,
+               "num_draws": None, "noise": "discrete"}
+    noised_blocks = ("counts", "sums", "second_moments")
+
+    def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
+        from torchdpgmm.sound import release_sound
+
+        o = self.bind(options)
+        return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask,
+                             mechanism=self.name, **o)
+
+
+REGISTRY: dict[tuple[str, str], Mechanism] = {
+    **{("as-published", "kl"): KLMechanism("kl")},
+    **{("as-published", n): BaselineMechanism(n) for n in BaselineMechanism.names},
+    **{("sound", n): SoundMechanism(n) for n in SoundMechanism.names},
+}
+
+
 def release(
     X: torch.Tensor,
     y: torch.Tensor,
     num_classes: int,
     epsilon: Any,
     delta: Any,
+    *,
     mechanism: str = "kl",
-    variant: str = "as-published",
-    solver: str = "dual",
     mode: str = "as-published",
     generator: torch.Generator | None = None,
     mask: torch.Tensor | None = None,
-    **kw: Any,
-):
-    """Release a batch of labeled GMMs under ``(epsilon, delta)``-DP (paper 000; see module docstring).
+    **options: Any,
+) -> Release:
+    """Release a batch of labeled GMMs (Liu, Scaglione & Peisert 2025; see the module docstring).
 
-    Parameters
-    ----------
-    X, y : ``(..., N, d)`` features and ``(..., N)`` integer labels in ``[0, num_classes)``.
-    epsilon, delta : floats or tensors broadcastable to the batch shape ``X.shape[:-2]``.
-    mechanism : ``"kl"`` (Algorithm 1) or a baseline ``"laplace" | "gaussian" | "colored" | "r1smg"``.
-    variant, solver : passed to :func:`torchdpgmm.design.design_mechanism` (``mechanism="kl"``).
-    mode : ``"as-published"`` or ``"sound"`` (dispatches to :func:`torchdpgmm.sound.release_sound`).
-    generator : the only source of randomness.
-    mask : ``(..., N)`` boolean, ``True`` on real rows (ragged batches).
-    **kw : ``lam`` (smoothing lambda of eq. 15, default 1e-3) and design options for ``"kl"``
-        (``design=`` a precomputed :class:`~torchdpgmm.design.MechanismDesign` of the same data, e.g.
-        ``previous.design.at(eps, variant=...)`` to skip the SDP; it is checked against the data);
-        for baselines ``data_bound`` (R; ``None`` = read from the data, leaks), ``split``
-        (:class:`~torchdpgmm.baselines.BudgetSplit`), ``cov_floor`` (default 1e-6), ``calibration``
-        (default ``"paper"``), ``solver_kw`` (colored SDP options).
+    Args:
+        X, y: ``(..., N, d)`` features and ``(..., N)`` integer labels in ``[0, num_classes)``.
+        num_classes: the PUBLIC number of classes K (never read from ``y``).
+        epsilon, delta: as-published: floats or tensors broadcastable to ``X.shape[:-2]``; sound: scalars
+            (``delta`` may be None for the pure-DP sound ``"laplace"``).
+        mechanism: ``"kl"`` | ``"laplace"`` | ``"gaussian"`` | ``"colored"`` | ``"r1smg"`` (as-published) or
+            ``"kl"`` | ``"gaussian"`` | ``"colored"`` | ``"laplace"`` (sound).
+        mode: ``"as-published"`` (default) or ``"sound"``.
+        generator: the only source of randomness. mask: ``(..., N)`` boolean, True on real rows.
+        **options: declared by the mechanism (``REGISTRY[(mode, mechanism)].accepted()``); anything else is
+            refused. As-published ``kl``: ``variant``, ``solver``, ``design``, ``design_generator``, ``lam``,
+            ``max_iter``, ``tol``, ``kl_draws``, ``sdp_tol``. Baselines: ``data_bound``, ``split``,
+            ``cov_floor``, ``calibration`` (+ ``solver``, ``solver_kw`` for ``colored``). Sound:
+            ``clip_bound`` (required), ``adjacency`` (default ``"add-remove"``), ``covariance_type``
+            (``"full"`` | ``"tied"`` | ``"diag"`` | ``"spherical"``), ``noise`` (``"discrete"``, the default:
+            exact samplers of Canonne, Kamath & Steinke 2020; or ``"continuous"`` float64), ``center``,
+            ``split``, ``prior_scale``, ``min_count``, ``eig_floor``, ``noise_multiplier``, ``num_draws``.
 
-    Returns
-    -------
-    Release with ``.model``, ``.fitted``, ``.kl`` (shape ``X.shape[:-2]``), ``.privacy``, ``.design``
-    (``"kl"`` and ``"colored"``: the design / SDP data) and ``.extra``.
+    Returns:
+        :class:`~torchdpgmm.result.Release` (``model``, ``privacy``, ``design``, ``extras``; ``fitted`` and
+        ``kl`` in as-published mode only).
     """
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"mechanism must be one of {MECHANISMS}, got {mechanism!r}")
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    impl = REGISTRY.get((mode, mechanism))
+    if impl is None:
+        if mode == "sound":
+            from torchdpgmm.sound import _check_mechanism
 
-    if mode == "sound":
-        try:
-            from torchdpgmm.sound import release_sound
-        except ImportError as exc:
-            raise NotImplementedError(
-                "mode='sound' needs torchdpgmm.sound.release_sound, which is not available in this build; "
-                "refusing rather than falling back to the as-published (label-level) mechanism"
-            ) from exc
-        if "clip_bound" not in kw:
-            raise ValueError("mode='sound' needs clip_bound=B (the public L2 bound on every row)")
-        # the sound module validates its own inputs (before any noise) and owns its mechanisms
-        return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask,
-                             mechanism=mechanism, **kw)
-
-    design_in = kw.pop("design", None)
-    design_generator = kw.pop("design_generator", None)
-    if design_in is not None and mechanism != "kl":
-        raise ValueError("design= is only meaningful for mechanism='kl'")
-    lam = kw.pop("lam", 1e-3)
-    if not (isinstance(lam, (int, float)) and 0.0 < float(lam) < 1.0):
-        raise ValueError(f"lam must lie in (0, 1), got {lam!r}")
-    data_bound = kw.pop("data_bound", None)
-    split = kw.pop("split", None)
-    cov_floor = kw.pop("cov_floor", 1e-6)
-    calibration = kw.pop("calibration", "paper")
-    solver_kw = dict(kw.pop("solver_kw", None) or {})
-    solver_kw.setdefault("solver", solver)
-    if mechanism != "kl" and kw:
-        raise ValueError(f"unknown keyword arguments for mechanism={mechanism!r}: {sorted(kw)}")
-    counts, batch = _validate(X, y, num_classes, epsilon, delta, mask)
-    if data_bound is not None:
-        check_epsilon(data_bound, "data_bound")
-    if not (isinstance(cov_floor, (int, float)) and cov_floor > 0 and math.isfinite(cov_floor)):
-        raise ValueError(f"cov_floor must be a finite float > 0, got {cov_floor!r}")
-    if calibration not in ("paper", "classical", "analytic"):
-        raise ValueError(f"calibration must be 'paper', 'classical' or 'analytic', got {calibration!r}")
-    if mechanism == "r1smg":
-        if X.shape[-1] <= 2:
-            raise ValueError(f"mechanism='r1smg' needs dimension d > 2 (Ji & Li 2024), got d={X.shape[-1]}")
-        if torch.is_tensor(delta) and delta.numel() != 1:
-            raise ValueError("mechanism='r1smg' needs a scalar delta")
-    if split is not None:
-        from torchdpgmm.baselines import BudgetSplit
-
-        if not isinstance(split, BudgetSplit):
-            split = BudgetSplit(*split)
-
-    from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS, PrivacyRecord
-    from torchdpgmm.kl import kl_divergence
-    from torchdpgmm.mixture import LabeledGMM, fit_labeled
-
-    dtype, device = X.dtype, X.device
-    data_batch = X.shape[:-2]
-    # fit once per dataset; parameters with extra leading dims (e.g. an epsilon grid) broadcast over it
-    fitted0 = fit_labeled(X, y, num_classes, mask=mask, min_count=X.shape[-1] + 1)
-    fitted = _expand_gmm(fitted0, batch)
-    eps_t = _expand_batch(epsilon, batch, dtype, device)
-    delta_t = _expand_batch(delta, batch, dtype, device)
-    extra: dict[str, Any] = {}
-    notes = [AS_PUBLISHED_CAVEATS[0], _LABEL_NOTE]
-
-    if mechanism == "kl":
-        from torchdpgmm.design import design_mechanism
-        from torchdpgmm.mechanisms import gaussian as gaussian_noise
-        from torchdpgmm.mechanisms import random_mapping, wishart
-
-        # epsilon / delta broadcast against the data batch inside the design; the SDP is solved once per
-        # dataset and class whatever their shape (DESIGN.md Sec. 3, reduction 1)
-        if design_in is None:
-            # the design is a deterministic function of the data and the parameters: its common-random-
-            # number draws (exact-kl) come from its own fixed generator unless design_generator= is given,
-            # so `generator` drives the release noise only (and design= reproduces the same release)
-            design = design_mechanism(
-                X, y, num_classes, eps_t, delta_t, variant=variant, solver=solver, mask=mask, lam=lam,
-                generator=design_generator, **kw,
-            )
-        else:
-            design = _check_design(design_in, fitted, eps_t, delta_t, variant, lam)
-        d = X.shape[-1]
-        means = gaussian_noise(fitted.means, design.mean_noise_cov, generator=generator)
-        covs = fitted.covariances + wishart(design.gamma, d, generator=generator)
-        released_counts = random_mapping(fitted.counts, design.eps0, lam=lam, generator=generator)
-        weights = released_counts.to(dtype) / released_counts.sum(-1, keepdim=True).to(dtype)
-        model = LabeledGMM(weights, means, covs, counts=released_counts, validate_args=False)
-        extra["released_counts"] = released_counts
-        wishart_cost = 1.5 * design.gamma / fitted.counts.to(dtype)
-        split_rec = {
-            "eps0 (weights, random mapping)": design.eps0,
-            "eps_k (means, Gaussian)": design.eps_k,
-            "3 gamma_k / (2 N_k) (covariances, Wishart)": wishart_cost,
-            "total = max_k(eps_k + 3 gamma_k/(2 N_k)) + eps0": (design.eps_k + wishart_cost).amax(-1) + design.eps0,
-            "variant": variant,
-            "solver": solver,
-            "lambda": lam,
-        }
-        notes += list(AS_PUBLISHED_CAVEATS[1:]) + [_PAPER_RULE_NOTE, _SURROGATE_NOTE if variant != "exact-kl" else _EXACT_NOTE]
-        design_out = design
-    else:
-        from torchdpgmm.baselines import baseline_release, clip_l1, data_bound_l1
-
-        n_t = (mask.sum(-1) if mask is not None else torch.full(data_batch, X.shape[-2], device=device)).to(dtype)
-        if data_bound is None:
-            R = data_bound_l1(X, mask)
-            Xb, fit_b = X, fitted0
-            notes.append(_R_LEAK_NOTE)
-            extra["data_bound_source"] = "data (leaks)"
-        else:
-            R = torch.as_tensor(data_bound, dtype=dtype, device=device)
-            if R.dim() > len(data_batch):
-                raise ValueError("data_bound must broadcast against the data batch shape X.shape[:-2]")
-            Xb = clip_l1(X, R.expand(data_batch) if R.dim() else R)
-            fit_b = fit_labeled(Xb, y, num_classes, mask=mask, min_count=X.shape[-1] + 1)
-            extra["data_bound_source"] = "user (enforced by L1 clipping)"
-            extra["fitted_clipped"] = fit_b
-        notes += [_WU_NOTE, _TWO_CLASS_NOTE]
-        model, info = baseline_release(
-            Xb, y, num_classes, eps_t, delta_t, mechanism, _expand_gmm(fit_b, batch), data_bound=R, n=n_t,
-            generator=generator,
-            mask=mask, split=split, cov_floor=cov_floor, calibration=calibration, solver_kw=solver_kw,
-            delta_scalar=delta,
-        )
-        extra.update(info)
-        extra["wu_assumption_holds"] = (counts.to(dtype) >= n_t[..., None] / (2 * num_classes)).all(-1).expand(batch)
-        split_rec = {
-            "weights": info["epsilon_parts"]["weights"],
-            "means": info["epsilon_parts"]["means"],
-            "covariances": info["epsilon_parts"]["covariances"],
-            "delta_parts": info["delta_parts"],
-            "composition": "max_k(means + covariances) + weights",
-            "cov_projection": f"eigenvalue floor {cov_floor}",
-            "weight_projection": "Euclidean projection onto the simplex with entries >= 1/n",
-        }
-        if mechanism in ("gaussian", "colored", "r1smg"):
-            split_rec["calibration"] = calibration
-            if calibration == "paper":
-                notes.append(_PAPER_RULE_NOTE)
-        design_out = None
-        if mechanism == "colored":
-            extra["mean_noise_cov"] = info["mean_noise_cov"]
-            notes.append(_LOCAL_NOTE)
-            notes.append(
-                "colored: the mean noise covariance is fitted to the label-flip difference vectors of the "
-                "actual dataset (local sensitivity), exactly like the proposed mechanism."
-            )
-    kl = kl_divergence(model, fitted)
-    privacy = PrivacyRecord(
-        epsilon=eps_t,
-        delta=delta_t,
-        adjacency=ADJACENCY,
-        accountant=_accountant_text(mechanism),
-        mode="as-published",
-        mechanism=mechanism if mechanism != "kl" else f"kl ({variant})",
-        split=split_rec,
-        notes=notes,
-    )
-    extra["mechanism"] = mechanism
-    return Release(model=model, fitted=fitted, kl=kl, privacy=privacy, design=design_out, extra=extra)
+            _check_mechanism(mechanism)  # raises with the reason
+        known = sorted(n for m, n in REGISTRY if m == mode)
+        raise ValueError(f"mechanism must be one of {known} in mode={mode!r}, got {mechanism!r}")
+    return impl(X, y, num_classes, epsilon, delta, generator=generator, mask=mask, **options)
 
 
 # ``torchdpgmm.release`` is both this module and, at the top level, the function ``release``. Importing the

@@ -1,17 +1,35 @@
-"""Resumable parameter sweeps over (mechanism, epsilon, N, K, d, seed) grids, locally or on Ray.
+"""Resumable parameter sweeps over (mechanism, epsilon, N, K, d) grids, locally or on Ray.
 
-A sweep is cut into *chunks*: one grid point and a slice of its trials. Each chunk is one batched call
-(all its trials at once) and writes its rows to ``OUT/chunks/<id>.csv`` atomically, so a killed sweep
-resumes by skipping the chunks already on disk; nothing finished is recomputed or lost.
+A sweep is cut into *chunks*: one data configuration ``(N, K, d)`` and a slice of its trials, covering
+**every mechanism and every epsilon** on the same datasets. A chunk generates its data once, fits it once,
+and calls :func:`torchdpgmm.release.release` once per mechanism with the epsilon grid as a leading batch
+dimension, so the data-only parts (the fit of eq. (2) and the covering SDP behind eq. (23) of Liu, Scaglione
+& Peisert 2025, and the colored baseline's SDP of Ravi et al.) are solved once per dataset, not once per
+epsilon. Each chunk writes its rows to ``OUT/chunks/<id>.csv`` atomically, so a killed sweep resumes by
+skipping the chunks already on disk.
 
-Seeds are derived from the sweep seed and the chunk's *content* (grid values and chunk index), never
-from execution order, so the local and Ray backends give identical numbers, and re-running a subset
-gives the same rows. The synthetic datasets depend only on (seed, N, K, d, chunk): every mechanism and
-epsilon sees the same data (common random numbers), which makes mechanism comparisons paired.
+Per-trial reproducibility. Trials are grouped in fixed *blocks* of ``block_size`` trials (a spec field,
+default 40). Block ``b`` of a configuration draws its data from a generator seeded by
+``(seed, N, K, d, b)`` and the noise of mechanism ``m`` from one seeded by ``(seed, m, N, K, d, b)``; a
+block always draws ``block_size`` datasets (surplus trials past ``trials`` are discarded). A trial's row
+therefore depends only on ``(seed, N, K, d, mechanism, trial index)`` and the epsilon grid, never on the
+chunk size, the memory budget, the backend or the number of workers; chunk sizes must be multiples of
+the block size. Within a block the epsilon grid is one batch dimension of a single noise draw, so adding an
+epsilon to the grid changes the other epsilons' noise draws (not their law); the data never change. All
+mechanisms see the same datasets (common random numbers), so mechanism comparisons are paired.
+
+Devices. The generators live on ``spec.device``; CPU and CUDA generators produce different streams, so rows
+are bit-identical across runs on the same device type (and torch version) but equal only in
+distribution between CPU and CUDA (see ``tests/test_device_contract.py``).
+
+Memory. A chunk holds ``chunk_size`` trials in memory; with ``chunk_size=None`` the chunk size is the
+largest multiple of ``block_size`` whose estimated working set fits ``memory_budget`` bytes. Summaries
+are computed by streaming over the chunk files with :class:`~torchdpgmm.montecarlo.RunningStats` (exact
+running mean/variance, quantiles from a fixed log-grid histogram), so they need memory of one chunk.
 
 Files: ``OUT/sweep.json`` (the spec, checked on resume), ``OUT/chunks/*.csv``, and after completion
-``OUT/results.csv`` (one row per trial), ``OUT/summary.json`` (mean and 95% CI per grid point) and
-``OUT/sweep.png``.
+``OUT/results.csv`` (one row per trial), ``OUT/summary.json`` (mean, 95% CI and quantiles per grid point)
+and ``OUT/sweep.png``.
 """
 from __future__ import annotations
 
@@ -23,29 +41,41 @@ import tempfile
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["SweepSpec", "Chunk", "plan_chunks", "run_sweep", "load_results", "summarize", "plot_results"]
+__all__ = ["SweepSpec", "Chunk", "plan_chunks", "run_sweep", "load_results", "iter_results", "summarize",
+           "plot_results", "block_seed"]
 
-RESULT_FIELDS = ["mechanism", "epsilon", "N", "K", "d", "seed", "chunk", "trial", "kl"]
+RESULT_FIELDS = ["mechanism", "epsilon", "N", "K", "d", "seed", "trial", "kl"]
+MODES = ("as-published", "sound")
 
 
 @dataclass
 class SweepSpec:
+    """A sweep grid. ``chunk_size`` (trials per chunk file / task; rounded up to a multiple of ``block_size``)
+    or, when None, ``memory_budget`` (bytes, default 1 GiB) sets the chunking. ``mode="sound"`` needs ``clip_bound`` (the public L2 bound on records) and uses
+    ``adjacency`` (default "replace-one"); ``classes`` is the public number of classes given to the
+    release (default: each grid point's K; must be >= every K)."""
+
     mechanisms: list[str]
     epsilons: list[float]
     Ns: list[int] = field(default_factory=lambda: [1000])
     Ks: list[int] = field(default_factory=lambda: [5])
     ds: list[int] = field(default_factory=lambda: [3])
     trials: int = 100
-    chunk_size: int = 50
+    chunk_size: int | None = 40
     seed: int = 0
     delta: float = 1e-5
     variant: str = "as-published"
     mode: str = "as-published"
     device: str = "cpu"
+    block_size: int = 40
+    memory_budget: float | None = None
+    clip_bound: float | None = None
+    adjacency: str | None = None
+    classes: int | None = None
 
     def validate(self) -> None:
         if not self.mechanisms:
@@ -57,8 +87,24 @@ class SweepSpec:
         for name, vals, lo in (("N", self.Ns, 4), ("K", self.Ks, 2), ("d", self.ds, 1)):
             if not vals or any(int(v) != v or v < lo for v in vals):
                 raise ValueError(f"{name} values must be integers >= {lo}")
-        if self.trials < 1 or self.chunk_size < 1:
-            raise ValueError("trials and chunk_size must be >= 1")
+        if self.trials < 1 or self.block_size < 1:
+            raise ValueError("trials and block_size must be >= 1")
+        if self.chunk_size is not None and self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
+        if self.memory_budget is not None and not self.memory_budget > 0:
+            raise ValueError(f"memory_budget must be > 0 bytes, got {self.memory_budget}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode == "sound":
+            if self.clip_bound is None or not self.clip_bound > 0:
+                raise ValueError("mode='sound' needs clip_bound > 0 (the public L2 bound on every record)")
+        elif self.clip_bound is not None or self.adjacency is not None:
+            raise ValueError("clip_bound and adjacency apply to mode='sound' only")
+        if self.classes is not None and (int(self.classes) != self.classes or self.classes < max(self.Ks)):
+            raise ValueError(f"classes must be an integer >= every K (max K = {max(self.Ks)}), got {self.classes}")
+        if self.classes is not None and self.mode != "sound" and any(k != self.classes for k in self.Ks):
+            raise ValueError("classes larger than K leave empty classes, which mode='as-published' cannot release "
+                             "(it needs d + 1 points per class); use mode='sound' or classes = K")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,68 +112,135 @@ class SweepSpec:
 
 @dataclass(frozen=True)
 class Chunk:
-    mechanism: str
-    epsilon: float
+    """Trials ``[first_trial, first_trial + num_trials)`` of one data configuration, every mechanism and
+    epsilon; they are the blocks ``first_block ..`` of ``block_size`` trials each."""
+
     N: int
     K: int
     d: int
-    index: int          # chunk index within the grid point
+    index: int          # chunk index within the configuration
     first_trial: int
     num_trials: int
-    data_seed: int
-    noise_seed: int
+    block_size: int
 
     @property
     def id(self) -> str:
-        return f"{self.mechanism}_e{self.epsilon:g}_N{self.N}_K{self.K}_d{self.d}_c{self.index:04d}"
+        return f"N{self.N}_K{self.K}_d{self.d}_t{self.first_trial:08d}"
+
+    @property
+    def blocks(self) -> range:
+        b0 = self.first_trial // self.block_size
+        return range(b0, b0 + -(-self.num_trials // self.block_size))
 
 
-def _seed(*parts: Any) -> int:
+def block_seed(*parts: Any) -> int:
+    """A 62-bit seed from the content ``parts`` (JSON-encoded; stable across runs, machines and backends)."""
     key = json.dumps(parts, sort_keys=True).encode()
     return int(np.random.SeedSequence([zlib.crc32(key), len(key)]).generate_state(1, np.uint64)[0] % (2**62))
+
+
+def _bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int) -> float:
+    # the label-flip differences (K, N, d) and the fit's (K, N, d) temporaries per dataset, and the
+    # (E, K, d, d) released parameters per mechanism; x16 headroom for solver temporaries
+    return 8.0 * 16 * (2 * K * N * d + len(spec.epsilons) * len(spec.mechanisms) * K * (d * d + d + 2))
+
+
+def chunk_size_for(spec: SweepSpec, N: int, K: int, d: int) -> int:
+    """The spec's chunk size, or the largest multiple of ``block_size`` fitting the memory budget."""
+    if spec.chunk_size is not None:  # rounded up to whole blocks (the unit of all computation)
+        return -(-int(spec.chunk_size) // spec.block_size) * spec.block_size
+    from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET
+
+    budget = spec.memory_budget or DEFAULT_MEMORY_BUDGET
+    blocks = max(1, int(budget // (_bytes_per_trial(spec, N, K, d) * spec.block_size)))
+    return blocks * spec.block_size
 
 
 def plan_chunks(spec: SweepSpec) -> list[Chunk]:
     """Every chunk of the sweep, in a deterministic order."""
     spec.validate()
     chunks = []
-    n_chunks = -(-spec.trials // spec.chunk_size)
-    for mech, eps, N, K, d in itertools.product(spec.mechanisms, spec.epsilons, spec.Ns, spec.Ks, spec.ds):
-        for c in range(n_chunks):
-            first = c * spec.chunk_size
-            n = min(spec.chunk_size, spec.trials - first)
-            chunks.append(Chunk(mech, float(eps), int(N), int(K), int(d), c, first, n,
-                                _seed(spec.seed, "data", N, K, d, c),
-                                _seed(spec.seed, "noise", mech, float(eps), N, K, d, c)))
+    for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds):
+        cs = chunk_size_for(spec, N, K, d)
+        for c, first in enumerate(range(0, spec.trials, cs)):
+            chunks.append(Chunk(int(N), int(K), int(d), c, first, min(cs, spec.trials - first), spec.block_size))
     return chunks
 
 
+def _kl_rows(spec: SweepSpec, mech: str, kl, chunk: Chunk, first: int, n: int) -> list[dict[str, Any]]:
+    vals = kl.detach().cpu().tolist()  # (E, T): the one host transfer per block and mechanism
+    return [{"mechanism": mech, "epsilon": float(e), "N": chunk.N, "K": chunk.K, "d": chunk.d, "seed": spec.seed,
+             "trial": first + i, "kl": vals[j][i]}
+            for j, e in enumerate(spec.epsilons) for i in range(n)]
+
+
+def _release_kl(spec: SweepSpec, mech: str, X, y, num_classes: int, eps, gen, data_classes: int | None = None):
+    """Realised KL(released || fitted) (Appendix B), shape (E, T), for one mechanism over the epsilon grid;
+    ``data_classes`` (the generated K, public) when it is smaller than ``num_classes`` (see :func:`_kl_of`)."""
+    import torch
+
+    from torchdpgmm.release import release
+
+    if spec.mode == "sound":  # scalar epsilon per call; public facts from the spec only
+        kw = {"clip_bound": spec.clip_bound, "adjacency": spec.adjacency or "replace-one"}
+        return torch.stack([_kl_of(release(X, y, num_classes, float(e), spec.delta, mechanism=mech, mode="sound",
+                                           generator=gen, **kw), X, y, num_classes, data_classes)
+                            for e in spec.epsilons])
+    kw = {"variant": spec.variant} if mech == "kl" else {}
+    return _kl_of(release(X, y, num_classes, eps, spec.delta, mechanism=mech, generator=gen, **kw), X, y, num_classes)
+
+
+def _kl_of(rel, X, y, num_classes, data_classes=None):
+    """``rel.kl`` when the release carries it, else KL(model || eq. (2) fit) computed here (evaluation only).
+
+    When the public class count exceeds the generated one (``data_classes`` K < ``num_classes``: the
+    classes K.. are empty, so their eq. (2) fit is undefined), the metric is the KL of the released model
+    conditioned on ``y < K`` (its weights renormalised over the first K classes) to the fit of those K
+    classes; the mass the release puts on the empty classes is not part of it."""
+    kl = getattr(rel, "kl", None)
+    if kl is not None:
+        return kl
+    from torchdpgmm.kl import kl_divergence
+    from torchdpgmm.mixture import LabeledGMM, fit_labeled
+
+    K = int(data_classes or num_classes)
+    model = rel.model
+    if K < num_classes:
+        w = model.weights[..., :K]
+        model = LabeledGMM(w / w.sum(-1, keepdim=True), model.means[..., :K, :], model.covariances[..., :K, :, :],
+                           validate_args=False)
+    return kl_divergence(model, fit_labeled(X, y, K))
+
+
 def default_trial_fn(spec: SweepSpec, chunk: Chunk) -> list[dict[str, Any]]:
-    """Generate ``chunk.num_trials`` synthetic datasets (Sec. V-A), release each, return one row per trial."""
+    """Generate the chunk's synthetic datasets (Sec. V-A of Liu, Scaglione & Peisert 2025) block by block,
+    release each with every mechanism over the epsilon grid, and return one row per (mechanism, epsilon,
+    trial)."""
     import torch
 
     from torchdpgmm.montecarlo import synthetic_data
-    from torchdpgmm.release import release
 
     device = torch.device(spec.device)
-    g_data = torch.Generator(device=device).manual_seed(chunk.data_seed)
-    g_noise = torch.Generator(device=device).manual_seed(chunk.noise_seed)
-    data = synthetic_data(chunk.num_trials, chunk.N, chunk.K, chunk.d, generator=g_data, device=device)
-    X, y = data.X, data.y
-    kw: dict[str, Any] = {"mode": spec.mode}
-    if chunk.mechanism == "kl":
-        kw["variant"] = spec.variant
-    rel = release(X, y, chunk.K, chunk.epsilon, spec.delta, mechanism=chunk.mechanism, generator=g_noise, **kw)
-    kl = rel.kl.detach().cpu().tolist()
-    return [
-        {"mechanism": chunk.mechanism, "epsilon": chunk.epsilon, "N": chunk.N, "K": chunk.K, "d": chunk.d,
-         "seed": spec.seed, "chunk": chunk.index, "trial": chunk.first_trial + i, "kl": v}
-        for i, v in enumerate(kl)
-    ]
+    num_classes = int(spec.classes or chunk.K)
+    rows: list[dict[str, Any]] = []
+    for b in chunk.blocks:
+        first = b * chunk.block_size
+        n = min(chunk.block_size, spec.trials - first)
+        g_data = torch.Generator(device=device).manual_seed(block_seed(spec.seed, "data", chunk.N, chunk.K, chunk.d, b))
+        data = synthetic_data(chunk.block_size, chunk.N, chunk.K, chunk.d, generator=g_data, device=device)
+        X, y = data.X, data.y    # always a whole block (the surplus trials past spec.trials are dropped)
+        eps = torch.tensor(spec.epsilons, dtype=X.dtype, device=device)[:, None]
+        for mech in spec.mechanisms:
+            g = torch.Generator(device=device).manual_seed(
+                block_seed(spec.seed, "noise", mech, chunk.N, chunk.K, chunk.d, b))
+            kl = _release_kl(spec, mech, X, y, num_classes, eps, g, data_classes=chunk.K)[:, :n]
+            rows += _kl_rows(spec, mech, kl, chunk, first, n)
+    return rows
 
 
 def _atomic_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
+    os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
     with os.fdopen(fd, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=RESULT_FIELDS)
         w.writeheader()
@@ -177,13 +290,26 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
         _run_ray(spec, todo, out, fn, ray_address, bar)
     if bar is not None:
         bar.close()
-    rows = load_results(out, chunks)
     results = out / "results.csv"
-    _atomic_rows(results, rows)
-    summary = summarize(rows)
+    _concat_chunks(results, [out / "chunks" / f"{c.id}.csv" for c in chunks])
+    summary = summarize(iter_results(out, chunks))
     (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "points": summary}, indent=2))
-    plot_results(summary, out / "sweep.png")
+    plot_results(summary, out / "sweep.png", spec=spec)
     return {"done": len(todo), "skipped": skipped, "results": str(results), "summary": summary}
+
+
+def _concat_chunks(path: Path, parts: list[Path]) -> None:
+    """``results.csv``: the chunk files in plan order, one header, streamed (memory of one line), atomic."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
+    os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
+    with os.fdopen(fd, "w", newline="") as fh:
+        fh.write(",".join(RESULT_FIELDS) + "\r\n")
+        for p in parts:
+            with open(p, newline="") as src:
+                next(src, None)
+                for line in src:
+                    fh.write(line)
+    os.replace(tmp, path)
 
 
 def _run_ray(spec: SweepSpec, todo: list[Chunk], out: Path, fn: Callable, address: str | None, bar: Any) -> None:
@@ -211,57 +337,73 @@ def _run_ray(spec: SweepSpec, todo: list[Chunk], out: Path, fn: Callable, addres
             ray.shutdown()
 
 
-def load_results(out: str | Path, chunks: Iterable[Chunk] | None = None) -> list[dict[str, Any]]:
-    """Rows of every finished chunk (in plan order when ``chunks`` is given), with typed values."""
+def iter_results(out: str | Path, chunks: Iterable[Chunk] | None = None) -> Iterator[dict[str, Any]]:
+    """Stream the rows of every finished chunk (in plan order when ``chunks`` is given), with typed values."""
     out = Path(out)
     paths = ([out / "chunks" / f"{c.id}.csv" for c in chunks] if chunks is not None
              else sorted((out / "chunks").glob("*.csv")))
-    rows = []
     for p in paths:
         if not p.exists():
             continue
         with open(p, newline="") as fh:
             for r in csv.DictReader(fh):
-                rows.append({"mechanism": r["mechanism"], "epsilon": float(r["epsilon"]), "N": int(r["N"]),
-                             "K": int(r["K"]), "d": int(r["d"]), "seed": int(r["seed"]), "chunk": int(r["chunk"]),
-                             "trial": int(r["trial"]), "kl": float(r["kl"])})
-    return rows
+                yield {"mechanism": r["mechanism"], "epsilon": float(r["epsilon"]), "N": int(r["N"]),
+                       "K": int(r["K"]), "d": int(r["d"]), "seed": int(r["seed"]), "trial": int(r["trial"]),
+                       "kl": float(r["kl"])}
 
 
-def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from scipy import stats
+def load_results(out: str | Path, chunks: Iterable[Chunk] | None = None) -> list[dict[str, Any]]:
+    """All rows in memory (small sweeps; use :func:`iter_results` to stream large ones)."""
+    return list(iter_results(out, chunks))
 
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        groups.setdefault((r["mechanism"], r["epsilon"], r["N"], r["K"], r["d"]), []).append(r["kl"])
+
+def summarize(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per grid point: mean, Student-t 95% CI, median / 5% / 95% quantiles, streaming over ``rows``.
+
+    Exact running mean and variance (Chan et al.'s pairwise update); quantiles from a fixed log-grid
+    histogram (:class:`~torchdpgmm.montecarlo.RunningStats`, relative resolution 1.2%), so memory does not
+    grow with the number of trials."""
+    from torchdpgmm.montecarlo import RunningStats
+
+    groups: dict[tuple, Any] = {}
+    buf: dict[tuple, list[float]] = {}
+    for i, r in enumerate(rows, 1):
+        key = (r["mechanism"], r["epsilon"], r["N"], r["K"], r["d"])
+        if key not in groups:
+            groups[key], buf[key] = RunningStats(), []
+        buf[key].append(r["kl"])
+        if i % 65536 == 0:  # flush: memory stays bounded whatever the number of rows
+            for k, v in buf.items():
+                groups[k].update(v)
+                v.clear()
+    for k, v in buf.items():
+        groups[k].update(v)
     out = []
-    for (m, e, N, K, d), v in groups.items():
-        a = np.asarray(v)
-        n = len(a)
-        half = float(stats.t.ppf(0.975, n - 1) * a.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
-        out.append({"mechanism": m, "epsilon": e, "N": N, "K": K, "d": d, "mean": float(a.mean()),
-                    "ci_low": float(a.mean() - half), "ci_high": float(a.mean() + half), "trials": n})
+    for (m, e, N, K, d), st in groups.items():
+        s = st.summary()
+        out.append({"mechanism": m, "epsilon": e, "N": N, "K": K, "d": d, "mean": s["mean"],
+                    "ci_low": s["ci_low"], "ci_high": s["ci_high"], "median": s["median"], "q05": s["q05"],
+                    "q95": s["q95"], "nonfinite": s["nonfinite"], "trials": s["n"]})
     return out
 
 
-def plot_results(summary: list[dict[str, Any]], path: str | Path) -> None:
-    import matplotlib
+def plot_results(summary: list[dict[str, Any]], path: str | Path, *, spec: SweepSpec | None = None) -> None:
+    """KL vs epsilon per mechanism (and per (N, K, d) when several), mean and 95% CI on log axes, with the
+    sweep's settings (from ``spec`` when given) in the caption; see :mod:`torchdpgmm.experiments.plotting`."""
+    from torchdpgmm.experiments.plotting import plot_curves, series_from_rows
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    keys = sorted({(s["mechanism"], s["N"], s["K"], s["d"]) for s in summary})
-    for key in keys:
-        pts = sorted((s for s in summary if (s["mechanism"], s["N"], s["K"], s["d"]) == key), key=lambda s: s["epsilon"])
-        e = [p["epsilon"] for p in pts]
-        ax.errorbar(e, [p["mean"] for p in pts],
-                    yerr=[[p["mean"] - p["ci_low"] for p in pts], [p["ci_high"] - p["mean"] for p in pts]],
-                    marker="o", capsize=3, label=f"{key[0]} N={key[1]} K={key[2]} d={key[3]}")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("KL(released || fitted)")
-    ax.set_yscale("log")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    varying = [c for c in ("N", "K", "d") if len({s[c] for s in summary}) > 1]
+    variant = spec.variant if spec is not None and spec.mode == "as-published" else None
+    rows = [dict(s, label=(f"kl/{variant}" if s["mechanism"] == "kl" and variant else s["mechanism"])
+                 + "".join(f" {c}={s[c]}" for c in varying)) for s in summary]
+    rows.sort(key=lambda r: (r["label"], r["epsilon"]))
+    settings: dict[str, Any] = {c: summary[0][c] for c in ("N", "K", "d") if c not in varying and summary}
+    settings["trials"] = max((int(s["trials"]) for s in summary), default=0)
+    if spec is not None:
+        settings.update(delta=spec.delta, mode=spec.mode, classes=spec.classes)
+        if spec.mode == "sound":
+            settings.update(adjacency=spec.adjacency or "replace-one", clip_bound=spec.clip_bound)
+        else:
+            settings.update(adjacency="label-flip")
+    plot_curves(series_from_rows(rows, "epsilon"), path, x_label="epsilon", y_label="KL(released || fitted)",
+                title="Sweep: KL vs epsilon", settings=settings, logx=True, logy=True)

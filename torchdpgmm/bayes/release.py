@@ -222,15 +222,20 @@ def xi_release(
 
 
 def _privacy_record(epsilon: float, mean_fraction: float, cov_bound: str, notes: list[str]):
-    from torchdpgmm.accounting import PrivacyRecord
+    """Typed record of the 2011 release: pure epsilon-DP under replace-one of a record's features with the
+    labels and class sizes fixed (the paper's sibling databases); the class counts (hence the weights) are
+    released without noise, so the release is not covered when labels or class sizes are private."""
+    from torchdpgmm.privacy import PrivacyRecord
 
     return PrivacyRecord(
         epsilon=float(epsilon),
         delta=0.0,
-        adjacency="replace-one (labels and class sizes fixed)",
+        adjacency="replace-one",
         accountant="basic composition within a class, parallel composition across classes",
         mode="as-published",
         mechanism=f"xi2011-laplace ({cov_bound} covariance sensitivity)",
         split={"mean": mean_fraction * float(epsilon), "covariance": (1 - mean_fraction) * float(epsilon)},
-        notes=list(notes),
+        notes=tuple(notes) + ("adjacency: one record's features replaced, labels and class sizes fixed; the class "
+                              "counts are released without noise (not covered if labels are private)",),
+        covered=False,
     )

@@ -67,9 +67,11 @@ def theorem41_intervals(mu, var, n, lam, p: float, quantiles: str = "corrected")
         raise ValueError("mu, var, n must end in 2 (two classes) and lam in 4 (four noises)")
     z = stats.norm.ppf(hi_q)
     lap = -math.log(1 - 2 * abs(hi_q - 0.5))  # (hi_q) quantile of L(0, 1)
-    n_np = n.numpy()
-    chi_lo = torch.as_tensor(stats.chi2.ppf(lo_q, n_np - 1), dtype=torch.float64)
-    chi_hi = torch.as_tensor(stats.chi2.ppf(hi_q, n_np - 1), dtype=torch.float64)
+    # chi-square quantiles come from scipy on the host (a few numbers, not a hot path); the inputs may live
+    # on any device, so they are copied to the CPU first and the quantiles moved back to n's device
+    dof = (n - 1).detach().cpu().tolist()
+    chi_lo = torch.as_tensor(stats.chi2.ppf(lo_q, dof), dtype=torch.float64, device=n.device)
+    chi_hi = torch.as_tensor(stats.chi2.ppf(hi_q, dof), dtype=torch.float64, device=n.device)
     half_mean = torch.sqrt(var / n) * z + lam[..., :2] * lap
     mean_lo, mean_hi = mu - half_mean, mu + half_mean
     var_lo = var / n * chi_lo - lam[..., 2:] * lap

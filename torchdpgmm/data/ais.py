@@ -14,7 +14,7 @@ import torch
 __all__ = ["AIS_NUMERIC_COLUMNS", "AIS_SKEWED_PAIR", "load_ais"]
 
 AIS_NUMERIC_COLUMNS = ("RCC", "WCC", "Hc", "Hg", "Fe", "BMI", "SSF", "Bfat", "LBM", "Ht", "Wt")
-# Paper 004 uses "columns 2-3" of AIS, which is ambiguous (sex/sport are not numeric). We use BMI and body
+# The DP-MSNM paper (2021) uses "columns 2-3" of AIS, which is ambiguous (sex/sport are not numeric). We use BMI and body
 # fat percentage: both right-skewed, and a standard skew-normal example (Azzalini's sn documentation).
 AIS_SKEWED_PAIR = ("BMI", "Bfat")
 

@@ -1,4 +1,4 @@
-"""Real data sets used by the paper's experiments (paper 000, Sections V-B and V-D).
+"""Real data sets used by the experiments of Liu, Scaglione & Peisert (2025), Sections V-B and V-D.
 
 Every loader returns ``(X, y)``: ``X`` a floating tensor with one row per sample, ``y`` an int64
 tensor of class labels in ``[0, K)``. Nothing here needs a network unless ``download=True`` is asked for.

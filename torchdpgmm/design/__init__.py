@@ -1,4 +1,4 @@
-"""Mechanism design for the KL-optimal release (paper 000, Algorithm 1) and the covering SDP (23).
+"""Mechanism design for the KL-optimal release (Liu, Scaglione & Peisert 2025, Algorithm 1) and the covering SDP (23).
 
 Public: :func:`design_mechanism` -> :class:`MechanismDesign` (``design.at(epsilon)`` for cheap epsilon sweeps),
 :func:`solve_covering_sdp` (dual / cvxpylayers), :func:`solve_lmi_cvxpy` (literal LMI reference),

@@ -1,4 +1,4 @@
-"""Algorithm 1 of Liu, Scaglione & Peisert (paper 000) and two variants, batched over trials.
+"""Algorithm 1 of Liu, Scaglione & Peisert (2025) and two variants, batched over trials.
 
 ``design_mechanism`` chooses the budget split ``(eps0, eps_k)``, the Wishart parameters ``gamma_k`` and the
 mean-noise covariances ``Gamma_k^{-1}`` of the KL-optimal release (eqs. 5, 6, 9-12, 22-27):
@@ -8,7 +8,7 @@ mean-noise covariances ``Gamma_k^{-1}`` of the KL-optimal release (eqs. 5, 6, 9-
 * ``variant="global"`` — the same objective (P2)/(12), optimised jointly over the split: per class a 1-D
   search over ``gamma_k`` (``eps_k`` then fills the rest of the class budget), and a 1-D search over ``eps0``.
 * ``variant="exact-kl"`` — as "global", but with the exact expected Gaussian KL in place of the Wishart
-  surrogate ``-E ln|W|`` of (12) (DESIGN.md §4), estimated with common random numbers.
+  surrogate ``-E ln|W|`` of (12) (see ``docs/design.md``, "The surrogate misleads"), estimated with common random numbers.
 
 Reductions used (proofs in ``docs/design.md``): (R1) ``Gamma_k^{-1}(eps_k) = (L / eps_k^2) X1_k`` with
 ``L = 2 ln(2/delta)`` and ``X1_k`` the solution of the covering SDP at t/L = 1, solved once per class; every
@@ -448,7 +448,7 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
                      lam: float = 1e-3, max_iter: int = 50, tol: float = 1e-3,
                      generator: torch.Generator | None = None, kl_draws: int = 128,
                      sdp_tol: float = 1e-6) -> MechanismDesign:
-    """Design the KL-optimal release of paper 000 (Algorithm 1 and variants) for a batch of labeled datasets.
+    """Design the KL-optimal release of Liu, Scaglione & Peisert (2025) (Algorithm 1 and variants) for a batch of labeled datasets.
 
     Args:
         X: ``(..., N, d)`` features; y: ``(..., N)`` labels in ``[0, num_classes)``; mask: ``(..., N)`` bool for
@@ -474,7 +474,7 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
         raise ValueError(f"lam must lie in (0, 1), got {lam!r}")
     if not torch.is_tensor(X) or X.dim() < 2:
         raise ValueError("X must be a tensor of shape (..., N, d)")
-    X = X.to(torch.float64)   # statistics, the SDP and the split search run in float64 (DESIGN.md §2)
+    X = X.to(torch.float64)   # statistics, the SDP and the split search run in float64 (a certified 1e-6 SDP gap needs it)
     if not torch.is_tensor(y) or y.shape != X.shape[:-1]:
         raise ValueError(f"y must be a tensor of shape {tuple(X.shape[:-1])}, got "
                          f"{tuple(y.shape) if torch.is_tensor(y) else type(y).__name__}")
@@ -486,17 +486,15 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
     check_labels(y, num_classes, mask)
     d = X.shape[-1]
     K = num_classes
-    V, vmask, counts, means = label_flip_differences(X, y, K, mask)
+    V, vmask, counts, _ = label_flip_differences(X, y, K, mask)
     if bool((counts < d + 1).any()):
         raise ValueError(f"every class needs at least d + 1 = {d + 1} points (to have an invertible "
                          f"covariance); smallest class has {int(counts.min().item())}")
-    onehot = torch.nn.functional.one_hot(y.clamp(0, K - 1), K).to(X.dtype)
-    if mask is not None:
-        onehot = onehot * mask.unsqueeze(-1).to(X.dtype)
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)                            # (..., K, N, d)
-    wgt = onehot.transpose(-1, -2).unsqueeze(-1)
-    cov = (wgt * diff).transpose(-1, -2) @ diff / (counts - 1).unsqueeze(-1).unsqueeze(-1)   # eq. (2c)
-    cov = 0.5 * (cov + cov.transpose(-1, -2))
+    from ..mixture import fit_labeled
+
+    fitted = fit_labeled(X, y, num_classes, mask=mask, min_count=d + 1)       # eq. (2), one implementation
+    counts, means = fitted.counts.to(X.dtype), fitted.means
+    cov = 0.5 * (fitted.covariances + fitted.covariances.transpose(-1, -2))
     chol, info = torch.linalg.cholesky_ex(cov)
     if bool((info != 0).any()):
         raise ValueError("a class covariance is singular (degenerate features); cannot design the mechanism")
@@ -519,10 +517,4 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
             gen = torch.Generator(device=device)
             gen.manual_seed(0)
         ctx["eigs0"] = _wishart_eigs(cov, kl_draws, gen)
-    fitted = None
-    try:  # the core's container (eq. 2); optional so this module works before the core lands
-        from ..mixture import fit_labeled  # type: ignore
-        fitted = fit_labeled(X, y, num_classes, mask=mask)
-    except ImportError:
-        fitted = None
     return _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver)

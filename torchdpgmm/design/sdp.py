@@ -1,11 +1,11 @@
-"""The covering SDP behind eq. (23) of Liu, Scaglione & Peisert (paper 000) and its solvers.
+"""The covering SDP behind eq. (23) of Liu, Scaglione & Peisert (2025) and its solvers.
 
 After the exact reduction of ``docs/design.md`` (reduction 1), the mean-noise step (23) of
 Algorithm 1 needs, per class, only the solution of
 
     min_X  tr(A X)   s.t.   X >= v_m v_m^T  (m = 1..N),                                   (C)
 
-with ``A = Sigma_k^{-1}`` and ``v_m`` the N label-flip differences of ``mu_k`` (DESIGN.md §3); the
+with ``A = Sigma_k^{-1}`` and ``v_m`` the N label-flip differences of ``mu_k`` (``docs/design.md``, reduction 1); the
 printed LMI (19)/(23) at ``eps_k^2 / (2 ln(2/delta)) = 1`` is exactly (C) by a Schur complement.
 
 Solvers (all return an :class:`CoveringSDPResult` whose ``X`` is *feasible*: ``max_m v_m^T X^{-1} v_m <= 1``
@@ -62,7 +62,7 @@ class CoveringSDPResult:
 
 def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
                            mask: torch.Tensor | None = None):
-    """The N label-flip differences of every class mean (DESIGN.md §3; the vectors of (10)/(19)).
+    """The N label-flip differences of every class mean (``docs/design.md``; the vectors of (10)/(19)).
 
     Flipping the label of point n changes ``mu_k`` by ``(x_n - mu_k)/(N_k - 1)`` if n is in class k
     (it leaves) and by ``(mu_k - x_n)/(N_k + 1)`` otherwise (it joins); the sign is irrelevant for (10).
@@ -228,6 +228,25 @@ def _newton_active_set(W, mask, p, k, steps, tol, sync_every=3):
     return best_lower, best_upper, best_Y, step
 
 
+def _multiplicative_step(Wk, mk, pk, p_prev, r_prev, f_prev, rho_t):
+    """One safeguarded multiplicative step ``p_m <- p_m (w_m^T M^{-1/2} w_m / tr M^{1/2})^rho``: a step that
+    lowered the dual objective is undone and that problem's exponent halved (rho = 1 is the classical,
+    monotone update). Returns the new ``(p, p_prev, r_prev, f_prev, rho)``."""
+    e, U = torch.linalg.eigh(_sym(_scatter(pk, Wk)))
+    s = e.clamp_min(torch.finfo(Wk.dtype).tiny ** 0.5).sqrt()
+    f = s.sum(-1)
+    Wh = Wk @ U
+    r = torch.where(mk, (Wh * Wh / s.unsqueeze(-2)).sum(-1), torch.zeros_like(pk))
+    bad = f < f_prev * (1 - 1e-13)
+    rho_t = torch.where(bad, (rho_t * 0.5).clamp_min(1.0), rho_t)
+    bad1 = bad.unsqueeze(-1)
+    pk = torch.where(bad1, p_prev, pk)
+    r = torch.where(bad1, r_prev, r)
+    f = torch.where(bad, f_prev, f)
+    pr = pk * torch.exp(rho_t.unsqueeze(-1) * torch.log((r / f.unsqueeze(-1)).clamp_min(1e-300)))
+    return pr / pr.sum(-1, keepdim=True), pk, r, f, rho_t
+
+
 def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
     batch = W.shape[:-2]
     n = W.shape[-2]
@@ -252,6 +271,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
     rho_t = torch.full(W.shape[:-2], float(rho), dtype=W.dtype, device=W.device)
     f_prev = torch.full(W.shape[:-2], -math.inf, dtype=W.dtype, device=W.device)
     p_prev, r_prev = pk, torch.zeros_like(pk)
+    next_prune, unprunes = check_every, 0   # pruning backs off geometrically after every un-prune
     it = 0
 
     def update_best(pfull):
@@ -268,24 +288,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
         return torch.zeros(mask.shape, dtype=pw.dtype, device=pw.device).scatter(-1, work_idx, pw)
 
     while True:
-        # one multiplicative step, safeguarded: a step that lowers the dual objective is undone and
-        # that problem's exponent halved (rho = 1 is the classical, monotone update)
-        M = _scatter(pk, Wk)
-        e, U = torch.linalg.eigh(_sym(M))
-        s = e.clamp_min(torch.finfo(W.dtype).tiny ** 0.5).sqrt()
-        f = s.sum(-1)
-        Wh = Wk @ U
-        r = (Wh * Wh / s.unsqueeze(-2)).sum(-1)
-        r = torch.where(mk, r, torch.zeros_like(r))
-        bad = f < f_prev * (1 - 1e-13)
-        rho_t = torch.where(bad, (rho_t * 0.5).clamp_min(1.0), rho_t)
-        bad1 = bad.unsqueeze(-1)
-        pk = torch.where(bad1, p_prev, pk)
-        r = torch.where(bad1, r_prev, r)
-        f = torch.where(bad, f_prev, f)
-        p_prev, r_prev, f_prev = pk, r, f
-        pr = pk * torch.exp(rho_t.unsqueeze(-1) * torch.log((r / f.unsqueeze(-1)).clamp_min(1e-300)))
-        pk = pr / pr.sum(-1, keepdim=True)
+        pk, p_prev, r_prev, f_prev, rho_t = _multiplicative_step(Wk, mk, pk, p_prev, r_prev, f_prev, rho_t)
         it += 1
         if it in (5, 10) or it % check_every == 0 or it >= max_iter:
             pfull = to_full(pk)
@@ -313,7 +316,7 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
                 Wk, mk, pk, pfull = Wk[keep], mk[keep], pk[keep], pfull[keep]
                 if work_idx is not None:
                     work_idx = work_idx[keep]
-            if prune and work_idx is None and n > 4 * ksupp and it >= check_every:
+            if prune and work_idx is None and n > 4 * ksupp and it >= next_prune:
                 # active set: keep the 4*ksupp heaviest points. Exact: every certificate is computed
                 # against all N points, and a pruned point that becomes the binding one un-prunes.
                 kk = 4 * ksupp
@@ -330,6 +333,8 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
                 if bool((r_full.amax(-1) > r_kept.amax(-1) * (1 + 1e-12)).any()):
                     pk = 0.5 * pfull + 0.5 * maskf / maskf.sum(-1, keepdim=True)
                     Wk, mk, work_idx = W, mask, None
+                    unprunes += 1
+                    next_prune = it + check_every * 4 ** unprunes   # no prune / un-prune cycles
                     p_prev, r_prev, f_prev = pk, torch.zeros_like(pk), torch.full_like(f_prev, -math.inf)
     out_Y[gidx] = best_Y
     out_upper[gidx] = best_upper
@@ -395,7 +400,7 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
         n_jobs: thread count for the cvxpylayers batch loop (``n_jobs_forward``).
 
     The change of variables ``w = C v`` with ``A = C^T C`` (C = chol(A)^T) turns (C) into
-    ``min tr(Y) s.t. Y >= w_m w_m^T`` with ``X = C^{-1} Y C^{-T}``. Its dual (DESIGN.md §3, reduction 2) is
+    ``min tr(Y) s.t. Y >= w_m w_m^T`` with ``X = C^{-1} Y C^{-T}``. Its dual (``docs/design.md``, reduction 2) is
     ``max_{p in simplex} tr(M(p)^{1/2})^2``, ``M(p) = sum_m p_m w_m w_m^T``; for any p,
     ``Y = (max_m w_m^T M^{-1/2} w_m) M^{1/2}`` is feasible, which certifies the gap.
     Vectors are rescaled to unit maximum norm internally (the optimum scales quadratically). Computation and
@@ -440,7 +445,7 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
 
 def solve_lmi_cvxpy(A, V, bound: float = 1.0, eps_sq_max: float | None = None, L: float = 1.0,
                     normalize: bool = True):
-    """Reference: the literal LMI (19)/(23) of paper 000 for one class, in plain cvxpy + Clarabel (numpy).
+    """Reference: the literal LMI (19)/(23) of Liu, Scaglione & Peisert (2025) for one class, in plain cvxpy + Clarabel (numpy).
 
     ``min tr(A X)`` over ``X`` (= Gamma_k^{-1}) subject to ``[[t, v_m^T], [v_m, X]] >= 0`` for every row v_m of V.
     If ``eps_sq_max`` is None, ``t = bound`` is fixed (bound = 1 gives (C)); otherwise ``t = e / L`` with a

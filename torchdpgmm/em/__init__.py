@@ -1,12 +1,14 @@
-"""EM family: batched GMM EM, DP-EM (Park et al.), DPGMM (Wu et al.), skew-normal mixtures, DP-MSNM.
+"""EM family: batched GMM EM, DP-EM (Park et al. 2017), DPGMM (Wu et al. 2016), skew-normal mixtures,
+DP-MSNM (the DP-MSNM paper, 2021) and SAGMM (sample and aggregate).
 
 Public entry points (all batched over leading dims of ``X (..., N, d)``, masks for ragged data):
 
 * :func:`fit_gmm` -- EM for full-covariance GMMs (many datasets and restarts in one call).
-* :func:`fit_skew_normal_mixture` -- EM for skew-normal mixtures (paper 004, eqs. 8-10).
-* :func:`fit_dp_em` -- DP-EM, LLG / GGG perturbation, MAP M-step, moments accountant (paper 002).
+* :func:`fit_skew_normal_mixture` -- EM for skew-normal mixtures (the DP-MSNM paper 2021, eqs. 8-10).
+* :func:`fit_dp_em` -- DP-EM, LLG / GGG perturbation, MAP M-step, moments accountant (Park et al. 2017).
 * :func:`fit_dpgmm` -- DPGMM (Wu et al. 2016), Laplace noise with L1 sensitivities.
-* :func:`fit_dp_msnm` -- DP-MSNM (paper 004), Laplace noise with Lemmas 1-4.
+* :func:`fit_dp_msnm` -- DP-MSNM (2021), Laplace noise with Lemmas 1-4.
+* :func:`fit_sagmm` -- SAGMM: disjoint blocks, batched EM, per-block alignment, noisy average.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from torchdpgmm.em.skew_normal import (
 from torchdpgmm.em.dp_em import MAPPrior, calibrate_dp_em, dp_em_epsilon, fit_dp_em, map_m_step
 from torchdpgmm.em.dpgmm import fit_dpgmm, wu_sensitivities
 from torchdpgmm.em.dp_msnm import fit_dp_msnm, msnm_sensitivities
+from torchdpgmm.em.sagmm import align_components, fit_sagmm, sagmm_aggregate, sagmm_sensitivities
 
 __all__ = [
     "GMMFit", "fit_gmm", "e_step", "m_step", "gaussian_log_prob", "kmeans_plusplus",
@@ -42,4 +45,5 @@ __all__ = [
     "to_centred_params", "to_lambda_eta",
     "MAPPrior", "fit_dp_em", "map_m_step", "calibrate_dp_em", "dp_em_epsilon",
     "fit_dpgmm", "wu_sensitivities", "fit_dp_msnm", "msnm_sensitivities",
+    "fit_sagmm", "sagmm_aggregate", "sagmm_sensitivities", "align_components",
 ]

@@ -1,7 +1,9 @@
-"""Small shared pieces of the EM family: noise, post-processing, clipping, information criteria.
+"""Small shared pieces of the EM family: noise, post-processing, clipping, information criteria, records.
 
 Noise primitives and the PSD shift come from the core (:mod:`torchdpgmm.mechanisms`); this module only
-adapts them (symmetric-matrix noise, clipping, the paper-004 weight normalisation).
+adapts them (symmetric-matrix noise, clipping, the weight normalisation of the DP-MSNM paper, 2021).
+:func:`make_record` builds the typed privacy record of the privacy package (``NoisedBlock`` entries and
+``covered``). All noise is drawn by :mod:`torchdpgmm.mechanisms`.
 """
 from __future__ import annotations
 
@@ -20,15 +22,42 @@ __all__ = [
     "clip_rows_l2",
     "project_l1_ball",
     "PrivacyRecord",
+    "make_record",
+    "noised_block",
     "num_params_gmm",
     "num_params_msnm",
     "information_criteria",
 ]
 
 
-from torchdpgmm.accounting import PrivacyRecord  # noqa: E402  (re-exported for the EM modules)
-from torchdpgmm.mechanisms.laplace import laplace_noise as _laplace_noise
+from torchdpgmm.privacy import PrivacyRecord  # noqa: E402  (re-exported for the EM modules)
+from torchdpgmm.mechanisms import laplace_noise as _laplace_noise, normal_noise, symmetric_noise
 from torchdpgmm.mechanisms.psd import shift_psd as _core_shift_psd
+
+
+def noised_block(name: str, mechanism: str, sensitivity: Any, noise_scale: Any, norm: str, count: int = 1):
+    """A block description (dict with the privacy package's ``NoisedBlock`` fields), or ``None`` when the
+    sensitivity differs across the batch (it depends on a per-dataset n) and no single number describes it."""
+    vals = []
+    for v in (sensitivity, noise_scale):
+        t = torch.as_tensor(v, dtype=torch.float64).detach().flatten()
+        if t.numel() == 0 or not bool((t == t[0]).all()):
+            return None
+        vals.append(float(t[0]))
+    return {"name": name, "mechanism": mechanism, "sensitivity": vals[0], "noise_scale": vals[1], "norm": norm,
+            "count": int(count)}
+
+
+def make_record(*, epsilon: float, delta: float, adjacency: str, accountant: str, mode: str, mechanism: str,
+                split: dict[str, Any], notes: list[str], blocks: tuple = (), covered: bool = False):
+    """The release's typed privacy record (:class:`torchdpgmm.privacy.PrivacyRecord`, one ``NoisedBlock`` per
+    noised statistic). ``covered`` is True only if every step that touches the data is inside ``epsilon``;
+    ``blocks`` entries that are ``None`` (batch-dependent) are left out."""
+    from torchdpgmm.privacy import NoisedBlock
+
+    blocks = tuple(NoisedBlock(**b) for b in blocks if b is not None)
+    return PrivacyRecord(epsilon=epsilon, delta=delta, adjacency=adjacency, accountant=accountant, mode=mode,
+                         mechanism=mechanism, split=split, notes=tuple(notes), blocks=blocks, covered=bool(covered))
 
 
 def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -42,37 +71,33 @@ def laplace(x: torch.Tensor, scale: Any, generator: torch.Generator | None = Non
 
 def gaussian_noise(x: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
     """``x + N(0, std^2)`` i.i.d. element-wise (spherical Gaussian mechanism)."""
-    std = torch.as_tensor(std, dtype=x.dtype, device=x.device)
-    z = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)  # std broadcasts to x
-    return x + std * z
-
-
-def _sym_from_upper(noise: torch.Tensor) -> torch.Tensor:
-    upper = torch.triu(noise)
-    return upper + torch.triu(noise, diagonal=1).transpose(-1, -2)
+    std = torch.as_tensor(std, dtype=x.dtype, device=x.device)  # broadcasts to x
+    return x + normal_noise(x.shape, std, generator, dtype=x.dtype, device=x.device)
 
 
 def laplace_symmetric(S: torch.Tensor, scale: Any, generator: torch.Generator | None = None) -> torch.Tensor:
     """Add Laplace noise to the upper triangle (with diagonal) of ``S`` and mirror it (stays symmetric)."""
-    noise = laplace(torch.zeros_like(S), scale, generator)
-    return S + _sym_from_upper(noise)
+    scale = torch.as_tensor(scale, dtype=S.dtype, device=S.device)
+    return S + symmetric_noise(S.shape[:-2], S.shape[-1], scale.reshape(scale.shape[:-2]) if scale.dim() >= 2 else scale,
+                               kind="laplace", generator=generator, dtype=S.dtype, device=S.device)
 
 
 def gaussian_symmetric(S: torch.Tensor, std: Any, generator: torch.Generator | None = None) -> torch.Tensor:
     """Add i.i.d. Gaussian noise to the upper triangle (with diagonal) of ``S`` and mirror it."""
-    noise = gaussian_noise(torch.zeros_like(S), std, generator)
-    return S + _sym_from_upper(noise)
+    std = torch.as_tensor(std, dtype=S.dtype, device=S.device)
+    return S + symmetric_noise(S.shape[:-2], S.shape[-1], std.reshape(std.shape[:-2]) if std.dim() >= 2 else std,
+                               kind="gaussian", generator=generator, dtype=S.dtype, device=S.device)
 
 
 def shift_psd(S: torch.Tensor, floor: float = 0.0) -> torch.Tensor:
-    """``S + rho I`` with ``rho = max(0, floor - lambda_min(S))`` (Wu et al. 2016; paper 004 eq. 11), via
+    """``S + rho I`` with ``rho = max(0, floor - lambda_min(S))`` (Wu et al. 2016; DP-MSNM paper eq. 11), via
     :func:`torchdpgmm.mechanisms.psd.shift_psd`. ``floor = 0`` is the paper's ``min{r >= 0 : S + r I >= 0}``;
     a small positive floor keeps the result invertible (the next E-step needs the inverse)."""
     return _core_shift_psd(S, floor)
 
 
 def normalise_weights_minmax(w: torch.Tensor, zeta: float = 1e-3) -> torch.Tensor:
-    """Post-processing of noisy weights of paper 004 ("Post-processing step"):
+    """Post-processing of noisy weights of the DP-MSNM paper (2021) ("Post-processing step"):
 
     ``w <- (w - min w) / (max w - min w)``, then ``pi_k = (w_k + zeta) / (sum_j w_j + G zeta)``.
     When all entries are equal the min-max step is 0/0; we then return uniform weights.
@@ -96,10 +121,13 @@ def clip_rows_l1(X: torch.Tensor, R: Any) -> torch.Tensor:
 
 
 def clip_rows_l2(X: torch.Tensor, B: Any) -> torch.Tensor:
-    """Scale each row so that ``||x||_2 <= B`` (``B`` broadcasts against ``X[..., :1]``)."""
-    Bb = torch.as_tensor(B, dtype=X.dtype, device=X.device)
-    n2 = torch.linalg.vector_norm(X, dim=-1, keepdim=True)
-    return X * torch.where(n2 > Bb, Bb / n2.clamp(min=torch.finfo(X.dtype).tiny), torch.ones_like(n2))
+    """Scale each row so that ``||x||_2 <= B`` (one bound, or one per dataset broadcasting against
+    ``X.shape[:-2]``), through the noise layer's :func:`torchdpgmm.mechanisms.clip_records` (float64)."""
+    from torchdpgmm.mechanisms import clip_records
+
+    Bt = torch.as_tensor(B, dtype=torch.float64, device=X.device)
+    Bt = Bt.reshape(Bt.shape[:-2]) if Bt.dim() >= 2 else Bt  # older callers pass B[..., None, None]
+    return clip_records(X, Bt).to(X.dtype)
 
 
 def project_l1_ball(v: torch.Tensor, radius: Any) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""DP-EM for Gaussian mixtures (Park, Foulds, Chaudhuri, Welling, AISTATS 2017; supplement = paper 002).
+"""DP-EM for Gaussian mixtures (Park, Foulds, Chaudhuri & Welling, AISTATS 2017, and its supplement).
 
 Each iteration runs a non-private E-step, then perturbs the *expected sufficient statistics* of the M-step
 ("moment perturbation") and computes the MAP M-step of supplement Sec. 1 from the noisy moments:
@@ -30,8 +30,9 @@ import torch
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.accounting_moments import MomentsAccountant, calibrate_noise_multiplier
 from torchdpgmm.em._common import (
-    PrivacyRecord,
     clip_rows_l2,
+    make_record,
+    noised_block,
     gaussian_noise,
     gaussian_symmetric,
     laplace,
@@ -125,6 +126,39 @@ def map_m_step(Nk, S1, S2, n, prior: MAPPrior = MAPPrior(), psd_floor: float = 1
     return weights, means, cov
 
 
+def _dp_em_start(init_params, batch, K: int, d: int, scale, dtype, device, generator):
+    """Start of DP-EM in scaled units: data-independent (uniform weights, means ``N(0, I/(4d))``,
+    covariances ``I/(2d)``) or the caller's public ``init_params`` divided by the scale."""
+    if init_params is None:
+        weights = torch.full((*batch, K), 1.0 / K, dtype=dtype, device=device)
+        means = torch.randn(*batch, K, d, dtype=dtype, device=device, generator=generator) / (2.0 * math.sqrt(d))
+        covs = torch.eye(d, dtype=dtype, device=device).expand(*batch, K, d, d) / (2.0 * d)
+        return weights, means, covs
+    w0, m0, c0 = (torch.as_tensor(t, dtype=dtype, device=device) for t in init_params)
+    return (w0.expand(*batch, K), m0.expand(*batch, K, d) / scale[..., None, None],
+            c0.expand(*batch, K, d, d) / (scale ** 2)[..., None, None, None])
+
+
+def _dp_em_blocks(variant: str, sens: dict, max_iter: int, scales: dict):
+    """The three noised blocks of one DP-EM run (each released ``max_iter`` times) for the record."""
+    kinds = {"counts": "laplace", "first_moments": "laplace", "second_moments": "gaussian"} if variant == "LLG" \
+        else dict.fromkeys(("counts", "first_moments", "second_moments"), "gaussian")
+    return tuple(noised_block(k, kind, sens[k]["l1" if kind == "laplace" else "l2"], scales[k],
+                              "l1" if kind == "laplace" else "l2", max_iter) for k, kind in kinds.items())
+
+
+def _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound) -> None:
+    """One-line ValueErrors for bad settings, before anything touches the data."""
+    check_epsilon(epsilon)
+    check_delta(delta)
+    if variant not in ("LLG", "GGG"):
+        raise ValueError(f"variant must be 'LLG' or 'GGG', got {variant!r}")
+    if not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+    if data_bound is not None and not (data_bound > 0 and math.isfinite(data_bound)):
+        raise ValueError(f"data_bound must be finite and > 0, got {data_bound!r}")
+
+
 def fit_dp_em(
     X: torch.Tensor,
     num_components: int,
@@ -142,7 +176,7 @@ def fit_dp_em(
     psd_floor: float = 1e-6,
     generator: torch.Generator | None = None,
 ) -> GMMFit:
-    """DP-EM (paper 002) for full-covariance GMMs, batched over the leading dims of ``X (..., N, d)``.
+    """DP-EM (Park et al. 2017) for full-covariance GMMs, batched over the leading dims of ``X (..., N, d)``.
 
     Args:
         epsilon, delta: total budget over all ``max_iter`` iterations.
@@ -159,14 +193,7 @@ def fit_dp_em(
         :class:`GMMFit` in original units, ``loglik`` on the given (unclipped) rows, ``privacy`` a
         :class:`PrivacyRecord`.
     """
-    check_epsilon(epsilon)
-    check_delta(delta)
-    if variant not in ("LLG", "GGG"):
-        raise ValueError(f"variant must be 'LLG' or 'GGG', got {variant!r}")
-    if not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-    if data_bound is not None and not (data_bound > 0 and math.isfinite(data_bound)):
-        raise ValueError(f"data_bound must be finite and > 0, got {data_bound!r}")
+    _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound)
     mask = check_data(X, num_components, mask)
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     K, d = num_components, X.shape[-1]
@@ -185,15 +212,7 @@ def fit_dp_em(
         scale = torch.full(batch, float(data_bound), dtype=X.dtype, device=X.device)
         Xs = clip_rows_l2(X, data_bound) / data_bound
     n = mask.sum(-1).to(X.dtype)
-    if init_params is None:
-        weights = torch.full((*batch, K), 1.0 / K, dtype=X.dtype, device=X.device)
-        means = torch.randn(*batch, K, d, dtype=X.dtype, device=X.device, generator=generator) / (2.0 * math.sqrt(d))
-        covs = torch.eye(d, dtype=X.dtype, device=X.device).expand(*batch, K, d, d) / (2.0 * d)
-    else:
-        w0, m0, c0 = (torch.as_tensor(t, dtype=X.dtype, device=X.device) for t in init_params)
-        weights = w0.expand(*batch, K)
-        means = m0.expand(*batch, K, d) / scale[..., None, None]
-        covs = c0.expand(*batch, K, d, d) / (scale ** 2)[..., None, None, None]
+    weights, means, covs = _dp_em_start(init_params, batch, K, d, scale, X.dtype, X.device, generator)
     if variant == "LLG":
         b_counts, b_first = m * sens["counts"]["l1"], m * sens["first_moments"]["l1"]
         s_second = math.sqrt(2.0) * m * sens["second_moments"]["l2"]
@@ -215,25 +234,21 @@ def fit_dp_em(
     means_o = means * scale[..., None, None]
     covs_o = covs * (scale ** 2)[..., None, None, None]
     ll = mixture_log_likelihood(X, weights, means_o, covs_o, mask)
-    split = {
-        "variant": variant,
-        "noise_multiplier": m,
-        "iterations": max_iter,
-        "per_iteration_mechanisms": (
-            {"counts": f"Laplace(b = {b_counts:.6g})", "first_moments": f"Laplace(b = {b_first:.6g})",
-             "second_moments": f"Gaussian(sigma = {s_second:.6g})"} if variant == "LLG" else
-            {"counts": f"Gaussian(sigma = {s_counts:.6g})", "first_moments": f"Gaussian(sigma = {s_first:.6g})",
-             "second_moments": f"Gaussian(sigma = {s_second:.6g})"}),
-        "sensitivities": sens,
-    }
+    scales = ({"counts": b_counts, "first_moments": b_first, "second_moments": s_second} if variant == "LLG"
+              else {"counts": s_counts, "first_moments": s_first, "second_moments": s_second})
+    kinds = ("Laplace(b", "Laplace(b", "Gaussian(sigma") if variant == "LLG" else ("Gaussian(sigma",) * 3
+    split = {"variant": variant, "noise_multiplier": m, "iterations": max_iter, "sensitivities": sens,
+             "per_iteration_mechanisms": {k: f"{kind} = {scales[k]:.6g})" for k, kind in zip(scales, kinds)}}
     notes.append("initialisation is data-independent (random) unless init_params were given; "
                  "init_params computed from the data are not covered by this record")
     notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
                  "and must not be published with the model")
-    record = PrivacyRecord(
+    covered = mode == "sound"  # init_params are the caller's public start (the notes say so)
+    blocks = _dp_em_blocks(variant, sens, max_iter, scales)
+    record = make_record(
         mechanism=f"DP-EM ({variant}, Park et al. 2017)",
-        epsilon=float(epsilon), delta=float(delta), adjacency="replace-one record",
-        accountant=("moments accountant (paper 002 supplement MGFs, " + conversion + " tail bound)")
+        epsilon=float(epsilon), delta=float(delta), adjacency="replace-one",
+        accountant=("moments accountant (Park et al. 2017 supplement MGFs, " + conversion + " tail bound)")
         if accountant == "moments" else "linear composition",
-        mode=mode, split=split, notes=notes)
+        mode=mode, split=split, notes=notes, blocks=blocks, covered=covered)
     return GMMFit(weights, means_o, covs_o, ll, n_iter=max_iter, privacy=record, extras={"n": n})

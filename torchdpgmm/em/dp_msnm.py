@@ -1,6 +1,6 @@
-"""DP-MSNM (paper 004): EM for skew-normal mixtures with Laplace noise on every M-step, "as published".
+"""DP-MSNM (the DP-MSNM paper (2021)): EM for skew-normal mixtures with Laplace noise on every M-step, "as published".
 
-Each iteration: E-step (r0, r1, r2); M-step eqs. (8)-(10); noise (paper 004, "Noise adding step"):
+Each iteration: E-step (r0, r1, r2); M-step eqs. (8)-(10); noise (the DP-MSNM paper (2021), "Noise adding step"):
 ``pi + Lap(S(pi)/eps_pi)``, ``xi_k + Lap(S(xi)/eps_xi)``, ``Lambda_k + Lap(S(Lambda)/eps_Lambda)`` (upper
 triangle, mirrored), ``eta_k + Lap(S(eta)/eps_eta)``; post-processing: min-max normalisation of ``pi``
 with smoothing ``zeta`` and ``Lambda + rho I`` (eq. 11).
@@ -10,7 +10,7 @@ Sensitivities, Lemmas 1-4, under ``||x_i||_1 <= R``, ``N_k >= n/(2G)``, ``r1 <= 
 ``S(pi) = G/n``; ``S(xi) = 4G(R - R3)/n``; ``S(eta) = 2 G R R1 / (n R2)``;
 ``S(Lambda) = 2G(R^2 + 4 R R1 R3 + 4 R2 R3^2)/n``.
 
-Budget (paper 004, after Lemma 4): ``eps_Lambda = 0.6 eps/(TG)``, ``eps_xi = eps_eta = 0.13 eps/(TG)``; the
+Budget (the DP-MSNM paper (2021), after Lemma 4): ``eps_Lambda = 0.6 eps/(TG)``, ``eps_xi = eps_eta = 0.13 eps/(TG)``; the
 remaining ``0.14 eps/T`` goes to ``pi`` so that one iteration costs ``eps_pi + G(eps_xi + eps_Lambda +
 eps_eta) = eps/T`` and T iterations ``eps`` (sequential composition, pure DP).
 
@@ -20,6 +20,10 @@ to ``[0, R1]``, ``r2`` to ``[0, R2]``, ``eta_k`` (before noise) into the L1 ball
 privacy notes: Lemma 2's bound decreases in R3 (the triangle inequality gives ``R + R3``; we require
 ``R3 < R``); Lemma 3 divides by R2, an *upper* bound on r2, so it is not a valid worst case in general;
 R from the data (``R=None``) leaks.
+
+Labels: because Lemmas 2-3 are not proven worst cases, no DP-MSNM fit is labelled ``mode="sound"``: the
+record is ``"as-published"`` with ``covered=False``, and since the noise scales depend on ``n`` it claims
+replace-one adjacency only (the paper states removal of one record).
 """
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ import torch
 
 from torchdpgmm._validation import check_epsilon
 from torchdpgmm.em._common import (
-    PrivacyRecord,
     laplace,
+    make_record,
+    noised_block,
     laplace_symmetric,
     normalise_weights_minmax,
     project_l1_ball,
@@ -47,13 +52,45 @@ __all__ = ["msnm_sensitivities", "fit_dp_msnm"]
 
 
 def msnm_sensitivities(n, G: int, R, R1: float, R2: float, R3):
-    """Lemmas 1-4 of paper 004 (as published)."""
+    """Lemmas 1-4 of the DP-MSNM paper (2021) (as published)."""
     return {
         "pi": G / n,
         "xi": 4.0 * G * (R - R3) / n,
         "eta": 2.0 * G * R * R1 / (n * R2),
         "Lambda": 2.0 * G * (R ** 2 + 4.0 * R * R1 * R3 + 4.0 * R2 * R3 ** 2) / n,
     }
+
+
+def _msnm_start(Xc, mask, G: int, init_params, generator):
+    """Caller-supplied ``(weights, xi, Lambda, eta)`` or the moment start from k-means++ / Lloyd clusters on
+    the (clipped) data, which is not private; returns the four tensors and a note for the record."""
+    batch, d = Xc.shape[:-2], Xc.shape[-1]
+    if init_params is not None:
+        weights, xi, Lam, eta = (torch.as_tensor(t, dtype=Xc.dtype, device=Xc.device) for t in init_params)
+        return (weights.expand(*batch, G), xi.expand(*batch, G, d), Lam.expand(*batch, G, d, d),
+                eta.expand(*batch, G, d), "initialisation supplied by the caller")
+    centres = kmeans(Xc, kmeans_plusplus(Xc, G, mask, generator), mask, 10)
+    resp = torch.nn.functional.one_hot(_nearest(Xc, centres), G).to(Xc.dtype)
+    return (*init_skew_normal_params(Xc, resp, mask),
+            "k-means++ initialisation on the raw data is NOT private (the paper uses DP k-means)")
+
+
+def _clipped_m_step(Xc, r0, r1, r2, eta, denom, R3_t):
+    """Eqs. (8)-(10) of the DP-MSNM paper with the paper's denominators ``max(N_k, n/(2G))`` and ``eta``
+    clipped into the L1 ball of radius ``R3`` before ``Lambda`` is formed; returns ``(xi, eta, Lambda)``."""
+    tiny = torch.finfo(Xc.dtype).tiny
+    w1 = r0 * r1
+    w2 = (r0 * r2).sum(-2).clamp(min=tiny)
+    xi_new = (torch.einsum("...nk,...nd->...kd", r0, Xc) - eta * w1.sum(-2).unsqueeze(-1)) / denom.unsqueeze(-1)
+    diff = Xc.unsqueeze(-3) - xi_new.unsqueeze(-2)
+    s = torch.einsum("...nk,...knd->...kd", w1, diff)
+    eta_new = project_l1_ball(s / w2.unsqueeze(-1), R3_t[..., None, None])
+    rT = r0.transpose(-1, -2).unsqueeze(-1)
+    Sxx = torch.matmul((rT * diff).transpose(-1, -2), diff)
+    es = eta_new.unsqueeze(-1) * s.unsqueeze(-2)
+    Lam_new = (Sxx - es - es.transpose(-1, -2)
+               + w2[..., None, None] * eta_new.unsqueeze(-1) * eta_new.unsqueeze(-2)) / denom[..., None, None]
+    return xi_new, eta_new, 0.5 * (Lam_new + Lam_new.transpose(-1, -2))
 
 
 def fit_dp_msnm(
@@ -74,7 +111,7 @@ def fit_dp_msnm(
     psd_floor: float = 1e-6,
     generator: torch.Generator | None = None,
 ) -> SkewNormalMixtureFit:
-    """DP-MSNM (paper 004 Algorithm 2), batched over the leading dims of ``X (..., N, d)``.
+    """DP-MSNM (the DP-MSNM paper (2021) Algorithm 2), batched over the leading dims of ``X (..., N, d)``.
 
     Args:
         R: public bound on ``||x||_1`` (rows clipped); ``None`` takes it from the data (as published, leaks).
@@ -105,42 +142,20 @@ def fit_dp_msnm(
     eps_L, eps_xi, eps_eta = (s * epsilon / (T * G) for s in split)
     eps_pi = (1.0 - sum(split)) * epsilon / T
     S = msnm_sensitivities(n, G, R_t, R1, R2, R3_t)
-    if init_params is not None:
-        weights, xi, Lam, eta = (torch.as_tensor(t, dtype=X.dtype, device=X.device) for t in init_params)
-        batch = X.shape[:-2]
-        weights, xi, Lam, eta = (weights.expand(*batch, G), xi.expand(*batch, G, d),
-                                 Lam.expand(*batch, G, d, d), eta.expand(*batch, G, d))
-        notes.append("initialisation supplied by the caller")
-    else:
-        centres = kmeans(Xc, kmeans_plusplus(Xc, G, mask, generator), mask, 10)
-        resp = torch.nn.functional.one_hot(_nearest(Xc, centres), G).to(X.dtype)
-        weights, xi, Lam, eta = init_skew_normal_params(Xc, resp, mask)
-        notes.append("k-means++ initialisation on the raw data is NOT private (the paper uses DP k-means)")
+    weights, xi, Lam, eta, init_note = _msnm_start(Xc, mask, G, init_params, generator)
+    notes.append(init_note)
     notes.append("Lemma 3 divides by R2 (an upper bound on r2): not a valid worst case in general")
     notes.append("Lemma 2's S(xi) = 4G(R-R3)/n decreases in R3; the triangle inequality gives 4G(R+R3)/n")
     floor = (n / (2.0 * G)).unsqueeze(-1)
     violated = torch.zeros(X.shape[:-2], dtype=torch.bool, device=X.device)
-    tiny = torch.finfo(X.dtype).tiny
     for _ in range(T):
         r0, r1, r2, _ = msnm_e_step(Xc, weights, xi, Lam, eta, mask)
         r1 = r1.clamp(0.0, R1)
         r2 = r2.clamp(0.0, R2)
         Nk = r0.sum(-2)
         violated = violated | (Nk < floor).any(-1)
-        denom = torch.maximum(Nk, floor)
         pi = Nk / n.unsqueeze(-1)
-        w1 = r0 * r1
-        w2 = (r0 * r2).sum(-2).clamp(min=tiny)
-        xi_new = (torch.einsum("...nk,...nd->...kd", r0, Xc) - eta * w1.sum(-2).unsqueeze(-1)) / denom.unsqueeze(-1)
-        diff = Xc.unsqueeze(-3) - xi_new.unsqueeze(-2)
-        s = torch.einsum("...nk,...knd->...kd", w1, diff)
-        eta_new = project_l1_ball(s / w2.unsqueeze(-1), R3_t[..., None, None])
-        rT = r0.transpose(-1, -2).unsqueeze(-1)
-        Sxx = torch.matmul((rT * diff).transpose(-1, -2), diff)
-        es = eta_new.unsqueeze(-1) * s.unsqueeze(-2)
-        Lam_new = (Sxx - es - es.transpose(-1, -2)
-                   + w2[..., None, None] * eta_new.unsqueeze(-1) * eta_new.unsqueeze(-2)) / denom[..., None, None]
-        Lam_new = 0.5 * (Lam_new + Lam_new.transpose(-1, -2))
+        xi_new, eta_new, Lam_new = _clipped_m_step(Xc, r0, r1, r2, eta, torch.maximum(Nk, floor), R3_t)
         # noise adding step
         pi = laplace(pi, (S["pi"] / eps_pi).unsqueeze(-1), generator)
         xi_new = laplace(xi_new, (S["xi"] / eps_xi)[..., None, None], generator)
@@ -153,14 +168,22 @@ def fit_dp_msnm(
     ll = msnm_e_step(X, weights, xi, Lam, eta, mask)[3]
     notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
                  "and must not be published with the model")
-    record = PrivacyRecord(
-        mechanism="DP-MSNM (paper 004, Laplace)",
-        epsilon=float(epsilon), delta=0.0, adjacency="one record removed (paper 004: D' = D minus x_n)",
-        accountant="linear (sequential) composition", mode=mode,
+    notes.append("not covered by epsilon: Lemmas 2-3 of the DP-MSNM paper are not valid worst cases, so the "
+                 "stated sensitivities are not proven" + ("; k-means++ start on the raw data" if init_params is None
+                                                         else "") + ("; R taken from the data" if R is None else ""))
+    notes.append("noise scales depend on n: replace-one adjacency only (n public); the paper states removal")
+    blocks = (noised_block("weights", "laplace", S["pi"], S["pi"] / eps_pi, "l1", T),
+              noised_block("xi", "laplace", S["xi"], S["xi"] / eps_xi, "l1", T * G),
+              noised_block("eta", "laplace", S["eta"], S["eta"] / eps_eta, "l1", T * G),
+              noised_block("Lambda", "laplace", S["Lambda"], S["Lambda"] / eps_L, "l1", T * G))
+    record = make_record(
+        mechanism="DP-MSNM (DP-MSNM paper 2021, Laplace)",
+        epsilon=float(epsilon), delta=0.0, adjacency="replace-one",
+        accountant="linear (sequential) composition", mode="as-published",
         split={"Lambda": split[0], "xi": split[1], "eta": split[2], "pi": 1.0 - sum(split), "iterations": T,
                "eps_pi_per_iteration": eps_pi, "eps_Lambda_per_component_iteration": eps_L,
                "eps_xi_per_component_iteration": eps_xi, "eps_eta_per_component_iteration": eps_eta,
                "R1": R1, "R2": R2, "R3_fraction": R3_fraction},
-        notes=notes)
+        notes=notes, blocks=blocks, covered=False)
     return SkewNormalMixtureFit(weights, xi, Lam, eta, ll, n, n_iter=T, privacy=record,
                                 extras={"R": R_t, "min_count_violated": violated, "sensitivities": S})

@@ -2,16 +2,16 @@
 
 Each iteration: E-step; MLE M-step (``pi = N_k/n``, ``mu_k = sum r x / N_k``, ``Sigma_k = sum r (x-mu)(x-mu)^T
 / N_k``); then ``pi + Lap(S(pi)/eps_pi)`` per entry, ``mu_k + Lap(S(mu)/eps_mu)`` per coordinate, ``Sigma_k +
-Lap(S(Sigma)/eps_Sigma)`` on the upper triangle (mirrored); post-processing: weights normalised as in paper
-004 (min-max, then ``(w + zeta) / (sum w + K zeta)``), covariances shifted ``Sigma + rho I`` to be PD.
+Lap(S(Sigma)/eps_Sigma)`` on the upper triangle (mirrored); post-processing: weights normalised as in the
+DP-MSNM paper (2021) (min-max, then ``(w + zeta) / (sum w + K zeta)``), covariances shifted ``Sigma + rho I`` to be PD.
 
-L1 sensitivities (DESIGN.md Sec. 3; Wu et al., restated by paper 004 Lemma 1 and the ``eta = 0`` case of
+L1 sensitivities (Wu et al., restated by the DP-MSNM paper (2021), Lemma 1, and the ``eta = 0`` case of
 Lemmas 2-4), assuming ``||x||_1 <= R`` and ``N_k >= n/(2K)``:
 ``S(pi) = K/n``, ``S(mu) = 4KR/n``, ``S(Sigma) = (12 n K R^2 + 8 K^2 R^2)/n^2``.
 
 Budget split (ours, documented; Wu et al.'s exact split is not in the papers we have): per iteration
 ``eps/T``; ``eps_pi = w_pi eps/T`` and, per component, ``eps_mu = w_mu eps/(T K)``, ``eps_Sigma = w_Sigma
-eps/(T K)`` with default ``(w_pi, w_mu, w_Sigma) = (0.14, 0.26, 0.6)`` -- paper 004's split with its two
+eps/(T K)`` with default ``(w_pi, w_mu, w_Sigma) = (0.14, 0.26, 0.6)`` -- the DP-MSNM paper's split with its two
 0.13 shares (xi, eta) merged into the mean. Sequential composition over the ``1 + 2K`` releases per
 iteration and T iterations gives ``eps`` in total (pure DP, delta = 0).
 
@@ -19,6 +19,13 @@ Assumptions: ``R`` given -> rows are clipped to ``||x||_1 <= R`` (sound w.r.t. t
 ``R=None`` -> ``R = max_i ||x_i||_1`` from the data, as public re-implementations do, which leaks (the
 record says so). ``N_k >= n/(2K)`` is enforced by using ``max(N_k, n/(2K))`` as the M-step denominator
 when ``enforce_min_count`` (default), otherwise only reported.
+
+Labels (what the privacy record claims). The noise scales depend on ``n``, so only replace-one adjacency
+(``n`` public) is claimed, never add/remove. ``mode="sound"`` and ``covered=True`` only when every step
+that touches the data is inside epsilon: a public ``R``, ``enforce_min_count`` and a public start
+(``init="random"``, which uses only ``R``, or caller-supplied ``init_params`` computed without the data).
+The default k-means++ start on the raw data is not private: such fits are labelled ``"as-published"``
+with ``covered=False`` and a note naming the uncovered step.
 """
 from __future__ import annotations
 
@@ -28,8 +35,9 @@ import torch
 
 from torchdpgmm._validation import check_epsilon
 from torchdpgmm.em._common import (
-    PrivacyRecord,
     clip_rows_l1,
+    make_record,
+    noised_block,
     laplace,
     laplace_symmetric,
     normalise_weights_minmax,
@@ -74,7 +82,7 @@ def _initial_gmm(X, mask, K, init, init_params, generator, R_t):
     if init_params is not None:
         w0, m0, c0 = (torch.as_tensor(t, dtype=X.dtype, device=X.device) for t in init_params)
         return w0.expand(*batch, K), m0.expand(*batch, K, d), c0.expand(*batch, K, d, d), \
-            "initialisation supplied by the caller"
+            "initialisation supplied by the caller (covered only if it was computed without the data)"
     if init == "kmeans++":
         centres = kmeans(X, kmeans_plusplus(X, K, mask, generator), mask, 10)
         w, m, c = init_from_centers(X, centres, mask, 1e-6)
@@ -150,14 +158,26 @@ def fit_dpgmm(
         notes.append("N_k >= n/(2K) was not enforced; see extras['min_count_violated']")
     notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "
                  "and must not be published with the model")
-    record = PrivacyRecord(
+    public_init = init_params is not None or init == "random"
+    covered = mode == "sound" and public_init and enforce_min_count
+    if not covered:
+        mode = "as-published"
+        notes.append("not covered by epsilon: " + "; ".join(
+            [m for m, bad in (("R taken from the data", R is None),
+                              ("k-means++ start on the raw data", not public_init),
+                              ("N_k >= n/(2K) not enforced", not enforce_min_count)) if bad]))
+    notes.append("noise scales depend on n: replace-one adjacency only (n public), not add/remove")
+    blocks = (noised_block("weights", "laplace", S_pi, S_pi / eps_pi, "l1", T),
+              noised_block("means", "laplace", S_mu, S_mu / eps_mu, "l1", T * K),
+              noised_block("covariances", "laplace", S_sig, S_sig / eps_sig, "l1", T * K))
+    record = make_record(
         mechanism="DPGMM (Wu et al. 2016, Laplace)",
-        epsilon=float(epsilon), delta=0.0, adjacency="one record removed or replaced (Wu et al.)",
+        epsilon=float(epsilon), delta=0.0, adjacency="replace-one",
         accountant="linear (sequential) composition", mode=mode,
         split={"pi": split[0], "mu": split[1], "Sigma": split[2], "iterations": T,
                "eps_pi_per_iteration": eps_pi, "eps_mu_per_component_iteration": eps_mu,
                "eps_Sigma_per_component_iteration": eps_sig,
                "sensitivities": "S(pi)=K/n, S(mu)=4KR/n, S(Sigma)=(12nKR^2+8K^2R^2)/n^2"},
-        notes=notes)
+        notes=notes, blocks=blocks, covered=covered)
     return GMMFit(weights, means, covs, ll, n_iter=T, privacy=record,
                   extras={"n": n, "R": R_t, "min_count_violated": violated})

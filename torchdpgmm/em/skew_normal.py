@@ -1,6 +1,6 @@
-"""Multivariate skew-normal mixtures (MSNM) in the ``(xi, Lambda, eta)`` parametrisation of paper 004.
+"""Multivariate skew-normal mixtures (MSNM) in the ``(xi, Lambda, eta)`` parametrisation of the DP-MSNM paper (2021).
 
-Density of one component (paper 004 eq. 1; its eq. 2 has a typo, ``phi_d(x; xi, Sigma, alpha)`` should read
+Density of one component (the DP-MSNM paper (2021) eq. 1; its eq. 2 has a typo, ``phi_d(x; xi, Sigma, alpha)`` should read
 ``phi_d(x; xi, Sigma)``):
 
     f(x) = 2 phi_d(x; xi, Sigma) Phi(alpha^T omega^{-1} (x - xi)),   omega = diag(Sigma)^{1/2}.
@@ -13,7 +13,7 @@ With ``delta = Sigma_bar alpha / sqrt(1 + alpha^T Sigma_bar alpha)`` (``Sigma_ba
     alpha^T omega^{-1}(x - xi) = mu_tau / sigma_tau,
     mu_tau = eta^T Lambda^{-1}(x - xi) / (1 + eta^T Lambda^{-1} eta),  sigma_tau^2 = 1 / (1 + eta^T Lambda^{-1} eta).
 
-E-step (paper 004, "E-step"): ``r0`` the responsibilities, ``r1 = mu_tau + sigma_tau Delta``,
+E-step (the DP-MSNM paper (2021), "E-step"): ``r0`` the responsibilities, ``r1 = mu_tau + sigma_tau Delta``,
 ``r2 = mu_tau^2 + sigma_tau^2 + mu_tau sigma_tau Delta``, ``Delta = phi(m)/Phi(m)``, ``m = mu_tau/sigma_tau``;
 ``Delta`` is computed as ``exp(log phi(m) - log Phi(m))`` with ``torch.special.log_ndtr`` because Phi
 underflows for very negative ``m``.
@@ -72,24 +72,45 @@ def to_lambda_eta(xi: torch.Tensor, Sigma: torch.Tensor, alpha: torch.Tensor):
     return xi, Lambda, eta
 
 
-def _component_terms(X, xi, Lambda, eta):
-    """Shared pieces: log f_k(x_i) (..., N, K), mu_tau (..., N, K), sigma_tau (..., K)."""
+def _component_terms(X, xi, Lambda, eta, weights=None):
+    """Shared pieces, all in the ``(..., N, K)`` layout: ``log f_k(x_i)`` (plus ``log pi_k`` when
+    ``weights`` are given), ``mu_tau``, ``sigma_tau (..., K)``, ``m = mu_tau / sigma_tau``, ``log Phi(m)``
+    and ``log phi(m) - log Phi(m)``.
+
+    The quadratic forms are one batched matrix product, as in the GMM E-step: with ``P = Lambda^-1`` (from
+    a Cholesky factor), ``z = x - xbar`` and ``m_k = xi_k - xbar`` (``xbar`` the rows' mean, to keep the
+    cancellation small), the features ``[vec(z z^T), z, 1]`` of each row times per-component coefficients
+    give ``A = const_k - (x - xi)^T P (x - xi) / 2`` and ``v = eta^T P (x - xi)``. With ``c = eta^T P eta``
+    and Sherman-Morrison for ``Sigma = Lambda + eta eta^T``, eq. (1) becomes
+    ``log f = A + m^2/2 + log Phi(m)`` with ``m = v / sqrt(1 + c) = alpha^T omega^-1 (x - xi)``,
+    ``const_k = log 2 - (d log 2 pi + log|Lambda| + log(1 + c))/2``."""
     d = X.shape[-1]
     L = torch.linalg.cholesky(Lambda)  # (..., K, d, d)
-    diff = X.unsqueeze(-3) - xi.unsqueeze(-2)  # (..., K, N, d)
-    u = torch.linalg.solve_triangular(L, diff.transpose(-1, -2), upper=False)  # (..., K, d, N)
-    v = torch.linalg.solve_triangular(L, eta.unsqueeze(-1), upper=False)  # (..., K, d, 1)
-    c = (v * v).sum((-2, -1))  # eta^T Lambda^-1 eta, (..., K)
-    vu = (v * u).sum(-2)  # eta^T Lambda^-1 (x - xi), (..., K, N)
-    maha_L = (u * u).sum(-2)
-    one_c = 1.0 + c
-    maha_S = maha_L - vu * vu / one_c.unsqueeze(-1)  # Sherman-Morrison for Sigma = Lambda + eta eta^T
-    logdet_S = 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1) + torch.log(one_c)
-    m = vu / torch.sqrt(one_c).unsqueeze(-1)  # alpha^T omega^-1 (x - xi) = mu_tau / sigma_tau
-    logf = _LOG_2 - 0.5 * (d * _LOG_2PI + logdet_S.unsqueeze(-1) + maha_S) + torch.special.log_ndtr(m)
-    mu_tau = vu / one_c.unsqueeze(-1)
-    sigma_tau = 1.0 / torch.sqrt(one_c)
-    return logf.transpose(-1, -2), mu_tau.transpose(-1, -2), sigma_tau, m.transpose(-1, -2)
+    P = torch.cholesky_inverse(L)
+    xbar = X.mean(-2, keepdim=True)
+    Z = X - xbar  # (..., N, d)
+    M = xi - xbar  # (..., K, d)
+    F = torch.cat([(Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d), Z,
+                   torch.ones_like(Z[..., :1])], dim=-1)  # (..., N, d^2 + d + 1)
+    PM = (P @ M.unsqueeze(-1)).squeeze(-1)  # (..., K, d)
+    a = (P @ eta.unsqueeze(-1)).squeeze(-1)  # Lambda^-1 eta, (..., K, d)
+    c = (eta * a).sum(-1)  # eta^T Lambda^-1 eta, (..., K)
+    const = _LOG_2 - 0.5 * (d * _LOG_2PI + 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+                            + torch.log1p(c) + (M * PM).sum(-1))
+    if weights is not None:
+        const = const + torch.log(weights)
+    coef_A = torch.cat([-0.5 * P.reshape(*P.shape[:-2], d * d), PM, const.unsqueeze(-1)], -1)
+    coef_v = torch.cat([torch.zeros_like(P.reshape(*P.shape[:-2], d * d)), a, -(M * a).sum(-1, keepdim=True)], -1)
+    Av = F @ torch.cat([coef_A, coef_v], -2).transpose(-1, -2)  # (..., N, 2K)
+    K = xi.shape[-2]
+    A, v = Av[..., :K], Av[..., K:]
+    sig = torch.rsqrt(1.0 + c)  # sigma_tau, (..., K)
+    m = v * sig.unsqueeze(-2)
+    log_Phi = torch.special.log_ndtr(m)
+    half_m2 = 0.5 * m * m
+    logf = A + half_m2 + log_Phi
+    log_ratio = -half_m2 - 0.5 * _LOG_2PI - log_Phi  # log(phi(m) / Phi(m))
+    return logf, m * sig.unsqueeze(-2), sig, m, log_Phi, log_ratio
 
 
 def skew_normal_component_log_prob(X, xi, Lambda, eta) -> torch.Tensor:
@@ -98,7 +119,7 @@ def skew_normal_component_log_prob(X, xi, Lambda, eta) -> torch.Tensor:
 
 
 def skew_normal_mixture_log_prob(X, weights, xi, Lambda, eta) -> torch.Tensor:
-    """``log sum_k pi_k f_MSN(x_i; theta_k)`` -> ``(..., N)`` (paper 004 eq. 1)."""
+    """``log sum_k pi_k f_MSN(x_i; theta_k)`` -> ``(..., N)`` (the DP-MSNM paper (2021) eq. 1)."""
     return torch.logsumexp(skew_normal_component_log_prob(X, xi, Lambda, eta) + torch.log(weights).unsqueeze(-2), -1)
 
 
@@ -135,42 +156,44 @@ _MILLS_INV = (1.0, 1.0, -2.0, 10.0, -74.0, 706.0, -8162.0, 110410.0, -1708394.0,
 _TAIL = 20.0
 
 
-def truncated_normal_moment_terms(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def truncated_normal_moment_terms(m: torch.Tensor, log_Phi: torch.Tensor | None = None,
+                                  log_ratio: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``h = m + Delta(m)`` and ``g = 1 + m h`` with ``Delta = phi(m)/Phi(m)``, accurate for all ``m``.
 
     For a normal ``N(mu, s^2)`` truncated to ``[0, inf)`` and ``m = mu/s``: ``E tau = s h`` and
     ``E tau^2 = s^2 g``, i.e. ``r1 = sigma_tau h`` and ``r2 = sigma_tau^2 g``. ``Delta`` comes from
-    ``log phi(m) - log_ndtr(m)`` (Phi underflows); for ``m < -20`` both ``h`` and ``g`` would lose all digits
-    to cancellation, so the asymptotic series is used there (error < 1e-14 relative)."""
-    log_phi = -0.5 * m * m - 0.5 * _LOG_2PI
-    Delta = torch.exp(log_phi - torch.special.log_ndtr(m))
+    ``log phi(m) - log_ndtr(m)`` (Phi underflows; pass ``log_Phi`` or that difference, ``log_ratio``, when
+    already computed); for ``m < -20``
+    both ``h`` and ``g`` would lose all digits to cancellation, so the asymptotic series is used there
+    (error < 1e-14 relative)."""
+    if log_ratio is None:
+        log_Phi = torch.special.log_ndtr(m) if log_Phi is None else log_Phi
+        log_ratio = -0.5 * m * m - 0.5 * _LOG_2PI - log_Phi
+    Delta = torch.exp(log_ratio)
     h_direct = m + Delta
     g_direct = 1.0 + m * h_direct
     z = (-m).clamp(min=_TAIL)
     u = 1.0 / (z * z)
-    # S(u) - 1 = sum_{j>=1} c_j u^j ; h = z (S - 1) ; g = 1 - (S - 1)/u = -sum_{j>=2} c_j u^{j-1}
-    s1 = torch.zeros_like(u)
-    for c in reversed(_MILLS_INV[1:]):
-        s1 = (s1 + c) * u
-    h_tail = z * s1
-    g_poly = torch.zeros_like(u)
-    for c in reversed(_MILLS_INV[2:]):
-        g_poly = (g_poly + c) * u
-    g_tail = -g_poly
+    # S(u) - 1 = sum_{j>=1} c_j u^j = u (1 + q), q = sum_{j>=2} c_j u^{j-1} (c_1 = 1): h = z (S - 1) = (1 + q)/z,
+    # g = 1 - (S - 1)/u = -q. One Horner pass for q gives both.
+    q = torch.full_like(u, _MILLS_INV[-1]).mul_(u)
+    for c in reversed(_MILLS_INV[2:-1]):
+        q.add_(c).mul_(u)
+    h_tail = (1.0 + q) / z
+    g_tail = -q
     tail = m < -_TAIL
     return torch.where(tail, h_tail, h_direct), torch.where(tail, g_tail, g_direct)
 
 
 def msnm_e_step(X, weights, xi, Lambda, eta, mask=None):
-    """E-step of paper 004: returns ``r0, r1, r2`` (each ``(..., N, K)``) and the total log-likelihood ``(...)``.
+    """E-step of the DP-MSNM paper (2021): returns ``r0, r1, r2`` (each ``(..., N, K)``) and the total log-likelihood ``(...)``.
 
     Masked rows get ``r0 = 0``."""
-    logf, mu_tau, sigma_tau, m = _component_terms(X, xi, Lambda, eta)
-    joint = logf + torch.log(weights).unsqueeze(-2)
+    joint, _, sigma_tau, m, log_Phi, log_ratio = _component_terms(X, xi, Lambda, eta, weights)
     lse = torch.logsumexp(joint, -1)
     r0 = torch.exp(joint - lse.unsqueeze(-1))
     # r1 = mu + s Delta = s (m + Delta); r2 = mu^2 + s^2 + mu s Delta = s^2 (1 + m (m + Delta))
-    h, g = truncated_normal_moment_terms(m)
+    h, g = truncated_normal_moment_terms(m, log_Phi, log_ratio)
     s = sigma_tau.unsqueeze(-2)
     r1 = s * h
     r2 = s * s * g
@@ -181,7 +204,7 @@ def msnm_e_step(X, weights, xi, Lambda, eta, mask=None):
 
 
 def msnm_m_step(X, r0, r1, r2, eta_old, reg: float = 0.0, return_stats: bool = False):
-    """M-step eqs. (8)-(10) of paper 004 (with the ``sum r0 r2`` denominator in eq. 9, see module doc).
+    """M-step eqs. (8)-(10) of the DP-MSNM paper (2021) (with the ``sum r0 r2`` denominator in eq. 9, see module doc).
 
     ``pi_k = N_k / n``; ``xi_k = (sum r0 x - eta_old sum r0 r1) / N_k``;
     ``eta_k = sum r0 r1 (x - xi_k) / sum r0 r2``;
@@ -189,24 +212,31 @@ def msnm_m_step(X, r0, r1, r2, eta_old, reg: float = 0.0, return_stats: bool = F
     with ``s = sum r0 r1 (x - xi_k)``. Rows with ``r0 = 0`` (masked) do not contribute."""
     Nk = r0.sum(-2)  # (..., K)
     tiny = torch.finfo(X.dtype).tiny
-    Nk_safe = Nk.clamp(min=tiny)
-    n = Nk.sum(-1, keepdim=True)
-    weights = Nk / n
-    w1 = r0 * r1
-    w2 = (r0 * r2).sum(-2)  # (..., K)
-    Sx = torch.einsum("...nk,...nd->...kd", r0, X)
-    xi = (Sx - eta_old * w1.sum(-2).unsqueeze(-1)) / Nk_safe.unsqueeze(-1)
-    diff = X.unsqueeze(-3) - xi.unsqueeze(-2)  # (..., K, N, d)
-    s = torch.einsum("...nk,...knd->...kd", w1, diff)
-    eta = s / w2.clamp(min=tiny).unsqueeze(-1)
-    rT = r0.transpose(-1, -2).unsqueeze(-1)
-    Sxx = torch.matmul((rT * diff).transpose(-1, -2), diff)
+    Nk_safe = Nk.clamp(min=tiny).unsqueeze(-1)
+    weights = Nk / Nk.sum(-1, keepdim=True)
+    # every sum over rows is one batched product with the centred rows z = x - xbar (and z z^T)
+    d = X.shape[-1]
+    xbar = X.mean(-2, keepdim=True)
+    Z = X - xbar
+    r0T = r0.transpose(-1, -2)  # (..., K, N)
+    w1T = (r0 * r1).transpose(-1, -2)
+    W1 = w1T.sum(-1).unsqueeze(-1)  # sum r0 r1, (..., K, 1)
+    w2 = (r0 * r2).sum(-2).clamp(min=tiny)  # sum r0 r2, (..., K)
+    Sz = r0T @ Z  # sum r0 z, (..., K, d)
+    xi_c = (Sz - eta_old * W1) / Nk_safe  # eq. (8), centred
+    s = w1T @ Z - xi_c * W1  # sum r0 r1 (x - xi)
+    eta = s / w2.unsqueeze(-1)  # eq. (9)
+    ZZ = (Z.unsqueeze(-1) * Z.unsqueeze(-2)).reshape(*Z.shape[:-1], d * d)
+    Szz = (r0T @ ZZ).reshape(*Sz.shape, d)  # sum r0 z z^T
+    xs = xi_c.unsqueeze(-1) * Sz.unsqueeze(-2)
+    Sxx = Szz - xs - xs.transpose(-1, -2) + Nk_safe.unsqueeze(-1) * xi_c.unsqueeze(-1) * xi_c.unsqueeze(-2)
     outer_es = eta.unsqueeze(-1) * s.unsqueeze(-2)
     Lam = (Sxx - outer_es - outer_es.transpose(-1, -2)
-           + w2[..., None, None] * eta.unsqueeze(-1) * eta.unsqueeze(-2)) / Nk_safe[..., None, None]
+           + w2[..., None, None] * eta.unsqueeze(-1) * eta.unsqueeze(-2)) / Nk_safe.unsqueeze(-1)  # eq. (10)
     Lam = 0.5 * (Lam + Lam.transpose(-1, -2))
+    xi = xi_c + xbar
     if reg:
-        Lam = Lam + reg * torch.eye(X.shape[-1], dtype=X.dtype, device=X.device)
+        Lam = Lam + reg * torch.eye(d, dtype=X.dtype, device=X.device)
     if return_stats:
         return weights, xi, Lam, eta, Nk
     return weights, xi, Lam, eta
@@ -294,7 +324,7 @@ def fit_skew_normal_mixture(
     init_params: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
 ) -> SkewNormalMixtureFit:
-    """Fit skew-normal mixtures by the EM of paper 004 (E-step r0/r1/r2, M-step eqs. 8-10), batched over
+    """Fit skew-normal mixtures by the EM of the DP-MSNM paper (2021) (E-step r0/r1/r2, M-step eqs. 8-10), batched over
     the leading dims of ``X (..., N, d)``.
 
     Args:

@@ -1,19 +1,27 @@
 """Empirical privacy audits of every release mechanism and mode, and the utility price of the sound mode.
 
 ``torchdpgmm experiment audit``: for each mechanism (kl, laplace, gaussian, colored, r1smg), mode
-("as-published", "sound") and shipped neighbour pair (:mod:`torchdpgmm.audit`), draws releases on both
-datasets and reports the Clopper-Pearson lower bound on epsilon at the claimed delta (95%). The
-as-published components that the published accounting relies on are audited in isolation as well
-(random mapping of the weights, Wishart covariances, R1SMG, the ``ln(2/delta)`` Gaussian rule), with an
-exact (non Monte Carlo) number beside the audit where one exists.
+("as-published", "sound") and shipped neighbour pair (:mod:`torchdpgmm.audit`: label-flip, replace-one
+and add/remove pairs, including the sound mode's worst cases), draws releases on both datasets and
+reports the Clopper-Pearson lower bound on epsilon at the claimed delta (95%, threshold chosen on a
+held-out half; Jagielski, Ullman & Oprea 2020). Sound rows add the exact likelihood-ratio
+(Neyman-Pearson) statistic of the noisy blocks (Nasr et al. 2021) and a power column: what the same
+test certifies against a mechanism exactly at the claim (the mu-GDP tradeoff curve of Dong, Roth & Su
+2019, or the (eps, delta)-DP curve for pure-DP claims) and, for Gaussian noise, the pair's exact
+epsilon. The as-published components that the published accounting relies on are audited in isolation
+as well (random mapping of the weights, Wishart covariances, R1SMG, the ``ln(2/delta)`` Gaussian rule),
+with an exact (non Monte Carlo) number beside the audit where one exists.
 
 ``torchdpgmm experiment sound-utility``: KL(released || fitted) versus epsilon on the synthetic study of
-paper 000 Sec. V-A (K=5, d=3, N=1000) for the sound mode beside the as-published curves.
+Liu, Scaglione & Peisert (2025), Sec. V-A (K=5, d=3, N=1000) for the sound mode beside the as-published
+curves.
 
 Rows of ``audit``: ``mechanism, mode, claimed_epsilon, claimed_delta, audited_epsilon_lower, neighbours,
-relation, adjacency, statistic, fpr, fnr, fpr_upper, fnr_upper, num_draws, exceeds_claim, status``
-(+ ``exact_*`` columns for components). A bound above the claim is a proof (at 95% confidence) that the
-claim is false for that pair; a bound below the claim proves nothing about soundness.
+relation, adjacency, statistic, fpr, fnr, fpr_upper, fnr_upper, num_draws, num_evaluation,
+claim_ceiling_epsilon, exceeds_claim, status`` (+ ``pair_mu, pair_exact_epsilon, pair_ceiling_epsilon,
+lr_epsilon_lower`` on sound rows, ``exact_*`` on component rows). A bound above the claim is a proof (at
+95% confidence) that the claim is false for that pair; a bound below the claim proves nothing about
+soundness, and the ceiling says how far below the truth any audit with that many draws must stay.
 """
 from __future__ import annotations
 
@@ -29,7 +37,9 @@ from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
 
 MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 MODES = ("as-published", "sound")
-PAIRS = ("outlier-flip", "hull-point", "tiny-class", "extreme-clip")
+SOUND_AUDITED = ("gaussian", "kl", "laplace")
+PAIRS = ("outlier-flip", "hull-point", "tiny-class", "extreme-clip", "worst-add-remove", "worst-label-flip",
+         "worst-same-class")
 
 
 def _floats(s: str) -> list[float]:
@@ -45,44 +55,69 @@ def _names(s: str) -> list[str]:
 # ----------------------------------------------------------------------------------------------------
 
 def _add_audit_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--draws", type=int, default=None, help="releases per dataset (default 20000; quick 600)")
+    p.add_argument("--draws", type=int, default=None,
+                   help="sound-mode releases per dataset (default 100000; quick 2000)")
+    p.add_argument("--worst-draws", type=int, default=None,
+                   help="sound-mode releases per dataset on the worst-case pairs, where the audit's power is "
+                        "measured (default 2 x draws)")
+    p.add_argument("--sound-noise", default=None, choices=("continuous", "discrete"),
+                   help="noise flavour of the sound release (default: the release's own default)")
+    p.add_argument("--sound-mechanisms", default=",".join(SOUND_AUDITED),
+                   help="mechanisms audited in sound mode (default gaussian,kl,laplace; 'colored' draws the same "
+                        "noise as 'gaussian' there)")
+    p.add_argument("--published-draws", type=int, default=None,
+                   help="as-published and component releases per dataset (default 10000; quick 600)")
     p.add_argument("--epsilons", default="1.0", help="claimed epsilons, comma separated (default 1.0)")
     p.add_argument("--delta", type=float, default=1e-5, help="claimed delta (default 1e-5)")
     p.add_argument("--clip-bound", type=float, default=10.0, help="sound-mode clipping bound B (default 10)")
     p.add_argument("--mechanisms", default=",".join(MECHANISMS), help="mechanisms to audit")
     p.add_argument("--modes", default=",".join(MODES), help="modes to audit")
     p.add_argument("--pairs", default=",".join(PAIRS), help="neighbour pairs")
-    p.add_argument("--batch-size", type=int, default=4000, help="releases per batched call (default 4000)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="releases per batched call (default: sized to a 256 MiB memory budget)")
     p.add_argument("--no-components", action="store_true", help="skip the component audits")
     p.add_argument("--slow-draws", type=int, default=None,
-                   help="draws for as-published 'colored' (an SDP per draw; default min(draws, 4000))")
+                   help="draws for as-published 'colored' (an SDP per draw; default min(published draws, 4000))")
 
 
 def make_pairs(generator: torch.Generator, clip_bound: float, quick: bool = False) -> dict[str, A.NeighbourPair]:
-    """The shipped neighbour pairs (K=3 classes, d=3) used by the study."""
+    """The shipped neighbour pairs (K=3 classes, d=3) used by the study: label flips, replace-one and
+    add/remove, including the sound mode's worst cases (:func:`torchdpgmm.audit.worst_case_add_remove`)."""
     n = 30 if quick else 50
     d = 3  # R1SMG on a class mean needs d > 2
+    B = clip_bound
     return {
         "outlier-flip": A.outlier_label_flip(num_per_class=n, dim=d, generator=generator),
         "hull-point": A.hull_moving_point(num_per_class=n, dim=d, generator=generator),
         "tiny-class": A.tiny_class(num_per_class=n, dim=d, tiny=d + 2, generator=generator),  # as-published needs N_k > d
-        "extreme-clip": A.extreme_clipping(num_per_class=n, dim=d, clip_bound=clip_bound, generator=generator),
+        "extreme-clip": A.extreme_clipping(num_per_class=n, dim=d, clip_bound=B, generator=generator),
+        "worst-add-remove": A.worst_case_add_remove(num_per_class=n, dim=d, clip_bound=B, generator=generator),
+        "worst-label-flip": A.worst_case_replace_one(num_per_class=n, dim=d, clip_bound=B, generator=generator),
+        "worst-same-class": A.worst_case_replace_one(num_per_class=n, dim=d, clip_bound=B, kind="same-class",
+                                                     generator=generator),
     }
 
 
-def _fit(X, y, K):
-    from torchdpgmm.sound import _fit_empirical
-
-    w, m, c, n = _fit_empirical(X.to(torch.float64), y, K, None)
-    return w, m, c, n
+def _fit(X, y, K, mask=None):
+    """Per-class weights, means, covariances (divisor n_k - 1, 0 for classes with < 2 records) and counts
+    of the raw records: the noiseless reference each attack statistic compares a release with."""
+    X = X.to(torch.float64)
+    oh = torch.nn.functional.one_hot(y.long(), K).to(torch.float64)
+    if mask is not None:
+        oh = oh * mask.to(torch.float64).unsqueeze(-1)
+    n = oh.sum(-2)
+    mean = (oh.transpose(-1, -2) @ X) / n.clamp(min=1).unsqueeze(-1)
+    D = X.unsqueeze(-3) - mean.unsqueeze(-2)
+    cov = (D * oh.transpose(-1, -2).unsqueeze(-1)).transpose(-1, -2) @ D / (n - 1).clamp(min=1)[..., None, None]
+    return n / n.sum(-1, keepdim=True), mean, cov, n
 
 
 def statistics_for(pair: A.NeighbourPair, num_classes: int) -> dict[str, Any]:
     """Distinguishing statistics fixed before any draw: a quadratic discriminant of the whole release,
     the random-mapping support escape (weights), the Wishart PSD escape (covariances) and the
     log-distance of the released means to each dataset's means (singular noise such as R1SMG)."""
-    _, m0, c0, n0 = _fit(pair.X0, pair.y0, num_classes)
-    _, m1, c1, n1 = _fit(pair.X1, pair.y1, num_classes)
+    _, m0, c0, n0 = _fit(pair.X0, pair.y0, num_classes, pair.mask0)
+    _, m1, c1, n1 = _fit(pair.X1, pair.y1, num_classes, pair.mask1)
     return {
         "lda-quadratic": A.LinearDiscriminant(A.release_features, quadratic=True),
         "weights-support": A.support_escape_statistic(n0, n1, int(pair.X0.shape[-2])),
@@ -91,19 +126,34 @@ def statistics_for(pair: A.NeighbourPair, num_classes: int) -> dict[str, Any]:
     }
 
 
-def _mechanism_fn(mechanism: str, mode: str, eps: float, delta: float, clip_bound: float, K: int,
-                  adjacency: str):
-    if mode == "sound":
-        from torchdpgmm.sound import sound_statistics
+def sound_adjacency(pair: A.NeighbourPair) -> str:
+    """The sound mode's adjacency under which the pair is a neighbour (a label flip is a replace-one)."""
+    return "add-remove" if pair.relation == "add-remove" else "replace-one"
 
-        # validate once (raises for r1smg) before any draw
-        def mech(D, n, g):
-            out, _ = sound_statistics(D[0], D[1], K, eps, delta, clip_bound, adjacency, mechanism, g, num_draws=n)
-            return out
 
-        sound_statistics(torch.zeros(4, 2, dtype=torch.float64), torch.arange(4) % K, K, eps, delta, clip_bound,
-                         adjacency, mechanism, torch.Generator().manual_seed(0))
-        return mech
+def _sound_mechanism(mechanism: str, eps: float, delta: float, clip_bound: float, K: int, adjacency: str,
+                     noise: str | None = None):
+    """The sound release of the noisy blocks, eigenvalue floor off so that they read back exactly
+    (:func:`torchdpgmm.audit.sound_blocks`); post-processing can only lower epsilon. Returns
+    ``(mechanism(D, n, g), noise scales in data units)``; raises (e.g. for r1smg) before any draw."""
+    from torchdpgmm.sound import release_sound, sound_statistics
+
+    opts = dict(clip_bound=clip_bound, adjacency=adjacency, mechanism=mechanism)
+    if noise is not None:
+        opts["noise"] = noise
+
+    def mech(D, n, g):
+        out, _ = sound_statistics(D[0], D[1], K, eps, delta, generator=g, mask=D[2] if len(D) > 2 else None,
+                                  eig_floor=float("-inf"), num_draws=n, **opts)
+        return out
+
+    # the noise scales are public (data-independent): read them from a release on placeholder data
+    rel = release_sound(torch.zeros(4, 2, dtype=torch.float64), torch.arange(4) % K, K, eps, delta,
+                        generator=torch.Generator().manual_seed(0), **opts)
+    return mech, rel
+
+
+def _published_mechanism(mechanism: str, eps: float, delta: float, K: int):
     from torchdpgmm.release import release  # the as-published release (another helper's module)
 
     designs: dict[int, Any] = {}
@@ -139,9 +189,62 @@ def _row_from(result: A.AuditResult, **kw) -> dict[str, Any]:
         audited_epsilon_lower=result.epsilon_lower,
         exceeds_claim=bool(result.epsilon_lower > kw["claimed_epsilon"]),
         fpr=result.fpr, fnr=result.fnr, fpr_upper=result.fpr_upper, fnr_upper=result.fnr_upper,
-        threshold=result.threshold, direction=result.direction, confidence=0.95,
+        threshold=result.threshold, direction=result.direction, confidence=result.confidence,
         num_evaluation=result.num_evaluation, histogram=result.histogram, status="ok",
     )
+    return row
+
+
+def _power(row: dict[str, Any], gaussian: bool, pair_mu: float | None = None) -> dict[str, Any]:
+    """The power columns of a row: the ceiling of the same test (same evaluation draws, same confidence)."""
+    rep = A.power_report(row["claimed_epsilon"], row["claimed_delta"], row["num_evaluation"],
+                         confidence=row["confidence"], gaussian=gaussian, pair_mu=pair_mu)
+    return {k: v for k, v in rep.items() if k not in ("num_evaluation", "confidence")}
+
+
+def _sound_row(P: A.NeighbourPair, mech: str, eps: float, delta: float, B: float, K: int, draws: int,
+               bs: int | None, g: torch.Generator, base: dict[str, Any], noise: str | None = None) -> dict[str, Any]:
+    """One sound-mode row: the LR statistic beside the generic ones (Bonferroni), plus the power columns."""
+    adjacency = sound_adjacency(P)
+    try:
+        fn, rec = _sound_mechanism(mech, eps, delta, B, K, adjacency, noise)
+    except (ImportError, ValueError, NotImplementedError) as exc:
+        return dict(base, adjacency=adjacency, audited_epsilon_lower=None, exceeds_claim=None,
+                    status=f"unavailable: {type(exc).__name__}: {exc}")
+    # the exact Neyman-Pearson statistic, and a generic discriminant as an independent cross-check (the
+    # support, PSD and mean-distance attacks target the random mapping, Wishart and R1SMG, none of which
+    # the sound mode uses; fewer statistics also mean a milder Bonferroni correction)
+    stats = {"likelihood-ratio": A.sound_log_ratio(P.dataset0, P.dataset1, K, B, rec),
+             "lda-quadratic": A.LinearDiscriminant(A.release_features, quadratic=True)}
+    best, res, allr = A.audit_many(fn, P.dataset0, P.dataset1, stats, num_draws=draws, delta=delta,
+                                   generator=g, batch_size=bs)
+    row = _row_from(res, adjacency=adjacency, statistic=best, **base)
+    row["per_statistic"] = {k: r.epsilon_lower for k, r in allr.items()}
+    row["lr_epsilon_lower"] = allr["likelihood-ratio"].epsilon_lower
+    ex = getattr(rec, "extras", None) or getattr(rec, "extra", None) or {}
+    row["noise"] = ex.get("noise", {}).get("noise", "continuous")
+    gaussian = mech != "laplace"
+    pair_mu = A.sound_pair_mu(P.dataset0, P.dataset1, K, B, rec) if gaussian else None
+    row.update(_power(row, gaussian, pair_mu))
+    return row
+
+
+def _published_row(P: A.NeighbourPair, mech: str, eps: float, delta: float, K: int, draws: int,
+                   g: torch.Generator, base: dict[str, Any]) -> dict[str, Any]:
+    """One as-published row (label-flip adjacency; other pairs are not neighbours there)."""
+    if P.relation != "label-flip":
+        return dict(base, adjacency="label-flip", audited_epsilon_lower=None, exceeds_claim=None,
+                    status="n/a: not a neighbour under the published (label-level) adjacency")
+    try:
+        fn = _published_mechanism(mech, eps, delta, K)
+        best, res, allr = A.audit_many(fn, P.dataset0, P.dataset1, statistics_for(P, K), num_draws=draws,
+                                       delta=delta, generator=g, batch_size=1000)
+    except Exception as exc:  # a release that fails on a pair is a finding, not a crash
+        return dict(base, adjacency="label-flip", audited_epsilon_lower=None, exceeds_claim=None,
+                    status=f"error: {type(exc).__name__}: {exc}")
+    row = _row_from(res, adjacency="label-flip", statistic=best, **base)
+    row["per_statistic"] = {k: r.epsilon_lower for k, r in allr.items()}
+    row.update(_power(row, gaussian=False))
     return row
 
 
@@ -219,74 +322,75 @@ def _component_rows(pairs, eps, delta, draws, bs, K, g, quick=False) -> list[dic
     return rows
 
 
-def run_audit(config: ExperimentConfig) -> StudyResult:
-    o = config.options
-    quick = config.quick
-    draws = o.get("draws") or (600 if quick else 20000)
-    eps_list = _floats(o.get("epsilons", "1.0"))
-    delta = float(o.get("delta", 1e-5))
-    B = float(o.get("clip_bound", 10.0))
-    mechs = _names(o.get("mechanisms", ",".join(MECHANISMS)))
-    modes = _names(o.get("modes", ",".join(MODES)))
-    pair_names = _names(o.get("pairs", ",".join(PAIRS)))
-    bs = int(o.get("batch_size", 4000))
-    for m in mechs:
+def _audit_options(config: ExperimentConfig) -> dict[str, Any]:
+    o, quick = config.options, config.quick
+    opts = dict(
+        draws=int(o.get("draws") or (2000 if quick else 100_000)),
+        published_draws=int(o.get("published_draws") or (600 if quick else 10_000)),
+        eps_list=_floats(o.get("epsilons", "1.0")), delta=float(o.get("delta", 1e-5)),
+        B=float(o.get("clip_bound", 10.0)), mechs=_names(o.get("mechanisms", ",".join(MECHANISMS))),
+        modes=_names(o.get("modes", ",".join(MODES))), pair_names=_names(o.get("pairs", ",".join(PAIRS))),
+        bs=o.get("batch_size"), components=not o.get("no_components"),
+        sound_mechs=_names(o.get("sound_mechanisms", ",".join(SOUND_AUDITED))),
+        sound_noise=o.get("sound_noise"),
+    )
+    opts["worst_draws"] = int(o.get("worst_draws") or 2 * opts["draws"])
+    opts["slow_draws"] = int(o.get("slow_draws") or min(opts["published_draws"], 4000))
+    for m in opts["mechs"] + opts["sound_mechs"]:
         if m not in MECHANISMS:
             raise ValueError(f"unknown mechanism {m!r}; choose from {MECHANISMS}")
-    for m in modes:
+    for m in opts["modes"]:
         if m not in MODES:
             raise ValueError(f"unknown mode {m!r}; choose from {MODES}")
-    K = 3
-    g = config.generator()
-    all_pairs = make_pairs(config.generator(1), B, quick)
-    for p in pair_names:
-        if p not in all_pairs:
+    for p in opts["pair_names"]:
+        if p not in PAIRS:
             raise ValueError(f"unknown pair {p!r}; choose from {PAIRS}")
-    pairs = {k: all_pairs[k] for k in pair_names}
+    return opts
+
+
+def run_audit(config: ExperimentConfig) -> StudyResult:
+    """The audit study (module docstring): sound rows, as-published rows, component rows."""
+    o = _audit_options(config)
+    K, delta, B = 3, o["delta"], o["B"]
+    g = config.generator()
+    all_pairs = make_pairs(config.generator(1), B, config.quick)
+    pairs = {k: all_pairs[k] for k in o["pair_names"]}
     rows: list[dict[str, Any]] = []
-    notes: list[str] = []
-    for eps in eps_list:
-        for mode in modes:
-            for mech in mechs:
+    for eps in o["eps_list"]:
+        for mode in o["modes"]:
+            for mech in o["mechs"]:
+                if mode == "sound" and mech not in o["sound_mechs"]:
+                    continue
                 for name, P in pairs.items():
+                    nd = o["published_draws"]
+                    if mode == "sound":
+                        nd = o["worst_draws"] if name.startswith("worst") else o["draws"]
+                    if mode == "as-published" and mech == "colored":
+                        nd = o["slow_draws"]
                     base = dict(mechanism=mech, mode=mode, claimed_epsilon=eps, claimed_delta=delta,
                                 neighbours=name, neighbours_description=P.description, relation=P.relation,
-                                num_draws=draws)
-                    if mode == "as-published" and P.relation != "label-flip":
-                        rows.append(dict(base, adjacency="label-flip", audited_epsilon_lower=None, exceeds_claim=None,
-                                         status="n/a: not a neighbour under the published (label-level) adjacency"))
-                        continue
-                    adjacency = "replace-one" if mode == "sound" else "label-flip"
-                    try:
-                        fn = _mechanism_fn(mech, mode, eps, delta, B, K, adjacency)
-                    except (ImportError, ValueError, NotImplementedError) as exc:
-                        rows.append(dict(base, adjacency=adjacency, audited_epsilon_lower=None, exceeds_claim=None,
-                                         status=f"unavailable: {type(exc).__name__}: {exc}"))
-                        continue
-                    nd = draws
-                    if mode == "as-published" and mech == "colored":
-                        nd = int(o.get("slow_draws") or min(draws, 4000))
-                        base["num_draws"] = nd
-                    try:
-                        best, res, allr = A.audit_many(fn, P.dataset0, P.dataset1, statistics_for(P, K),
-                                                       num_draws=nd, delta=delta, generator=g,
-                                                       batch_size=min(bs, 1000) if mode == "as-published" else bs)
-                    except Exception as exc:  # a release that fails on a pair is a finding, not a crash
-                        rows.append(dict(base, adjacency=adjacency, audited_epsilon_lower=None, exceeds_claim=None,
-                                         status=f"error: {type(exc).__name__}: {exc}"))
-                        continue
-                    row = _row_from(res, adjacency=adjacency, statistic=best, **base)
-                    row["per_statistic"] = {k: r.epsilon_lower for k, r in allr.items()}
-                    rows.append(row)
-        if not o.get("no_components") and "as-published" in modes:
-            rows.extend(_component_rows(pairs, eps, delta, draws, bs, K, g, quick))
+                                num_draws=nd)
+                    if mode == "sound":
+                        rows.append(_sound_row(P, mech, eps, delta, B, K, nd, o["bs"], g, base, o["sound_noise"]))
+                    else:
+                        rows.append(_published_row(P, mech, eps, delta, K, nd, g, base))
+        if o["components"] and "as-published" in o["modes"]:
+            comp = _component_rows(pairs, eps, delta, o["published_draws"], o["bs"] or 4000, K, g, config.quick)
+            for r in comp:
+                r.update(_power(r, gaussian=False))
+            rows.extend(comp)
+    notes = []
     bad = [r for r in rows if r.get("mode") == "sound" and r.get("exceeds_claim")]
     if bad:
         notes.append(f"SOUND MODE EXCEEDED ITS CLAIM in {len(bad)} rows: investigate")
     notes.append("bounds are one-sided 95% Clopper-Pearson, threshold chosen on a held-out half, "
-                 "Bonferroni over the statistics of a row")
-    return StudyResult(rows=rows, config={"draws": draws, "clip_bound": B, "delta": delta, "epsilons": eps_list},
-                       notes=notes, plot=_plot_audit)
+                 "Bonferroni over the statistics of a row; sound rows audit the noisy blocks "
+                 "(eigenvalue floor off), whose post-processing can only lower epsilon")
+    cfg = {"draws": o["draws"], "worst_draws": o["worst_draws"], "sound_mechanisms": o["sound_mechs"],
+           "sound_noise": o["sound_noise"],
+           "published_draws": o["published_draws"], "slow_draws": o["slow_draws"],
+           "clip_bound": B, "delta": delta, "epsilons": o["eps_list"]}
+    return StudyResult(rows=rows, config=cfg, notes=notes, plot=_plot_audit)
 
 
 def _plot_audit(rows: list[dict[str, Any]], path: Path) -> None:
@@ -315,7 +419,7 @@ def _plot_audit(rows: list[dict[str, Any]], path: Path) -> None:
 # ----------------------------------------------------------------------------------------------------
 
 def synthetic_data(trials: int, N: int, K: int, d: int, generator: torch.Generator, min_count: int | None = None):
-    """Paper 000 Sec. V-A: weights ~ Dirichlet(1), means ~ U[-10,10]^d, covariances ~ Wishart(d+1, I).
+    """Liu, Scaglione & Peisert (2025), Sec. V-A: weights ~ Dirichlet(1), means ~ U[-10,10]^d, covariances ~ Wishart(d+1, I).
 
     Every class gets at least ``min_count`` records (default d+2) so that eq. (2c) is defined: counts are
     ``min_count + Multinomial(N - K min_count, weights)``. Returns ``X (T,N,d), y (T,N)`` (float64).
@@ -344,9 +448,14 @@ def _add_utility_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sound-mechanisms", default="gaussian,kl,laplace", help="sound-mode mechanisms")
     p.add_argument("--published-mechanisms", default=",".join(MECHANISMS), help="as-published mechanisms")
     p.add_argument("--num-records", type=int, default=1000, help="N (default 1000, paper Sec. V-A)")
+    p.add_argument("--adjacency", default="replace-one", choices=("replace-one", "add-remove"),
+                   help="sound-mode adjacency (default replace-one: a label flip is a replace-one neighbour, "
+                        "the closest match to the as-published label-level claim)")
 
 
 def run_utility(config: ExperimentConfig) -> StudyResult:
+    """KL(released || fitted) against epsilon on the synthetic data of Liu, Scaglione & Peisert (2025),
+    Sec. V-A: the sound mode (``--adjacency``, default replace-one; public bound B) beside the as-published curves (label flips)."""
     from torchdpgmm.sound import release_sound
 
     o = config.options
@@ -358,6 +467,7 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
         trials, eps_list, N = min(trials, 4), eps_list[:2] if len(eps_list) > 2 else eps_list, min(N, 300)
     delta = float(o.get("delta", 1e-5))
     B = float(o.get("clip_bound", 25.0))
+    adjacency = str(o.get("adjacency", "replace-one"))
     K, d = 5, 3
     X, y = synthetic_data(trials, N, K, d, config.generator(0))
     X, y = X.to(config.device), y.to(config.device)
@@ -368,15 +478,17 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
     kl_design = None
     for eps in eps_list:
         for mech in _names(o.get("sound_mechanisms", "gaussian,kl,laplace")):
-            rel = release_sound(X, y, K, eps, delta, clip_bound=B, mechanism=mech, generator=g)
-            rows.append(_utility_row("sound", mech, eps, delta, rel.kl, trials, N, B, "replace-one"))
+            rel = release_sound(X, y, K, eps, delta, clip_bound=B, adjacency=adjacency, mechanism=mech,
+                                generator=g)
+            rows.append(_utility_row("sound", mech, eps, delta, _kl(rel, X, y), trials, N, B,
+                                     str(rel.privacy.adjacency.value)))
         for mech in _names(o.get("published_mechanisms", ",".join(MECHANISMS))):
             try:
                 from torchdpgmm.release import release
 
                 kw = {}
                 if mech == "kl" and kl_design is not None and hasattr(kl_design, "at"):
-                    kw["design"] = kl_design.at(eps)  # reuses the SDP (DESIGN.md reduction 1)
+                    kw["design"] = kl_design.at(eps)  # one SDP per dataset, reused across epsilons
                 rel = release(X, y, K, eps, delta, mechanism=mech, mode="as-published", generator=g, **kw)
                 if mech == "kl":
                     kl_design = rel.design
@@ -384,9 +496,19 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
                 rows.append(dict(mode="as-published", mechanism=mech, epsilon=eps, delta=delta,
                                  status=f"unavailable: {type(exc).__name__}: {exc}"))
                 continue
-            rows.append(_utility_row("as-published", mech, eps, delta, rel.kl, trials, N, None, "label-flip"))
+            rows.append(_utility_row("as-published", mech, eps, delta, _kl(rel, X, y), trials, N, None, "label-flip"))
     return StudyResult(rows=rows, config={"trials": trials, "N": N, "K": K, "d": d, "clip_bound": B},
                        notes=notes, plot=_plot_utility)
+
+
+def _kl(rel: Any, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """KL(released || fitted): the explicit, non-private evaluation call where the release no longer carries
+    it (``torchdpgmm.evaluation.evaluate``), else the release's own ``kl``."""
+    if getattr(rel, "kl", None) is not None:
+        return rel.kl
+    from torchdpgmm.evaluation import evaluate
+
+    return evaluate(rel, X, y).kl
 
 
 def _utility_row(mode, mech, eps, delta, kl, trials, N, B, adjacency):
@@ -401,29 +523,18 @@ def _utility_row(mode, mech, eps, delta, kl, trials, N, B, adjacency):
 
 
 def _plot_utility(rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib.pyplot as plt
+    """KL vs epsilon, sound and as-published, through :func:`torchdpgmm.experiments.plotting.plot_curves`."""
+    from torchdpgmm.experiments.plotting import plot_curves, series_from_rows
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        if r.get("status") == "ok":
-            series.setdefault((r["mode"], r["mechanism"]), []).append(r)
-    for (mode, mech), rs in sorted(series.items()):
-        rs = sorted(rs, key=lambda r: r["epsilon"])
-        ax.errorbar([r["epsilon"] for r in rs], [r["kl_mean"] for r in rs],
-                    yerr=[[max(r["kl_mean"] - r["kl_ci_low"], 0) for r in rs], [max(r["kl_ci_high"] - r["kl_mean"], 0) for r in rs]],
-                    ls="-" if mode == "sound" else "--", marker="o" if mode == "sound" else "x", capsize=2,
-                    label=f"{mech} ({mode})")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel("KL(released || fitted)")
-    ax.set_title("Sound (record-level, solid) vs as-published (label-level, dashed)")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
+    ok = [dict(r, label=f"{r['mechanism']} ({r['mode']}, {r['adjacency']})", mean=r["kl_mean"],
+               ci_low=r["kl_ci_low"], ci_high=r["kl_ci_high"]) for r in rows if r.get("status") == "ok"]
+    ok.sort(key=lambda r: (r["mode"] != "sound", r["label"]))
+    first = ok[0] if ok else {}
+    settings = {k: first.get(k) for k in ("N", "delta")}
+    settings.update(trials=max((int(r["trials"]) for r in ok), default=0),
+                    clip_bound=next((r["clip_bound"] for r in ok if r["mode"] == "sound"), None))
+    plot_curves(series_from_rows(ok, "epsilon"), path, x_label="epsilon", y_label="KL(released || fitted)",
+                title="Sound (record-level) vs as-published (label-level)", settings=settings, logx=True)
 
 STUDIES = {
     "audit": Study("audit", run_audit,
@@ -451,31 +562,110 @@ def _fmt(v: Any, nd: int = 3) -> str:
     return str(v)
 
 
-def audit_markdown(rows: list[dict[str, Any]]) -> str:
-    """The audit rows as a markdown table (claimed vs audited epsilon, the pair and the evidence)."""
-    head = ("| mode | mechanism | neighbours | claimed eps (delta) | audited eps, 95% lower bound | above claim? "
-            "| statistic | FPR / FNR (held-out) | exact | status |\n|---|---|---|---|---|---|---|---|---|---|")
+def _exact_cell(r: dict[str, Any]) -> str:
+    if r.get("exact_max_log_ratio") is not None:
+        return f"max ln-ratio {_fmt(r['exact_max_log_ratio'])}"
+    if r.get("exact_delta_at_claimed_epsilon") is not None:
+        return f"delta at claimed eps >= {_fmt(r['exact_delta_at_claimed_epsilon'])}"
+    if r.get("exact_epsilon") is not None:
+        return f"true eps {_fmt(r['exact_epsilon'])}"
+    if r.get("pair_exact_epsilon") is not None:
+        approx = "~" if r.get("noise") == "discrete" else ""
+        return f"pair eps {approx}{_fmt(r['pair_exact_epsilon'])} (mu {_fmt(r.get('pair_mu'))})"
+    return ""
+
+
+def _status_cell(r: dict[str, Any]) -> str:
+    status = r.get("status", "")
+    if status.startswith("unavailable") or status.startswith("error"):
+        status = status[:90] + ("..." if len(status) > 90 else "")
+    return status
+
+
+def audit_markdown(rows: list[dict[str, Any]], modes: tuple[str, ...] | None = None) -> str:
+    """The audit rows as a markdown table: claimed vs audited epsilon, the likelihood-ratio bound, the
+    power (the same test's ceiling against a mechanism exactly at the claim) and the exact value."""
+    head = ("| mode | mechanism | neighbours (adjacency) | claimed eps (delta) | audited eps, 95% lower bound "
+            "| above claim? | statistic | LR bound | ceiling at claim | exact | draws (held-out) | status |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     order = {"sound": 0, "as-published": 1, "as-published (component)": 2}
-    for r in sorted(rows, key=lambda r: (order.get(r.get("mode"), 3), r.get("claimed_epsilon", 0))):
-        exact = ""
-        if r.get("exact_max_log_ratio") is not None:
-            exact = f"max ln-ratio {_fmt(r['exact_max_log_ratio'])}"
-        elif r.get("exact_delta_at_claimed_epsilon") is not None:
-            exact = f"delta at claimed eps >= {_fmt(r['exact_delta_at_claimed_epsilon'])}"
-        elif r.get("exact_epsilon") is not None:
-            exact = f"true eps {_fmt(r['exact_epsilon'])}"
-        status = r.get("status", "")
-        if status.startswith("unavailable") or status.startswith("error"):
-            status = status[:90] + ("..." if len(status) > 90 else "")
+    sel = [r for r in rows if modes is None or r.get("mode") in modes]
+    for r in sorted(sel, key=lambda r: (order.get(r.get("mode"), 3), r.get("claimed_epsilon", 0))):
         aud = r.get("audited_epsilon_lower")
         flag = "" if aud is None else ("**YES**" if r.get("exceeds_claim") else "no")
-        fr = "" if aud is None else f"{_fmt(r.get('fpr'), 4)} / {_fmt(r.get('fnr'), 4)}"
+        draws = "" if aud is None else f"{r.get('num_draws')} ({r.get('num_evaluation')})"
         lines.append(
-            f"| {r.get('mode')} | {r.get('mechanism')} | {r.get('neighbours')} | "
+            f"| {r.get('mode')} | {r.get('mechanism')} | {r.get('neighbours')} ({r.get('adjacency', '')}) | "
             f"{_fmt(r.get('claimed_epsilon'), 2)} ({_fmt(r.get('claimed_delta'))}) | {_fmt(aud)} | {flag} | "
-            f"{r.get('statistic') or ''} | {fr} | {exact} | {status} |")
+            f"{r.get('statistic') or ''} | {_fmt(r.get('lr_epsilon_lower')) if r.get('lr_epsilon_lower') is not None else ''} | "
+            f"{_fmt(r.get('claim_ceiling_epsilon')) if aud is not None else ''} | {_exact_cell(r)} | {draws} | "
+            f"{_status_cell(r)} |")
     return "\n".join(lines)
+
+
+def audit_summary_markdown(rows: list[dict[str, Any]]) -> str:
+    """Bullet points computed from the audit rows (largest sound ratio, violations, worst-case power)."""
+    ok = [r for r in rows if r.get("audited_epsilon_lower") is not None]
+    sound = [r for r in ok if r["mode"] == "sound"]
+    out = []
+    if sound:
+        top = max(sound, key=lambda r: r["audited_epsilon_lower"] / r["claimed_epsilon"])
+        over = sum(bool(r["exceeds_claim"]) for r in sound)
+        out.append(f"- Sound mode: {over} of {len(sound)} audited rows above the claim. The bound closest to its "
+                   f"claim (relative to it): {_fmt(top['audited_epsilon_lower'])} at claimed eps "
+                   f"{_fmt(top['claimed_epsilon'], 2)} ({top['mechanism']}, {top['neighbours']}).")
+        worst = sorted((r for r in sound if r["neighbours"].startswith("worst")),
+                       key=lambda r: (r["claimed_epsilon"], r["neighbours"], r["mechanism"]))
+        if worst:
+            out.append("\nPower on the worst-case pairs (likelihood-ratio statistic; `ceiling`: what the same test, "
+                       "with the same held-out draws and confidence, certifies against a mechanism exactly at the "
+                       "claim, resp. exactly at the pair's own epsilon):\n")
+            out.append("| mechanism (noise) | pair (adjacency) | claimed eps | LR bound | ceiling at claim | pair's exact eps "
+                       "| ceiling at pair | draws per dataset |\n|---|---|---|---|---|---|---|---|")
+            for r in worst:
+                out.append(f"| {r['mechanism']} ({r.get('noise', 'continuous')}) | {r['neighbours']} ({r['adjacency']}) | "
+                           f"{_fmt(r['claimed_epsilon'], 2)} | "
+                           f"{_fmt(r.get('lr_epsilon_lower'))} | {_fmt(r.get('claim_ceiling_epsilon'))} | "
+                           f"{_fmt(r.get('pair_exact_epsilon'))} | {_fmt(r.get('pair_ceiling_epsilon'))} | "
+                           f"{r['num_draws']} |")
+            out.append("")
+    pub = [r for r in ok if r["mode"] != "sound"]
+    if pub:
+        over = [r for r in pub if r["exceeds_claim"]]
+        out.append(f"- As-published (full releases and components): {len(over)} of {len(pub)} audited rows above "
+                   f"the claim.")
+    return "\n".join(out)
+
+
+def records_markdown(rows: list[dict[str, Any]]) -> str:
+    """The privacy records of tiny releases (scripts/privacy_records.py): one row per mode and mechanism."""
+    head = ("| family | release | record mode | adjacency | accountant | covered | noised blocks | notes |\n"
+            "|---|---|---|---|---|---|---|---|")
+    lines = [head]
+    for r in rows:
+        if r.get("status") != "ok":
+            lines.append(f"| {r['family']} | {r['release']} | {r['call_mode']} | - | - | - | - | "
+                         f"not released: {_code(r['status'])} |")
+            continue
+        blocks = "; ".join(f"{b['name']}: {b['mechanism']}, sens {_fmt(b['sensitivity'])} ({b['norm']}), "
+                           f"scale {_fmt(b['noise_scale'])}" + (f" x{b['count']}" if b.get("count", 1) != 1 else "")
+                           for b in (r.get("blocks") or []))
+        notes = "<br>".join(_code(n) for n in (r.get("notes") or []))
+        lines.append(f"| {r['family']} | {r['release']} | {r.get('mode')} | {r.get('adjacency')} | "
+                     f"{_code(r.get('accountant') or '')} | {'yes' if r.get('covered') else 'no'} | {blocks or '-'} | "
+                     f"{notes} |")
+    return "\n".join(lines)
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _code(text: Any) -> str:
+    """Record text quoted verbatim (inline code: it is the record's wording, not a measured result)."""
+    t = _cell(text).replace("`", "'")
+    return f"`{t}`" if t else ""
 
 
 def utility_markdown(rows: list[dict[str, Any]]) -> str:

@@ -1,4 +1,4 @@
-"""Figures 1-5 of paper 000 (Sec. V-A): KL divergence of released GMMs on synthetic data.
+"""Figures 1-5 of Liu, Scaglione & Peisert (2025, Sec. V-A): KL divergence of released GMMs on synthetic data.
 
 Data: the Sec. V-A model (:func:`torchdpgmm.montecarlo.synthetic_data`): Dirichlet(1) weights, means
 ``U[-10,10]^d``, ``Wishart_d(d+1, I)`` covariances, ``N`` i.i.d. points; defaults ``N=1000, K=5, d=3,
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import torch
 
-from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
+from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult
 
 __all__ = ["STUDIES", "MECHANISM_VARIANTS", "kl_sweep", "EPS_GRID", "N_GRID", "K_GRID", "D_GRID"]
 
@@ -69,20 +69,19 @@ def kl_sweep(
     solver: str = "dual",
     memory_budget: float | None = None,
     progress: bool | None = None,
-) -> dict[str, torch.Tensor]:
-    """Realised KL of every mechanism at every epsilon on shared synthetic datasets.
+) -> dict[str, list]:
+    """Realised KL of every mechanism at every epsilon on shared synthetic datasets, streamed.
 
-    Returns ``{label: kl (trials, len(epsilons))}``. Trials run in chunks of a memory budget; each chunk
-    draws its data and all its noise from one generator derived from ``seed`` (see
+    Returns ``{label: [RunningStats per epsilon]}`` (:class:`torchdpgmm.montecarlo.RunningStats`: exact
+    mean/variance, log-grid quantiles), so memory is that of one chunk whatever ``trials``. Trials run in
+    chunks sized by ``memory_budget`` (bytes, default :data:`~torchdpgmm.montecarlo.DEFAULT_MEMORY_BUDGET`);
+    each chunk draws its data and all its noise from one generator derived from ``seed`` (see
     :func:`torchdpgmm.montecarlo.run_chunked`). The epsilon values form a leading batch dimension of one
-    ``release`` call per mechanism.
+    ``release`` call per mechanism, so the fit and the SDPs are solved once per dataset.
     """
-    from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET, run_chunked, synthetic_data
-    from torchdpgmm.release import release
-
     from tqdm.auto import tqdm
 
-    from torchdpgmm.montecarlo import chunk_size_for_budget
+    from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET, RunningStats, chunk_size_for_budget, run_chunked
 
     E = len(epsilons)
     budget = memory_budget or DEFAULT_MEMORY_BUDGET
@@ -92,82 +91,74 @@ def kl_sweep(
         progress = trials >= 50 or n_chunks > 1
     bar = tqdm(total=n_chunks * len(mechanisms), desc=f"N={n} K={k} d={d}", unit="mechanism x chunk",
                disable=not progress, leave=False)
+    stats = {label: [RunningStats() for _ in range(E)] for label, _, _ in mechanisms}
 
-    def one_chunk(T: int, g: torch.Generator) -> dict[str, torch.Tensor]:
-        data = synthetic_data(T, n, k, d, generator=g, device=device)
-        X, y = data.X, data.y  # one fit / one SDP per dataset; the epsilon grid broadcasts in front
-        eps = torch.tensor(list(epsilons), dtype=X.dtype, device=X.device)[:, None]
-        out = {}
-        base_design = None
-        for label, mech, variant in mechanisms:
-            kw: dict[str, Any] = {"mechanism": mech, "generator": g}
-            if mech == "kl":
-                kw.update(variant=variant, solver=solver, lam=lam)
-                if base_design is not None:
-                    # same data, same SDP: re-design the other variants without re-solving (reduction 1)
-                    kw["design"] = base_design.at(eps, variant=variant)
-            r = release(X, y, k, eps, delta, **kw)
-            if mech == "kl" and base_design is None:
-                base_design = r.design
-            out[label] = r.kl.transpose(0, 1).contiguous()  # (T, E)
+    def one_chunk(T: int, g: torch.Generator) -> None:
+        for label, kl in _chunk_kls(T, n, k, d, epsilons, delta, lam, mechanisms, solver, device, g):
+            for j in range(E):
+                stats[label][j].update(kl[j])
             bar.set_postfix_str(label)
             bar.update(1)
-        return out
 
     try:
-        return run_chunked(one_chunk, trials, seed=seed, bytes_per_trial=bpt, memory_budget=budget,
-                           device=device, progress=False)
+        run_chunked(one_chunk, trials, seed=seed, bytes_per_trial=bpt, memory_budget=budget, device=device,
+                    progress=False, combine=lambda parts: None)
     finally:
         bar.close()
+    return stats
 
 
-def _rows(kls: dict[str, torch.Tensor], mechanisms, x_name: str, x_values, fixed: dict[str, Any], eps_axis: bool):
+def _chunk_kls(T, n, k, d, epsilons, delta, lam, mechanisms, solver, device, g):
+    """Yield ``(label, kl (E, T))`` for one chunk of ``T`` synthetic datasets, every mechanism."""
+    from torchdpgmm.montecarlo import synthetic_data
+    from torchdpgmm.release import release
+
+    data = synthetic_data(T, n, k, d, generator=g, device=device)
+    X, y = data.X, data.y  # one fit / one SDP per dataset; the epsilon grid broadcasts in front
+    eps = torch.tensor(list(epsilons), dtype=X.dtype, device=X.device)[:, None]
+    base_design = None
+    for label, mech, variant in mechanisms:
+        kw: dict[str, Any] = {"mechanism": mech, "generator": g}
+        if mech == "kl":
+            kw.update(variant=variant, solver=solver, lam=lam)
+            if base_design is not None:
+                # same data, same SDP: re-design the other variants without re-solving (reduction 1)
+                kw["design"] = base_design.at(eps, variant=variant)
+        r = release(X, y, k, eps, delta, **kw)
+        if mech == "kl" and base_design is None:
+            base_design = r.design
+        yield label, r.kl
+
+
+def _rows(stats: dict[str, list], mechanisms, x_name: str, x_values, fixed: dict[str, Any]):
     rows = []
     for label, mech, variant in mechanisms:
-        v = kls[label]  # (T, len(x_values))
-        ci = mean_ci(v, dim=0)
         for j, x in enumerate(x_values):
+            st = stats[label][j]
+            if st is None:
+                continue
+            s = st.summary()
             row = {"mechanism": mech, "variant": variant, "label": label, x_name: x}
             row.update({kk: vv for kk, vv in fixed.items() if kk != x_name})
-            row.update(
-                mean=float(ci["mean"][j]),
-                ci_low=float(ci["ci_low"][j]),
-                ci_high=float(ci["ci_high"][j]),
-                median=float(v[:, j].median()),
-                nonfinite=int((~torch.isfinite(v[:, j])).sum()),
-                trials=int(v.shape[0]),
-            )
+            row.update(mean=s["mean"], ci_low=s["ci_low"], ci_high=s["ci_high"], median=s["median"],
+                       q05=s["q05"], q95=s["q95"], nonfinite=s["nonfinite"], trials=s["n"] + s["nonfinite"])
             rows.append(row)
     return rows
 
 
 def _plot_factory(x_name: str, title: str, logx: bool):
+    """Plot function for :class:`StudyResult`: :func:`torchdpgmm.experiments.plotting.plot_curves` with the
+    fixed settings of the rows (the releases run in the default as-published mode, label-flip adjacency)."""
     def plot(rows, path):
-        import matplotlib.pyplot as plt
+        from torchdpgmm.experiments.plotting import plot_curves, series_from_rows
 
-        fig, ax = plt.subplots(figsize=(6.4, 4.4))
-        labels = []
-        for r in rows:
-            if r["label"] not in labels:
-                labels.append(r["label"])
-        for lab in labels:
-            rs = [r for r in rows if r["label"] == lab]
-            xs = [r[x_name] for r in rs]
-            m = [r["mean"] for r in rs]
-            lo = [max(r["mean"] - r["ci_low"], 0.0) if r["ci_low"] is not None else 0.0 for r in rs]
-            hi = [r["ci_high"] - r["mean"] if r["ci_high"] is not None else 0.0 for r in rs]
-            ax.errorbar(xs, m, yerr=[lo, hi], marker="o", ms=3, capsize=2, label=lab)
-        ax.set_yscale("log")
-        if logx:
-            ax.set_xscale("log")
-        ax.set_xlabel({"epsilon": "epsilon", "n": "N", "k": "K", "d": "d"}[x_name])
-        ax.set_ylabel("KL(released || fitted), mean and 95% CI")
-        ax.set_title(title)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        first = rows[0] if rows else {}
+        settings = {k: first[k] for k in ("n", "k", "d", "epsilon", "delta", "lam") if k in first and k != x_name}
+        settings.update(trials=max((int(r["trials"]) for r in rows), default=0), mode="as-published",
+                        adjacency="label-flip")
+        plot_curves(series_from_rows(rows, x_name), path, x_label={"epsilon": "epsilon", "n": "N", "k": "K",
+                    "d": "d"}[x_name], y_label="KL(released || fitted)", title=title, settings=settings,
+                    logx=logx, logy=True)
 
     return plot
 
@@ -193,6 +184,8 @@ def _common_args(p: argparse.ArgumentParser, sweep: str) -> None:
         p.add_argument("--epsilon", type=float, default=DEFAULTS["epsilon"], help="epsilon (default 1)")
         grid = {"n": N_GRID, "k": K_GRID, "d": D_GRID}[sweep]
         p.add_argument("--grid", type=_ints, default=list(grid), help=f"comma-separated {sweep} grid")
+    p.add_argument("--memory-budget", type=float, default=None,
+                   help="bytes of working memory per chunk of trials (default 1 GiB); results are streamed")
     p.add_argument(
         "--mechanisms", default=None,
         help="comma-separated subset of " + ",".join(m[0] for m in MECHANISM_VARIANTS),
@@ -224,9 +217,10 @@ def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> Stu
     n, k, d = int(o["n"]), int(o["k"]), int(o["d"])
     if cfg.quick:
         eps, trials, n = [0.5, 2.0], min(trials, 3), min(n, 60)
-    kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], mechs, cfg.seed, cfg.device, o.get("solver", "dual"))
+    kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], mechs, cfg.seed, cfg.device, o.get("solver", "dual"),
+                   memory_budget=o.get("memory_budget"))
     fixed = {"n": n, "k": k, "d": d, "delta": o["delta"], "lam": o["lam"]}
-    rows = _rows(kls, mechs, "epsilon", eps, fixed, True)
+    rows = _rows(kls, mechs, "epsilon", eps, fixed)
     notes = _ratio_notes(kls, eps)
     return StudyResult(rows=rows, config={"trials": trials, "epsilons": eps, "n": n, "k": k, "d": d,
                                           "mechanisms": [m[0] for m in mechs]},
@@ -236,7 +230,7 @@ def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> Stu
 def _ratio_notes(kls, eps) -> list[str]:
     notes = []
     if "kl/exact-kl" in kls and "kl/as-published" in kls:
-        r = kls["kl/exact-kl"].mean(0) / kls["kl/as-published"].mean(0)
+        r = [a.mean / b.mean for a, b in zip(kls["kl/exact-kl"], kls["kl/as-published"])]
         notes.append("mean KL ratio exact-kl / as-published per epsilon: "
                      + ", ".join(f"{e:g}: {float(x):.3g}" for e, x in zip(eps, r)))
     return notes
@@ -268,14 +262,11 @@ def _run_param(cfg: ExperimentConfig, name: str, param: str, title: str) -> Stud
         if len(here) < len(mechs):
             notes.append(f"r1smg skipped at d={dd}: R1SMG needs d > 2 (Ji & Li 2024)")
         kls = kl_sweep(trials, nn, kk, dd, [eps], o["delta"], o["lam"], here, cfg.seed + 1000 * (i + 1),
-                       cfg.device, o.get("solver", "dual"))
+                       cfg.device, o.get("solver", "dual"), memory_budget=o.get("memory_budget"))
         for lab in per:
-            nan = torch.full((trials,), float("nan"), dtype=torch.float64)
-            per[lab].append(kls[lab][:, 0] if lab in kls else nan)
-    stacked = {lab: torch.stack(v, 1) for lab, v in per.items()}
+            per[lab].append(kls[lab][0] if lab in kls else None)   # None: mechanism skipped here
     fixed = {"n": n, "k": int(o["k"]), "d": int(o["d"]), "epsilon": eps, "delta": o["delta"], "lam": o["lam"]}
-    rows = _rows(stacked, mechs, param, grid, fixed, False)
-    rows = [r for r in rows if r["nonfinite"] < r["trials"]]  # drop skipped (mechanism, grid point) pairs
+    rows = _rows(per, mechs, param, grid, fixed)
     return StudyResult(rows=rows, config={"trials": trials, "grid": grid, "epsilon": eps,
                                           "mechanisms": [m[0] for m in mechs]},
                        notes=notes, plot=_plot_factory(param, title, param == "n"))
@@ -285,35 +276,35 @@ STUDIES = {
     "fig1": Study(
         "fig1",
         lambda cfg: _run_eps(cfg, "fig1", KL_ONLY, "Fig. 1: proposed mechanism, mean KL and 95% CI"),
-        "Paper 000 Fig. 1: KL of the proposed mechanism (3 design variants) vs epsilon, 95% CI",
+        "Liu, Scaglione & Peisert (2025) Fig. 1: KL of the proposed mechanism (3 design variants) vs epsilon, 95% CI",
         lambda p: _common_args(p, "epsilon"),
         default_trials=200,
     ),
     "fig2": Study(
         "fig2",
         lambda cfg: _run_eps(cfg, "fig2", MECHANISM_VARIANTS, "Fig. 2: KL vs epsilon"),
-        "Paper 000 Fig. 2: KL vs epsilon for every mechanism (N=1000, K=5, d=3, delta=1e-5)",
+        "Liu, Scaglione & Peisert (2025) Fig. 2: KL vs epsilon for every mechanism (N=1000, K=5, d=3, delta=1e-5)",
         lambda p: _common_args(p, "epsilon"),
         default_trials=100,
     ),
     "fig3": Study(
         "fig3",
         lambda cfg: _run_param(cfg, "fig3", "n", "Fig. 3: KL vs N (epsilon = 1)"),
-        "Paper 000 Fig. 3: KL vs the data size N at epsilon=1",
+        "Liu, Scaglione & Peisert (2025) Fig. 3: KL vs the data size N at epsilon=1",
         lambda p: _common_args(p, "n"),
         default_trials=100,
     ),
     "fig4": Study(
         "fig4",
         lambda cfg: _run_param(cfg, "fig4", "k", "Fig. 4: KL vs K (N = 1000, epsilon = 1)"),
-        "Paper 000 Fig. 4: KL vs the number of classes K at N=1000, epsilon=1",
+        "Liu, Scaglione & Peisert (2025) Fig. 4: KL vs the number of classes K at N=1000, epsilon=1",
         lambda p: _common_args(p, "k"),
         default_trials=100,
     ),
     "fig5": Study(
         "fig5",
         lambda cfg: _run_param(cfg, "fig5", "d", "Fig. 5: KL vs d (K = 5, N = 1000, epsilon = 1)"),
-        "Paper 000 Fig. 5: KL vs the dimension d at K=5, N=1000, epsilon=1",
+        "Liu, Scaglione & Peisert (2025) Fig. 5: KL vs the dimension d at K=5, N=1000, epsilon=1",
         lambda p: _common_args(p, "d"),
         default_trials=100,
     ),

@@ -1,4 +1,5 @@
-"""Gaussian noise: i.i.d. and colored (paper 000, eq. 5: ``mu~_k = mu_k + w_k``, ``w_k ~ N(0, Gamma_k^{-1})``)."""
+"""Gaussian noise: i.i.d. and colored (Liu, Scaglione & Peisert 2025, eq. 5:
+``mu~_k = mu_k + w_k``, ``w_k ~ N(0, Gamma_k^{-1})``)."""
 from __future__ import annotations
 
 import torch

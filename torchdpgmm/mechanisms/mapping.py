@@ -1,4 +1,4 @@
-"""Random mapping of the mixture weights (paper 000, eqs. 3, 14-15, 25-27; Proposition 2).
+"""Random mapping of the mixture weights (Liu, Scaglione & Peisert 2025, eqs. 3, 14-15, 25-27; Proposition 2).
 
 The weights ``pi = N_k / N`` live on the lattice ``S`` of compositions of ``N`` into ``K`` positive parts
 (``|S| = C(N-1, K-1)``). The mechanism releases ``pi~ ~ f(. | pi)`` with (eq. 15)

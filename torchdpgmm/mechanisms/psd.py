@@ -40,7 +40,7 @@ def eigenvalue_floor(S: torch.Tensor, floor: float | torch.Tensor = 1e-6) -> tor
 
 
 def xi_repair(S: torch.Tensor, max_iter: int = 10, rel_floor: float = 1e-12) -> torch.Tensor:
-    """Xi et al.'s heuristic PD repair (paper 001, Sec. 5, step 3 a-c), batched.
+    """Xi et al.'s heuristic PD repair (Xi, Kantarcioglu & Inan 2011, Sec. 5, step 3 a-c), batched.
 
     (a) copy the upper triangle to the lower one; (b) eigen-decompose and replace each non-positive
     eigenvalue by the smallest positive eigenvalue; (c) repeat (b) until the matrix is positive

@@ -1,11 +1,12 @@
-"""Wishart noise for covariances (paper 000, eq. 6): ``Sigma~_k = Sigma_k + W_k``, ``W_k ~ W_d(I/gamma_k, d+1)``.
+"""Wishart noise for covariances (Liu, Scaglione & Peisert 2025, eq. 6):
+``Sigma~_k = Sigma_k + W_k``, ``W_k ~ W_d(I/gamma_k, d+1)``.
 
 A draw is ``W = G G^T`` with ``G`` a ``d x (d+1)`` matrix of i.i.d. ``N(0, 1/gamma)`` entries, which is
 exactly ``W_d(I/gamma, d+1)`` and keeps the explicit-generator contract (``torch.distributions.Wishart``
 samples from the global RNG). Moments: ``E W = (d+1)/gamma I``,
 ``Var W_ij = (d+1)(1 + [i=j])/gamma^2``.
 
-Caveat (DESIGN.md §4): the Wishart mechanism of Jiang et al. (2016) whose privacy charge
+Caveat (docs/privacy.md): the Wishart mechanism of Jiang et al. (2016) whose privacy charge
 ``3 gamma / (2 N_k)`` eq. (9) uses was later shown not to be differentially private.
 """
 from __future__ import annotations

@@ -174,19 +174,21 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     split = {"class": 1.0, "lloyd": 0.0, "cells": 0.0} if m == 1 else \
         dict(stage_split or {"class": 0.3, "lloyd": 0.06, "cells": 0.64})
     tot = sum(split.values())
-    mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}
+    mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
     blocks: list = []
 
     def sound(labels, groups, mu_stage, name):
+        import dataclasses
+
         eps_s = gdp_epsilon(delta, mu_stage)
-        stats, rec = sound_statistics(U, labels, groups, eps_s, delta, 1.0, adjacency, "gaussian", generator,
-                                      split=mom)
-        sens = {"add-remove": (1.0, 1.0, 1.0), "replace-one": (math.sqrt(2), 2.0, math.sqrt(2))}[adjacency]
-        for (b, key), s in zip((("counts", "sigma_counts"), ("sums", "sigma_sums"),
-                                ("second-moments", "sigma_second_moments")), sens):
-            blocks.append(NoisedBlock(name=f"{name}-{b}", mechanism="gaussian", sensitivity=s,
-                                      noise_scale=rec.noise[key], norm="frobenius" if b == "second-moments" else "l2"))
-        return stats, rec.noise["sigma_second_moments"]
+        stats, rec = sound_statistics(U, labels, groups, eps_s, delta, clip_bound=1.0, generator=generator,
+                                      adjacency=adjacency, mechanism="gaussian", split=mom, noise="continuous")
+        sq = None
+        for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
+            blocks.append(dataclasses.replace(b, name=f"{name}-{b.name.replace('_', '-')}"))
+            if b.name == "second_moments":
+                sq = b.noise_scale
+        return stats, sq
 
     mu_class = float(mu) * math.sqrt(split["class"] / tot)
     cls, sq_cls = sound(y, K, mu_class, "class")

@@ -1,6 +1,7 @@
-"""Record-level DP under a feature bound (paper 000, Sec. IV-C and V-E, eqs. 28-32).
+"""Record-level DP under a feature bound (Liu, Scaglione & Peisert 2025, Sec. IV-C and V-E, eqs. 28-32).
 
-Per-record clipping ``x <- x * min(1, B / ||x||_2)`` enforces (28), ``||x_n|| <= B``. Under the
+Per-record clipping ``x <- x * min(1, B / ||x||_2)`` (:func:`torchdpgmm.mechanisms.clip_records`, in
+float64) enforces (28), ``||x_n|| <= B``. Under the
 "change one record's features" adjacency of Sec. IV-C a class mean moves by at most ``2B / N_k`` (30),
 and the Gaussian mean release ``mu~_k = mu_k + w_k``, ``w_k ~ N(0, Gamma_k^{-1})`` meets condition (10)
 for every neighbour iff
@@ -22,6 +23,8 @@ import math
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
+from torchdpgmm.mechanisms import normal_noise, wishart_noise
+from torchdpgmm.mechanisms import clip_records  # re-exported: pipelines and studies import it from here
 
 __all__ = [
     "clip_records",
@@ -30,20 +33,6 @@ __all__ = [
     "paper_eq32_constant",
     "record_level_release",
 ]
-
-
-def clip_records(X: torch.Tensor, clip_bound: float | torch.Tensor) -> torch.Tensor:
-    """Scale each row of ``X (..., N, d)`` to norm at most ``clip_bound`` (Sec. V-E): ``x * min(1, B/||x||)``.
-
-    ``clip_bound`` is a float or a tensor broadcasting against ``X.shape[:-2]`` (one bound per trial).
-    """
-    B = torch.as_tensor(clip_bound, dtype=X.dtype, device=X.device)
-    if not bool(torch.isfinite(B).all()) or not bool((B > 0).all()):
-        raise ValueError(f"clip_bound must be finite and > 0, got {clip_bound!r}")
-    norms = torch.linalg.vector_norm(X, dim=-1, keepdim=True)
-    Bb = B.reshape(B.shape + (1, 1)) if B.dim() else B
-    scale = torch.clamp(Bb / torch.clamp(norms, min=torch.finfo(X.dtype).tiny), max=1.0)
-    return X * scale
 
 
 def record_mean_sensitivity(counts: torch.Tensor, clip_bound: float | torch.Tensor) -> torch.Tensor:
@@ -93,7 +82,7 @@ def record_level_release(
     of ``eps_k``, with ``Gamma_k^{-1} = c_k I`` (32, B^2 form) and ``gamma_k`` from (22) with eps_0 = 0;
     add ``N(0, c_k I)`` to the means and ``W_d(I/gamma_k, d+1)`` to the covariances (eq. 6).
 
-    Inherits the published caveats (DESIGN.md section 4): the Wishart charge ``3 gamma/(2N)`` comes from a
+    Inherits the published caveats (docs/privacy.md): the Wishart charge ``3 gamma/(2N)`` comes from a
     mechanism later shown not to be DP, and the budget split depends on the data. Returns
     ``(released LabeledGMM, fitted LabeledGMM on clipped data, info dict)``.
     """
@@ -122,11 +111,9 @@ def record_level_release(
     c_star = torch.gather(c, -1, best).squeeze(-1)
     g_star = torch.gather(gamma, -1, best).squeeze(-1)
     e_star = eps_k[best.squeeze(-1)]
-    noise = torch.randn(fitted.means.shape, generator=generator, dtype=torch.float64, device=Xc.device)
-    means = fitted.means + noise * c_star.sqrt().unsqueeze(-1)
-    G = torch.randn(fitted.covariances.shape[:-1] + (d + 1,), generator=generator, dtype=torch.float64, device=Xc.device)
-    G = G / g_star.sqrt().unsqueeze(-1).unsqueeze(-1)
-    covs = fitted.covariances + G @ G.transpose(-1, -2)
+    means = fitted.means + normal_noise(fitted.means.shape, c_star.sqrt().unsqueeze(-1), generator,
+                                        dtype=torch.float64, device=Xc.device)
+    covs = fitted.covariances + wishart_noise(g_star, d, generator)  # W_d(I/gamma_k, d+1), eq. (6)
     released = LabeledGMM(fitted.weights, means, covs, counts=fitted.counts)
     info = {
         "clip_bound": clip_bound,
@@ -134,6 +121,6 @@ def record_level_release(
         "gamma_k": g_star,
         "mean_noise_variance": c_star,
         "adjacency": "record (change one record's features), ||x|| <= B by clipping",
-        "caveat": "as published: Wishart charge 3*gamma/(2N_k) and a data-dependent budget split (DESIGN.md section 4)",
+        "caveat": "as published: Wishart charge 3*gamma/(2N_k) (Wishart mechanism not DP: Sheffet 2019) and a data-dependent budget split",
     }
     return released, fitted, info

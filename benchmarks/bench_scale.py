@@ -1,0 +1,170 @@
+"""Scale benchmark: the Fig-2 sweep through ``torchdpgmm.sweep`` at 10^3, 10^4 (and 10^5) trials.
+
+For every trial count T the sweep (7 epsilons x the 5 mechanisms of Fig. 2 of Liu, Scaglione & Peisert
+2025: kl, colored, gaussian, laplace, r1smg; N=1000, K=5, d=3) runs in a fresh subprocess under the
+default memory budget, and the benchmark records its wall time and peak resident memory (``ru_maxrss``
+of that process). A separate, in-process measurement on ``--cost-trials`` trials (in blocks of the
+sweep's block size, as the sweep runs them) gives the per-trial cost of each mechanism over the whole
+epsilon grid against the per-trial cost of generating and fitting the data (eq. 2), measured in the same
+run; the ratios are the numbers to compare across machines. When a GPU is present the per-mechanism
+measurement is repeated on it (the "gpu" section).
+
+Writes JSON (default ``benchmarks/results/bench_scale.json``) and a plot of cost per trial vs trials
+(``bench_scale.png`` next to it). The 1-minute load average is recorded at start and end: the machine is
+shared and every absolute timing scales with the load.
+
+    python benchmarks/bench_scale.py [--trials 1000,10000] [--big] [--threads 2] [--out PATH] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from torchdpgmm.experiments.synthetic import EPS_GRID  # noqa: E402
+
+MECHS = ("kl", "colored", "gaussian", "laplace", "r1smg")
+
+_CHILD = """
+import json, resource, sys, tempfile, time, torch
+torch.set_num_threads({threads})
+from torchdpgmm.sweep import SweepSpec, run_sweep
+spec = SweepSpec(**json.loads(sys.argv[1]))
+with tempfile.TemporaryDirectory(prefix="bench_scale_") as out:
+    t0 = time.perf_counter()
+    res = run_sweep(spec, out, progress=False)
+    wall = time.perf_counter() - t0
+print(json.dumps({{"wall_s": wall, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                  "chunks": res["done"]}}))
+"""
+
+
+def _spec(trials: int, mechanisms, epsilons, block_size: int, memory_budget) -> dict:
+    return {"mechanisms": list(mechanisms), "epsilons": list(epsilons), "Ns": [1000], "Ks": [5], "ds": [3],
+            "trials": trials, "chunk_size": None, "block_size": block_size, "memory_budget": memory_budget}
+
+
+def sweep_run(trials: int, mechanisms, epsilons, threads: int, block_size: int, memory_budget) -> dict:
+    """One sweep in a fresh process: wall time and peak RSS of that process."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    spec = _spec(trials, mechanisms, epsilons, block_size, memory_budget)
+    out = subprocess.run([sys.executable, "-c", _CHILD.format(threads=threads), json.dumps(spec)], env=env,
+                         check=True, capture_output=True, text=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res.update(trials=trials, seconds_per_trial=res["wall_s"] / trials)
+    return res
+
+
+def per_mechanism_cost(trials: int, mechanisms, epsilons, block_size: int, device: str = "cpu") -> dict:
+    """Seconds per trial of data generation, fitting, and each mechanism over the whole epsilon grid."""
+    from torchdpgmm.mixture import fit_labeled
+    from torchdpgmm.montecarlo import synthetic_data
+    from torchdpgmm.release import release
+
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    t = {"generate": 0.0, "fit": 0.0, **{m: 0.0 for m in mechanisms}}
+    n_blocks = max(1, trials // block_size)
+    eps = torch.tensor(list(epsilons), dtype=torch.float64, device=dev)[:, None]
+    for b in range(n_blocks):
+        g = torch.Generator(device=dev).manual_seed(b)
+        sync()
+        t0 = time.perf_counter()
+        data = synthetic_data(block_size, 1000, 5, 3, generator=g, device=dev)
+        sync()
+        t["generate"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        fit_labeled(data.X, data.y, 5)
+        sync()
+        t["fit"] += time.perf_counter() - t0
+        for m in mechanisms:
+            t0 = time.perf_counter()
+            release(data.X, data.y, 5, eps, 1e-5, mechanism=m, generator=g)
+            sync()
+            t[m] += time.perf_counter() - t0
+    T = n_blocks * block_size
+    per = {k: v / T for k, v in t.items()}
+    base = per["generate"] + per["fit"]
+    return {"trials": T, "device": device, "seconds_per_trial": per, "generate_and_fit_per_trial": base,
+            "ratio_to_generate_and_fit": {m: per[m] / base for m in mechanisms}}
+
+
+def plot(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    runs = res["sweeps"]
+    ax.plot([r["trials"] for r in runs], [r["seconds_per_trial"] for r in runs], "o-", label="whole sweep")
+    cost = res["per_mechanism"]["seconds_per_trial"]
+    for m in res["config"]["mechanisms"] + ["generate", "fit"]:
+        ax.axhline(cost[m], ls=":", lw=1, color="C1" if m in ("generate", "fit") else "0.5")
+        ax.annotate(m, (runs[0]["trials"], cost[m]), fontsize=7, va="bottom")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("trials")
+    ax.set_ylabel("seconds per trial (all 7 epsilons)")
+    ax2 = ax.twinx()
+    ax2.plot([r["trials"] for r in runs], [r["peak_rss_bytes"] / 2**30 for r in runs], "s--", color="C3")
+    ax2.set_ylabel("peak RSS (GiB)", color="C3")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.set_title(f"Fig-2 sweep cost (load avg {res['environment']['load_average_start'][0]:.1f})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--trials", default="1000,10000", help="comma-separated trial counts of the sweep")
+    p.add_argument("--big", action="store_true", help="also run 10^5 trials")
+    p.add_argument("--cost-trials", type=int, default=200, help="trials of the per-mechanism measurement")
+    p.add_argument("--block-size", type=int, default=40)
+    p.add_argument("--memory-budget", type=float, default=None, help="bytes per chunk (default: the sweep's)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_scale.json")
+    p.add_argument("--quick", action="store_true", help="tiny smoke run (2 mechanisms, 2 epsilons)")
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    mechs, eps = (["gaussian", "laplace"], [0.5, 2.0]) if a.quick else (list(MECHS), list(EPS_GRID))
+    trials = [int(x) for x in a.trials.split(",") if x.strip()] + ([100000] if a.big else [])
+    if a.quick:
+        trials, a.cost_trials, a.block_size = [4, 8], 4, 4
+    load0 = os.getloadavg()
+    t0 = time.time()
+    cost = per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size)
+    sweeps = [sweep_run(T, mechs, eps, a.threads, a.block_size, a.memory_budget) for T in trials]
+    gpu = per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size, "cuda") if torch.cuda.is_available() else None
+    res = {
+        "config": {"trials": trials, "mechanisms": mechs, "epsilons": eps, "N": 1000, "K": 5, "d": 3,
+                   "block_size": a.block_size, "memory_budget": a.memory_budget, "threads": a.threads,
+                   "cost_trials": cost["trials"]},
+        "sweeps": sweeps,
+        "per_mechanism": cost,
+        "gpu": gpu,
+        "max_peak_rss_gib": max(r["peak_rss_bytes"] for r in sweeps) / 2**30,
+        "environment": {"torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
+                        "load_average_start": list(load0), "load_average_end": list(os.getloadavg()),
+                        "started_unix": t0, "elapsed_s": time.time() - t0},
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(res, indent=2))
+    plot(res, a.out.with_suffix(".png"))
+    print(json.dumps({k: res[k] for k in ("sweeps", "max_peak_rss_gib")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""Smoke test of benchmarks/bench_scale.py (no timing assertions)."""
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bench_scale_quick(tmp_path):
+    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "s.json"
+    assert mod.main(["--quick", "--threads", "1", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert [r["trials"] for r in res["sweeps"]] == [4, 8]
+    assert all(r["peak_rss_bytes"] > 0 and r["wall_s"] > 0 for r in res["sweeps"])
+    assert set(res["per_mechanism"]["ratio_to_generate_and_fit"]) == {"gaussian", "laplace"}
+    assert out.with_suffix(".png").stat().st_size > 0

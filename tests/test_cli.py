@@ -1,0 +1,248 @@
+"""The command line's contract: every bad input gives one line on stderr, exit status 2 and nothing written;
+Ctrl-C on a sweep exits 130 with a hint to --resume; files are written readable (0644)."""
+import csv
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+CLASSES = "setosa,versicolor,virginica"
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _run(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "torchdpgmm.cli", *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=240)
+
+
+def _csv(path, header=("petal_length", "species", "petal_width"), n=90):
+    rng = np.random.default_rng(0)
+    y = np.arange(n) % 3
+    X = rng.normal(size=(n, 2)) + np.array([[0, 0], [4, 0], [0, 4]])[y]
+    names = np.array(CLASSES.split(","))
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for xi, yi in zip(X, y):
+            w.writerow([xi[0], names[yi], xi[1]])
+    return path
+
+
+def _tree(root):
+    return sorted(str(p.relative_to(root)) for p in Path(root).rglob("*"))
+
+
+RELEASE = ["release", "--data", "d.csv", "--label-column", "species", "--epsilon", "1", "--delta", "1e-5"]
+SOUND = ["--classes", CLASSES, "--clip-bound", "10"]
+
+BAD = {
+    "bare command": [],
+    "bare experiment": ["experiment"],
+    "unknown flag": [*RELEASE, *SOUND, "--bogus", "--out", "m.json"],
+    "sound without classes": [*RELEASE, "--clip-bound", "10", "--out", "m.json"],
+    "sound without clip bound": [*RELEASE, "--classes", CLASSES, "--out", "m.json"],
+    "tiny clip bound": [*RELEASE, "--classes", CLASSES, "--clip-bound", "1e-300", "--out", "m.json"],
+    "as-published with clip bound": [*RELEASE, "--mode", "as-published", "--clip-bound", "10", "--out", "m.json"],
+    "as-published with adjacency": [*RELEASE, "--mode", "as-published", "--adjacency", "replace-one",
+                                    "--out", "m.json"],
+    "labels outside --classes": [*RELEASE, "--classes", "setosa,versicolor", "--clip-bound", "10",
+                                 "--out", "m.json"],
+    "duplicated class": [*RELEASE, "--classes", "setosa,setosa,virginica", "--clip-bound", "10", "--out", "m.json"],
+    "duplicated header": ["release", "--data", "dup.csv", "--label-column", "species", "--epsilon", "1",
+                          "--delta", "1e-5", *SOUND, "--out", "m.json"],
+    "epsilon zero": [*RELEASE[:-4], "--epsilon", "0", "--delta", "1e-5", *SOUND, "--out", "m.json"],
+    "r1smg sound": [*RELEASE, *SOUND, "--mechanism", "r1smg", "--out", "m.json"],
+    "out is a folder": [*RELEASE, *SOUND, "--out", "."],
+    "missing model": ["sample", "nope.json", "-n", "3", "--out", "s.csv"],
+    "sample n zero": ["sample", "nope.json", "-n", "0", "--out", "s.csv"],
+    "sweep unknown mechanism": ["sweep", "--mechanisms", "kl,nope", "--mode", "as-published", "--out", "sw"],
+    "sweep sound without clip bound": ["sweep", "--out", "sw"],
+    "sweep no gpu": ["sweep", "--mode", "as-published", "--device", "cuda", "--out", "sw"],
+    "experiment no gpu": ["experiment", "fig2", "--quick", "--device", "cuda", "--out", "ex"],
+    "experiment bad trials": ["experiment", "fig2", "--quick", "--trials", "0", "--out", "ex/deep"],
+    "bad device": ["experiment", "fig2", "--device", "tpu9", "--out", "ex"],
+    "sweep failing in its first chunk": ["sweep", "--mode", "as-published", "--mechanisms", "r1smg", "--d", "2",
+                                         "--N", "40", "--K", "2", "--trials", "2", "--no-progress", "--out", "sw/x"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch, name):
+    if name.endswith("no gpu") and torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    _csv(tmp_path / "d.csv")
+    _csv(tmp_path / "dup.csv", header=("a", "species", "a"))
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    assert main(BAD[name]) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines()
+           if not ln.startswith("torchdpgmm: warning: mode='as-published'")]  # the as-published caveat
+    assert len(err) == 1 and "error" in err[0], err
+    assert "Traceback" not in err[0]
+    assert _tree(tmp_path) == before
+
+
+def test_subprocess_front_door(tmp_path):
+    """The real command (a fresh process): help, version, one-line errors."""
+    _csv(tmp_path / "d.csv")
+    r = _run("--version", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith("torchdpgmm ")
+    r = _run("experiment", "--help", cwd=tmp_path)
+    assert r.returncode == 0 and "fig2" in r.stdout, r.stderr
+    r = _run("experiment", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "fig2" in r.stderr
+    r = _run(*RELEASE, "--mode", "as-published", "--clip-bound", "10", "--out", "m.json", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--clip-bound" in r.stderr
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_output_files_are_readable(tmp_path, monkeypatch):
+    """Model and sample files go through the atomic writer with ordinary permissions (0644), not 0600."""
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    assert main([*RELEASE, *SOUND, "--seed", "0", "--out", "out/m.json"]) == 0
+    assert main(["sample", "out/m.json", "-n", "20", "--seed", "1", "--out", "out/s.csv"]) == 0
+    old = os.umask(0o022)
+    os.umask(old)
+    for f in ("out/m.json", "out/s.csv"):
+        assert stat.S_IMODE((tmp_path / f).stat().st_mode) == 0o666 & ~old
+
+
+def test_as_published_release_warns_it_is_not_dp(tmp_path, capsys, monkeypatch):
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    assert main([*RELEASE, "--mode", "as-published", "--seed", "0", "--out", "m.json"]) == 0
+    err = capsys.readouterr().err
+    assert "label-level" in err and "NOT a valid differential privacy guarantee" in err
+
+
+def test_sound_release_takes_classes_from_the_flag(tmp_path, capsys, monkeypatch):
+    from torchdpgmm.modelfile import load_model
+
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    # a class without rows is legal and keeps its place; the class order is the flag's
+    assert main([*RELEASE, "--classes", "virginica,setosa,versicolor,unseen", "--clip-bound", "10",
+                 "--adjacency", "replace-one", "--seed", "0", "--out", "m.json"]) == 0
+    mf = load_model(tmp_path / "m.json")
+    assert mf.class_names == ["virginica", "setosa", "versicolor", "unseen"]
+    assert mf.privacy.mode == "sound" and mf.privacy.adjacency == "replace-one"
+    assert isinstance(mf.privacy.epsilon, float)
+
+
+def test_ctrl_c_on_a_sweep_prints_a_resume_hint_and_exits_130(tmp_path):
+    out = tmp_path / "sw"
+    args = ["sweep", "--mode", "as-published", "--mechanisms", "kl,gaussian", "--epsilons", "1,2,3,4",
+            "--N", "60", "--K", "2", "--d", "2", "--trials", "40", "--chunk-size", "1", "--no-progress",
+            "--out", str(out)]
+    proc = subprocess.Popen([sys.executable, "-m", "torchdpgmm.cli", *args], env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and len(list((out / "chunks").glob("*.csv"))) < 1:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert "--resume" in last and "Traceback" not in err
+    assert (out / "sweep.json").exists()  # what is finished stays, to be resumed
+
+
+def test_every_study_help_renders():
+    """Study help texts may hold '%' (e.g. '95% CI'): argparse must not %-format them."""
+    import argparse
+
+    from torchdpgmm.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    exp = sub.choices["experiment"]
+    studies = next(a for a in exp._actions if isinstance(a, argparse._SubParsersAction))
+    assert studies.choices, "no studies registered"
+    exp.format_help()
+    for name, sp in studies.choices.items():
+        assert name in sp.format_help()
+    assert "audit" in sub.choices and "--out" in sub.choices["audit"].format_help()
+
+
+def test_audit_command_is_the_audit_study(tmp_path, monkeypatch):
+    import torchdpgmm.experiments as ex
+
+    seen = {}
+
+    def fake_run_study(name, cfg):
+        seen["name"], seen["out"] = name, cfg.out
+        return {"rows": [], "runtime_seconds": 0.0}
+    monkeypatch.setattr(ex, "run_study", fake_run_study)
+    assert main(["audit", "--quick", "--out", str(tmp_path / "a")]) == 0
+    assert seen == {"name": "audit", "out": tmp_path / "a"}
+
+
+@pytest.mark.cuda
+def test_estimator_on_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.array(["a", "b"]), 50)
+    X = rng.normal(size=(100, 2)) + 4.0 * (y == "b")[:, None]
+    est = DPGaussianMixture(classes=["a", "b"], clip_bound=10.0, random_state=0, device="cuda").fit(X, y)
+    assert est.model_.device.type == "cuda" and est.predict(X).shape == (100,)
+
+
+def test_sound_sweep_passes_the_public_settings(tmp_path):
+    import json
+
+    out = tmp_path / "sw"
+    assert main(["sweep", "--mechanisms", "gaussian", "--epsilons", "1", "--N", "40", "--K", "2", "--d", "2",
+                 "--trials", "2", "--clip-bound", "5", "--classes", "2", "--no-progress", "--out", str(out)]) == 0
+    spec = json.loads((out / "sweep.json").read_text())
+    assert spec["mode"] == "sound" and spec["clip_bound"] == 5.0
+    assert spec["adjacency"] == "add-remove" and spec["classes"] == 2
+
+
+def test_check_settings_is_a_dry_run(tmp_path, capsys, monkeypatch):
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    assert main([*RELEASE, "--classes", CLASSES, "--clip-bound", "1000", "--check-settings", "--out", "m.json"]) == 0
+    err = capsys.readouterr().err
+    assert "clips 0.0% of rows" in err and "do not publish" in err
+    assert _tree(tmp_path) == before
+
+
+def test_covariance_type_reaches_the_release(tmp_path, monkeypatch):
+    from torchdpgmm.modelfile import load_model
+
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    assert main([*RELEASE, *SOUND, "--covariance-type", "diag", "--seed", "0", "--out", "m.json"]) == 0
+    cov = load_model(tmp_path / "m.json").model.covariances
+    assert torch.count_nonzero(cov - torch.diag_embed(torch.diagonal(cov, dim1=-2, dim2=-1))) == 0
+    assert main([*RELEASE, "--mode", "as-published", "--covariance-type", "diag", "--out", "m2.json"]) == 2
+
+
+def test_sound_release_prints_no_private_count(tmp_path, capsys, monkeypatch):
+    # under add/remove the number of records is private: the summary line must not state it
+    _csv(tmp_path / "d.csv", n=87)
+    monkeypatch.chdir(tmp_path)
+    assert main([*RELEASE, "--classes", CLASSES, "--clip-bound", "10", "--seed", "0", "--out", "m.json"]) == 0
+    out = capsys.readouterr()
+    assert "87" not in out.out + out.err
+    assert "mode=sound" in out.out

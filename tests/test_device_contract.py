@@ -1,0 +1,115 @@
+"""Device contract (issue 16, item 5): hot paths run on the input's device without host syncs.
+
+* ``meta`` tensors carry shapes but no values, so any host synchronisation (``.item()``, ``bool(t)``,
+  ``.tolist()``, numpy) raises on them: the per-iteration pieces of the design's SDP solver and the EM's
+  E/M steps are run on ``meta`` to prove they are sync-free. (The mechanisms validate their inputs with one
+  host check per call before drawing noise, so they cannot run on ``meta``; they and the whole pipeline
+  run on CPU through the code path CUDA uses: nothing branches on the device type.)
+* On CPU every output of ``release`` (every as-published mechanism), of the design and of the EM is on
+  the input's device.
+* ``cuda``-marked tests (skipped without a GPU) compare CPU and CUDA: the design is deterministic and must
+  agree to the SDP tolerance; the released KL is random, and CPU / CUDA generators give different streams,
+  so the two samples are compared in distribution (two-sample Kolmogorov-Smirnov test, scipy).
+"""
+import pytest
+import torch
+
+from torchdpgmm.design import design_mechanism
+from torchdpgmm.design.sdp import _certificate, _multiplicative_step, covering_violation, label_flip_differences
+from torchdpgmm.em import e_step, fit_gmm, m_step
+from torchdpgmm.montecarlo import synthetic_data
+from torchdpgmm.release import MECHANISMS, release
+
+META = torch.device("meta")
+
+
+def _m(*shape, dtype=torch.float64):
+    return torch.empty(*shape, dtype=dtype, device=META)
+
+
+def test_sdp_iteration_pieces_are_sync_free_on_meta():
+    X, y = _m(4, 50, 3), torch.empty(4, 50, dtype=torch.long, device=META)
+    V, vmask, counts, means = label_flip_differences(X, y, 3)
+    assert V.device == META and V.shape == (4, 3, 50, 3) and counts.shape == (4, 3)
+    assert covering_violation(V, _m(4, 3, 3, 3), vmask).shape == (4, 3)
+    W, mask, p = _m(12, 50, 3), torch.ones(12, 50, dtype=torch.bool, device=META), _m(12, 50)
+    lower, upper, Y, r, tr = _certificate(W, mask, p)
+    assert Y.shape == (12, 3, 3) and lower.device == META
+    out = _multiplicative_step(W, mask, p, p, p, _m(12), _m(12))
+    assert out[0].shape == (12, 50) and all(t.device == META for t in out)
+
+
+def test_em_steps_are_sync_free_on_meta():
+    X = _m(4, 50, 3)
+    log_resp, ll = e_step(X, _m(4, 2), _m(4, 2, 3), _m(4, 2, 3, 3))
+    w, mu, cov = m_step(X, log_resp.exp())
+    assert w.shape == (4, 2) and mu.shape == (4, 2, 3) and cov.shape == (4, 2, 3, 3)
+    assert all(t.device == META for t in (log_resp, ll, w, mu, cov))
+
+
+def _tensors(obj, seen=None):
+    """Every tensor reachable from a result object (dataclass fields, dicts, lists)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if torch.is_tensor(obj):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _tensors(v, seen)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _tensors(v, seen)
+    elif hasattr(obj, "__dict__"):
+        for v in vars(obj).values():
+            yield from _tensors(v, seen)
+
+
+def _data(device, T=3, N=60):
+    g = torch.Generator().manual_seed(0)
+    d = synthetic_data(T, N, 2, 3, generator=g)      # drawn on the CPU: identical data on every device
+    return d.X.to(device), d.y.to(device)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_release_outputs_stay_on_the_input_device(mechanism):
+    X, y = _data("cpu")
+    eps = torch.tensor([0.5, 2.0], dtype=torch.float64)[:, None]
+    r = release(X, y, 2, eps, 1e-5, mechanism=mechanism, generator=torch.Generator().manual_seed(1))
+    ts = list(_tensors(r))
+    assert ts and all(t.device == X.device for t in ts)
+    assert r.model.means.shape == (2, 3, 2, 3)
+
+
+def test_design_and_em_outputs_stay_on_the_input_device():
+    X, y = _data("cpu")
+    des = design_mechanism(X, y, 2, 1.0, 1e-5)
+    assert all(t.device == X.device for t in _tensors(des))
+    fit = fit_gmm(X, 2, generator=torch.Generator().manual_seed(0))
+    assert all(t.device == X.device for t in _tensors(fit))
+
+
+@pytest.mark.cuda
+def test_design_cpu_and_cuda_agree():
+    Xc, yc = _data("cpu", T=4, N=200)
+    a = design_mechanism(Xc, yc, 2, 1.0, 1e-5)
+    b = design_mechanism(Xc.cuda(), yc.cuda(), 2, 1.0, 1e-5)
+    assert b.mean_noise_cov.device.type == "cuda"
+    torch.testing.assert_close(b.mean_noise_cov.cpu(), a.mean_noise_cov, rtol=1e-5, atol=0)
+    torch.testing.assert_close(b.gamma.cpu(), a.gamma, rtol=1e-5, atol=0)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mechanism", ["kl", "gaussian"])
+def test_released_kl_cpu_and_cuda_equal_in_distribution(mechanism):
+    from scipy import stats
+
+    X, y = _data("cpu", T=1, N=200)
+    X, y = X.expand(2000, -1, -1), y.expand(2000, -1)      # one dataset, 2000 independent noise draws
+    kl = {}
+    for dev in ("cpu", "cuda"):
+        g = torch.Generator(device=dev).manual_seed(0)
+        kl[dev] = release(X.to(dev), y.to(dev), 2, 1.0, 1e-5, mechanism=mechanism, generator=g).kl.cpu()
+    assert not torch.equal(kl["cpu"], kl["cuda"])           # different streams ...
+    assert stats.ks_2samp(kl["cpu"].numpy(), kl["cuda"].numpy()).pvalue > 1e-3   # ... same law

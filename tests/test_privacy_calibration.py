@@ -1,0 +1,100 @@
+"""Calibrations of torchdpgmm.privacy against scipy (log_ndtr / brentq) and dp-accounting."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import optimize, special
+
+from torchdpgmm import privacy as P
+
+
+def _scipy_gdp_delta(eps, mu):
+    return special.ndtr(-eps / mu + mu / 2) - math.exp(eps) * special.ndtr(-eps / mu - mu / 2)
+
+
+def _scipy_mu(eps, delta):
+    return optimize.brentq(lambda m: _scipy_gdp_delta(eps, m) - delta, 1e-6, 100.0, xtol=1e-15, rtol=1e-15)
+
+
+GRID = [(0.1, 1e-6), (0.5, 1e-5), (1.0, 1e-5), (2.0, 1e-3), (8.0, 1e-8), (20.0, 1e-5)]
+
+
+@pytest.mark.parametrize("eps,delta", GRID)
+def test_gdp_mu_matches_brentq_and_is_on_the_safe_side(eps, delta):
+    ours = P.gdp_mu(eps, delta)
+    assert isinstance(ours, float)
+    assert ours == pytest.approx(_scipy_mu(eps, delta), rel=1e-10)
+    assert _scipy_gdp_delta(eps, ours) <= delta * (1 + 1e-12)
+
+
+def test_gdp_delta_matches_scipy_log_ndtr():
+    for eps, mu in [(0.0, 0.5), (1.0, 0.3), (1.0, 2.0), (5.0, 1.0), (0.3, 0.05)]:
+        ref = math.exp(special.log_ndtr(-eps / mu + mu / 2)) - math.exp(eps + special.log_ndtr(-eps / mu - mu / 2))
+        assert P.gdp_delta(eps, mu) == pytest.approx(ref, rel=1e-10, abs=1e-300)
+    assert P.gdp_delta(1.0, 0.0) == 0.0
+
+
+def test_gdp_epsilon_inverts_gdp_delta():
+    for mu in [0.1, 0.5, 1.0, 3.0]:
+        for delta in [1e-6, 1e-3]:
+            e = P.gdp_epsilon(delta, mu)
+            ref = optimize.brentq(lambda x: _scipy_gdp_delta(x, mu) - delta, 0.0, 100.0, xtol=1e-15)
+            assert e == pytest.approx(ref, rel=1e-10)
+            assert _scipy_gdp_delta(e, mu) <= delta * (1 + 1e-12)
+
+
+def test_analytic_sigma_matches_dp_accounting_gaussian_loss():
+    pytest.importorskip("dp_accounting")
+    from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
+
+    for eps, delta, sens in [(1.0, 1e-5, 1.0), (0.3, 1e-6, 2.5), (4.0, 1e-3, 0.1)]:
+        s = P.analytic_gaussian_sigma(eps, delta, sens)
+        d_lib = GaussianPrivacyLoss(s, sensitivity=sens).get_delta_for_epsilon(eps)
+        assert d_lib == pytest.approx(delta, rel=1e-9)
+        assert s == pytest.approx(sens / _scipy_mu(eps, delta), rel=1e-10)
+
+
+def test_batched_tensor_in_tensor_out_on_device():
+    eps = torch.tensor([[0.5, 1.0, 2.0]], dtype=torch.float32)
+    mu = P.gdp_mu(eps, 1e-5)
+    assert torch.is_tensor(mu) and mu.shape == (1, 3) and mu.dtype == torch.float64 and mu.device == eps.device
+    ref = [_scipy_mu(float(e), 1e-5) for e in eps[0]]
+    np.testing.assert_allclose(mu[0].numpy(), ref, rtol=1e-10)
+    sig = P.analytic_gaussian_sigma(eps, torch.tensor([1e-5, 1e-6, 1e-7], dtype=torch.float64), 2.0)
+    assert sig.shape == (1, 3)
+    np.testing.assert_allclose(sig[0].numpy(), [2.0 / _scipy_mu(e, d) for e, d in
+                                               zip([0.5, 1.0, 2.0], [1e-5, 1e-6, 1e-7])], rtol=1e-10)
+
+
+def test_paper_classical_and_laplace_closed_forms():
+    assert P.paper_gaussian_sigma(1.0, 1e-5) == pytest.approx(math.sqrt(2 * math.log(2e5)), rel=1e-14)
+    assert P.classical_gaussian_sigma(0.5, 1e-5, 2.0) == pytest.approx(2 * math.sqrt(2 * math.log(1.25e5)) / 0.5,
+                                                                       rel=1e-14)
+    assert P.laplace_scale(2.0, 3.0) == 1.5
+
+
+@pytest.mark.parametrize("eps,delta", [(0.0, 1e-5), (-1.0, 1e-5), (1.0, 0.0), (1.0, 1.0), (float("nan"), 1e-5)])
+def test_bad_parameters_raise(eps, delta):
+    with pytest.raises(ValueError):
+        P.gdp_mu(eps, delta)
+    with pytest.raises(ValueError):
+        P.analytic_gaussian_sigma(eps, delta)
+
+
+def _cks_log_delta(eps, rho):
+    # independent minimisation over the order with scipy (Canonne, Kamath & Steinke 2020, Cor. 13)
+    f = lambda a: (a - 1) * (a * rho - eps) - math.log(a - 1) + a * math.log1p(-1 / a)  # noqa: E731
+    r = optimize.minimize_scalar(lambda t: f(1 + math.exp(t)), bounds=(-14, 16), method="bounded",
+                                 options={"xatol": 1e-12})
+    return min(r.fun, 0.0)
+
+
+def test_zcdp_conversion_against_scipy_minimisation():
+    for rho, eps in [(0.01, 0.5), (0.1, 2.0), (1.0, 5.0)]:
+        assert math.log(P.zcdp_delta(rho, eps)) == pytest.approx(_cks_log_delta(eps, rho), abs=1e-7)
+    rho = P.zcdp_rho(1.0, 1e-5)
+    assert math.exp(_cks_log_delta(1.0, rho)) == pytest.approx(1e-5, rel=1e-5)
+    assert P.zcdp_epsilon(rho, 1e-5) == pytest.approx(1.0, rel=1e-6)
+    # zCDP is weaker than GDP for the same Gaussian: rho = mu^2/2 must be below the GDP calibration
+    assert math.sqrt(2 * rho) < P.gdp_mu(1.0, 1e-5)

@@ -1,0 +1,64 @@
+"""PrivacyRecord, NoisedBlock and Adjacency."""
+import json
+
+import pytest
+import torch
+
+from torchdpgmm import accounting
+from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
+
+
+def test_adjacency_parse_and_string_equality():
+    assert Adjacency.parse("add-remove") is Adjacency.ADD_REMOVE
+    assert Adjacency.parse(Adjacency.LABEL_FLIP) is Adjacency.LABEL_FLIP
+    assert Adjacency.REPLACE_ONE == "replace-one" and f"{Adjacency.REPLACE_ONE}" == "replace-one"
+    for bad in ("add/remove", None, 3):
+        with pytest.raises(ValueError, match="adjacency must be one of"):
+            Adjacency.parse(bad)
+
+
+def test_record_converts_adjacency_everywhere():
+    r = PrivacyRecord(1.0, 1e-5, "label-flip", "basic", "as-published", "kl", {"eps0": 0.3}, ["caveat"])
+    assert r.adjacency is Adjacency.LABEL_FLIP and r.blocks == () and r.covered is False
+    assert r.notes == ("caveat",)
+    legacy = PrivacyRecord(1.0, 0.0, "one record removed or replaced (Wu et al.)", "linear", "as-published")
+    assert legacy.adjacency is Adjacency.REPLACE_ONE
+    assert any("Wu et al." in n for n in legacy.notes)
+    assert PrivacyRecord(1.0, 0.0, "one record removed (x)", "l", "m").adjacency is Adjacency.ADD_REMOVE
+    with pytest.raises(ValueError, match="adjacency"):
+        PrivacyRecord(1.0, 0.0, "something else", "l", "m")
+    assert accounting.PrivacyRecord is PrivacyRecord
+
+
+def test_record_roundtrip_through_json():
+    blocks = (NoisedBlock("sums", "gaussian", 2.0, 7.5), NoisedBlock("counts", "discrete-laplace", 2, 3.0, norm="l1"))
+    r = PrivacyRecord(epsilon=torch.tensor(0.7), delta=1e-6, adjacency=Adjacency.REPLACE_ONE, accountant="GDP",
+                      mode="sound", mechanism="kl", split={"sums": torch.tensor([0.4, 0.6])}, notes=("a", "b"),
+                      blocks=blocks, covered=True)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["adjacency"] == "replace-one" and d["blocks"][0]["noise_scale"] == 7.5
+    back = PrivacyRecord.from_dict(d)
+    assert back.adjacency is Adjacency.REPLACE_ONE and back.blocks == blocks and back.covered is True
+    assert back.epsilon == pytest.approx(0.7) and back.split["sums"] == pytest.approx([0.4, 0.6])
+    assert back.notes == ("a", "b")
+    with pytest.raises(ValueError, match="unknown"):
+        PrivacyRecord.from_dict({**d, "extra": 1})
+    old = {k: v for k, v in d.items() if k not in ("blocks", "covered")}
+    assert PrivacyRecord.from_dict(old).blocks == ()
+
+
+def test_repr_is_short_for_batched_records():
+    eps = torch.linspace(0.1, 10, 1000)
+    r = PrivacyRecord(eps, torch.full((1000,), 1e-5), "label-flip", "basic " * 40, "as-published", "kl",
+                      split={"eps_k": torch.rand(1000, 5)}, notes=["x"] * 50)
+    s = repr(r)
+    assert len(s) < 400 and "shape=(1000,)" in s and "min=0.1" in s and "max=10" in s
+    assert str(r) == s
+
+
+@pytest.mark.parametrize("kw", [dict(mechanism="gauss"), dict(norm="l3"), dict(count=0), dict(sensitivity=-1.0),
+                                dict(noise_scale=float("nan")), dict(sampling_rate=1.5)])
+def test_noised_block_validation(kw):
+    base = dict(name="b", mechanism="gaussian", sensitivity=1.0, noise_scale=1.0)
+    with pytest.raises(ValueError):
+        NoisedBlock(**{**base, **kw})

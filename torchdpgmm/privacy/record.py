@@ -1,0 +1,182 @@
+"""The typed privacy record that travels with every release.
+
+One :class:`PrivacyRecord` per release: the guarantee claimed (``epsilon``, ``delta``, ``adjacency``),
+how it was accounted, and one :class:`NoisedBlock` per noised statistic (its sensitivity and noise scale
+as numbers, not strings), so that an accountant (:mod:`torchdpgmm.privacy.accountants`) can recompose
+several releases tightly (:class:`torchdpgmm.privacy.odometer.BudgetOdometer`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+from torchdpgmm.privacy.adjacency import Adjacency
+
+__all__ = ["NoisedBlock", "PrivacyRecord", "MECHANISMS", "NORMS"]
+
+MECHANISMS = ("gaussian", "laplace", "discrete-gaussian", "discrete-laplace", "subsampled-gaussian",
+              "wishart", "random-mapping", "r1smg", "none")
+NORMS = ("l1", "l2", "frobenius")
+
+
+@dataclass(frozen=True)
+class NoisedBlock:
+    """One noised statistic of a release.
+
+    Attributes:
+        name: the block (e.g. ``"counts"``, ``"sums"``, ``"second_moments"``, ``"means"``).
+        mechanism: one of :data:`MECHANISMS`.
+        sensitivity: the global sensitivity in ``norm`` (grid units for discrete mechanisms).
+        noise_scale: standard deviation (Gaussian kinds; for ``"subsampled-gaussian"`` the noise std
+            ``noise_multiplier * clip`` with ``sensitivity = clip``) or scale ``b`` (Laplace kinds:
+            density ``exp(-|x|/b)``).
+        norm: ``"l1"``, ``"l2"`` or ``"frobenius"``.
+        count: how many times the block was released (iterations, steps).
+        sampling_rate: Poisson sampling probability (``"subsampled-gaussian"`` only; 1 otherwise).
+    """
+
+    name: str
+    mechanism: str
+    sensitivity: float
+    noise_scale: float
+    norm: str = "l2"
+    count: int = 1
+    sampling_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in MECHANISMS:
+            raise ValueError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+        if self.norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS}, got {self.norm!r}")
+        for n in ("sensitivity", "noise_scale", "sampling_rate"):
+            v = getattr(self, n)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"NoisedBlock.{n} must be a finite number >= 0, got {v!r}")
+            object.__setattr__(self, n, float(v))
+        if not (0 < self.sampling_rate <= 1):
+            raise ValueError(f"NoisedBlock.sampling_rate must lie in (0, 1], got {self.sampling_rate!r}")
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise ValueError(f"NoisedBlock.count must be a positive int, got {self.count!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _plain(v: Any) -> Any:
+    """JSON-friendly copy: tensors/arrays to numbers or lists, enums to their values."""
+    if torch.is_tensor(v):
+        v = v.detach().cpu()
+        return v.item() if v.numel() == 1 else v.tolist()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, Adjacency):
+        return v.value
+    if isinstance(v, NoisedBlock):
+        return v.to_dict()
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _short(v: Any) -> str:
+    """A one-token summary: numbers as ``%.4g``, tensors by shape/min/max (never their contents)."""
+    if torch.is_tensor(v) or isinstance(v, np.ndarray):
+        t = torch.as_tensor(v).detach()
+        if t.numel() == 1:
+            return f"{float(t):.4g}"
+        if t.numel() == 0:
+            return f"tensor(shape={tuple(t.shape)})"
+        t = t.to(torch.float64)
+        return f"tensor(shape={tuple(t.shape)}, min={float(t.min()):.4g}, max={float(t.max()):.4g})"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    s = repr(v)
+    return s if len(s) <= 60 else s[:57] + "...'"
+
+
+@dataclass(repr=False)
+class PrivacyRecord:
+    """What a release spent and under which assumptions; travels with every released model.
+
+    Attributes:
+        epsilon, delta: the total guarantee claimed (floats, or tensors for batched studies).
+        adjacency: an :class:`Adjacency` (strings are converted; free-text descriptions written by older
+            code are mapped by :meth:`Adjacency.from_description` and kept in ``notes``).
+        accountant: how the parts were composed (e.g. ``"GDP"``, ``"PLD"``, ``"basic composition"``).
+        mode: ``"sound"``, ``"as-published"``, ``"non-private"``, ...
+        mechanism: the release mechanism's name.
+        split: per-part budget (tensors allowed).
+        notes: caveats a user must read.
+        blocks: one :class:`NoisedBlock` per noised statistic.
+        covered: True only if every step that touches private data is inside ``epsilon``.
+
+    The positional order (epsilon, delta, adjacency, accountant, mode, mechanism, split, notes) is kept
+    from the first version of this record so that older callers construct unchanged.
+    """
+
+    epsilon: Any
+    delta: Any
+    adjacency: Adjacency
+    accountant: str
+    mode: str
+    mechanism: str = ""
+    split: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    blocks: tuple[NoisedBlock, ...] = ()
+    covered: bool = False
+
+    def __post_init__(self) -> None:
+        notes = (self.notes,) if isinstance(self.notes, str) else tuple(self.notes)
+        if not isinstance(self.adjacency, Adjacency):
+            try:
+                self.adjacency = Adjacency.parse(self.adjacency)
+            except ValueError:
+                text = self.adjacency
+                self.adjacency = Adjacency.from_description(text)
+                notes = notes + (f"adjacency stated as {text!r}, read as {self.adjacency.value!r}",)
+        self.notes = notes
+        blocks = tuple(NoisedBlock(**b) if isinstance(b, dict) else b for b in self.blocks)
+        if not all(isinstance(b, NoisedBlock) for b in blocks):
+            raise TypeError("PrivacyRecord.blocks must hold NoisedBlock instances")
+        self.blocks = blocks
+        if not isinstance(self.covered, bool):
+            raise TypeError(f"PrivacyRecord.covered must be a bool, got {type(self.covered).__name__}")
+        if self.split is None:
+            self.split = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict (tensors become numbers or lists); :meth:`from_dict` inverts it."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PrivacyRecord":
+        """Rebuild a record from :meth:`to_dict` output (records written before ``blocks``/``covered``
+        existed load with no blocks and ``covered=False``)."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown privacy record fields: {sorted(unknown)}")
+        return cls(**d)
+
+    def events(self) -> list:
+        """``[(event, count)]`` for the noised blocks (:func:`~torchdpgmm.privacy.events.events_from_blocks`)."""
+        from torchdpgmm.privacy.events import events_from_blocks
+
+        return events_from_blocks(self.blocks)
+
+    def __repr__(self) -> str:
+        blocks = ", ".join(f"{b.name}:{b.mechanism}" + (f"x{b.count}" if b.count > 1 else "") for b in self.blocks)
+        return (f"PrivacyRecord(mode={self.mode!r}, mechanism={_short(self.mechanism)}, "
+                f"epsilon={_short(self.epsilon)}, delta={_short(self.delta)}, adjacency={self.adjacency.value!r}, "
+                f"accountant={_short(self.accountant)}, blocks=[{blocks}], covered={self.covered}, "
+                f"notes={len(self.notes)})")
+
+    __str__ = __repr__
