@@ -99,8 +99,8 @@ def record_table(d) -> str:
 def _ci(r) -> str:
     lo, hi = r.get("accuracy_ci_low"), r.get("accuracy_ci_high")
     if lo is None or hi is None or lo != lo:
-        return f"{100 * r['accuracy']:.2f}"
-    return f"{100 * r['accuracy']:.2f} [{100 * lo:.2f}, {100 * hi:.2f}]"
+        return f"{100 * r['accuracy']:.2f}%"
+    return f"{100 * r['accuracy']:.2f}% [{100 * lo:.2f}%, {100 * hi:.2f}%]"
 
 
 def synthetic_classifier_table(d) -> str:
@@ -125,13 +125,13 @@ def synthetic_classifier_table(d) -> str:
         lines.append("Published DP image generators at eps=1 (train on synthetic, test on real; DPImageBench, CCS 2025; "
                      "Dockhorn et al. 2023), reference lines only: "
                      + "; ".join(f"{r['method'].replace('published ', '')} {100 * r['accuracy']:.1f}%" for r in refs))
-    lines += ["", "| epsilon | DP-GMM release (s) | MLP on synthetic (s) | DP-SGD, one final training (s) | DP-SGD chosen config |",
+    lines += ["", "| epsilon | DP-GMM release (s) | MLP on synthetic, seed 0 (s) | DP-SGD, one final training (s) | DP-SGD chosen config |",
               "|---|---|---|---|---|"]
     for e in eps:
         rel = next((r for r in summ if r["method"] == "dpgmm-bayes" and r["epsilon"] == e), None)
         mlp = [r for r in rows if r.get("kind") == "trial" and r["method"] == "dpgmm-synthetic-mlp" and r["epsilon"] == e]
         sgd = next((r for r in summ if r["method"] == "dp-sgd" and r["epsilon"] == e), None)
-        mlp_s = sum(r["train_seconds"] for r in mlp) / len(mlp) if mlp else float("nan")
+        mlp_s = mlp[0]["train_seconds"] if mlp else float("nan")
         cfg = "-" if sgd is None else ", ".join(f"{k[7:]}={sgd[k]:g}" for k in sgd if k.startswith("chosen_"))
         lines.append(f"| {e:g} | {rel['release_seconds']:.2f} | {mlp_s:.1f} | "
                      f"{'-' if sgd is None else format(sgd['seconds'], '.1f')} | {cfg} |")
@@ -183,7 +183,7 @@ def validation_table(d) -> str:
     out = ["| setting | " + " | ".join(f"eps={e:g}" for e in eps) + " |", "|---|" + "---|" * len(eps)]
     for name in dict.fromkeys(r["setting"] for r in rows):
         by = {r["epsilon"]: r for r in rows if r["setting"] == name}
-        out.append(f"| {name} | " + " | ".join(f"{100 * by[e]['val_accuracy']:.2f}" if e in by else "-" for e in eps) + " |")
+        out.append(f"| {name} | " + " | ".join(f"{100 * by[e]['val_accuracy']:.2f}%" if e in by else "-" for e in eps) + " |")
     seeds = len(rows[0]["per_seed"]) if rows else 0
     return "\n".join(out) + f"\n\nBayes-rule accuracy (%) on the validation split ({d['split']}), mean of {seeds} release seed(s)."
 
