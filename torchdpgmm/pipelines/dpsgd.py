@@ -4,7 +4,7 @@ The comparison a user would make against a DP-GMM release: train the same ``d ->
 MLP on the same PCA features with DP-SGD (per-example clipping to ``max_grad_norm``, Gaussian noise,
 Poisson sampling, Opacus' accountant) at the same ``(epsilon, delta)``.
 
-Not like for like (DESIGN.md section 4): DP-SGD protects *records* (add/remove one example), while the
+Not like for like (docs/privacy.md): DP-SGD protects *records* (add/remove one example), while the
 as-published GMM release protects *labels* (flip one label) with a data-dependent calibration.
 Tables that put them side by side must say so; the sound record-level release is DP-SGD's true rival.
 Hyperparameters picked by looking at test accuracy are not privacy-accounted either (generous to DP-SGD).

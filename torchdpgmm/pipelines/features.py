@@ -1,4 +1,4 @@
-"""Images -> PCA features for the MNIST-style experiments (paper 000, Sec. V-D).
+"""Images -> PCA features for the MNIST-style experiments (Liu, Scaglione & Peisert 2025, Sec. V-D).
 
 Sample ``N`` private training images, fit PCA to ``d`` components and project the private sample and
 the full test split. ``pca_fit="private"`` (default, as in the paper) fits PCA on the private sample

@@ -1,4 +1,4 @@
-"""Uses of a released labeled GMM (paper 000, Sec. V-D): classifier and synthetic-data source.
+"""Uses of a released labeled GMM (Liu, Scaglione & Peisert 2025, Sec. V-D): classifier and synthetic-data source.
 
 * Classifier (Figs 10-11): ``y_hat = argmax_k log pi_k + log N(x | mu_k, Sigma_k)`` (``LabeledGMM.predict``),
   i.e. the maximum a posteriori class of the released model; accuracy on the full test split.

@@ -1,4 +1,4 @@
-"""Many small MLPs trained at once with batched matrix products (paper 000, Sec. V-D, Fig. 12).
+"""Many small MLPs trained at once with batched matrix products (Liu, Scaglione & Peisert 2025, Sec. V-D, Fig. 12).
 
 The downstream model of Fig. 12 is ``d -> 256 -> 128 -> 10`` with ReLU activations, softmax
 (cross-entropy) loss, plain SGD, mini-batches of 128, learning rate 0.01 and one epoch. Here every

@@ -1,4 +1,4 @@
-"""Principal component analysis in torch, batched over leading dimensions (paper 000, Sec. V-D).
+"""Principal component analysis in torch, batched over leading dimensions (Liu, Scaglione & Peisert 2025, Sec. V-D).
 
 The paper reduces 784 pixels to d=5 principal components fitted on the N=5000 *private* training
 images; that PCA is not privacy-accounted (the projection itself depends on the private data). The

@@ -1,0 +1,284 @@
+"""DP PCA sensitivities, the pipeline's composed privacy record, the fast DP-SGD, the synthetic-data trainer."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.pipelines.dp_pca import dct_basis, dp_pca, lowfreq_dct, pca_sensitivities, symmetric_gaussian_noise
+
+
+def _stats(Z):
+    return Z.shape[0], Z.sum(0), Z.T @ Z
+
+
+def _clip(X, C):
+    return X * np.minimum(1.0, C / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-300))
+
+
+@pytest.mark.parametrize("adjacency", ["add-remove", "replace-one"])
+def test_dp_pca_sensitivity_brute_force(adjacency):
+    """Largest change of (count, sum, second moment) over many neighbours never exceeds the stated bound,
+    and comes close to it (the bound is tight)."""
+    rng = np.random.default_rng(0)
+    C, D = 2.0, 4
+    base = rng.normal(size=(30, D)) * 3
+    sens = pca_sensitivities(C, adjacency)
+    worst = {"count": 0.0, "sum": 0.0, "second_moment": 0.0}
+    Zb = _clip(base, C)
+    n0, s0, q0 = _stats(Zb)
+    for _ in range(3000):
+        new = rng.normal(size=(1, D)) * rng.choice([0.1, 1, 10])
+        if adjacency == "add-remove":
+            Z1 = np.vstack([Zb, _clip(new, C)])
+        else:
+            i = rng.integers(len(base))
+            Z1 = Zb.copy()
+            Z1[i] = _clip(new, C)[0]
+            if rng.random() < 0.5:  # also the antipodal replacement, the worst case of the sum
+                Z1[i] = -Zb[i] * C / max(np.linalg.norm(Zb[i]), 1e-12)
+        n1, s1, q1 = _stats(Z1)
+        worst["count"] = max(worst["count"], abs(n1 - n0))
+        worst["sum"] = max(worst["sum"], np.linalg.norm(s1 - s0))
+        worst["second_moment"] = max(worst["second_moment"], np.linalg.norm(q1 - q0))
+    for k in worst:
+        assert worst[k] <= sens[k] + 1e-9
+        assert worst[k] >= 0.8 * sens[k]
+
+
+def test_symmetric_noise_is_frobenius_isotropic():
+    E = symmetric_gaussian_noise(5, 2.0, generator=torch.Generator().manual_seed(0), batch=(20000,))
+    assert torch.allclose(E, E.transpose(-1, -2))
+    assert abs(float(E[:, 0, 0].std()) - 2.0) < 0.05
+    assert abs(float(E[:, 0, 1].std()) - 2.0 / math.sqrt(2)) < 0.05
+
+
+def test_dct_matches_scipy():
+    from scipy.fft import dctn
+
+    X = torch.rand(3, 28, 28, dtype=torch.float64)
+    ref = dctn(X.numpy(), type=2, norm="ortho", axes=(1, 2))[:, :14, :14].reshape(3, 196)
+    assert np.allclose(lowfreq_dct(X).numpy(), ref, atol=1e-12)
+    D = dct_basis(8, 8)
+    assert torch.allclose(D @ D.T, torch.eye(8, dtype=torch.float64), atol=1e-12)
+
+
+def test_dp_pca_recovers_top_direction_at_large_budget():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(4000, 6, generator=g, dtype=torch.float64) * torch.tensor([3.0, 1, 1, 0.5, 0.5, 0.2], dtype=torch.float64)
+    p = dp_pca(X, 2, clip_bound=20.0, mu=1e4, generator=g)
+    assert abs(float(p.components[0, 0].abs())) > 0.999
+    with pytest.raises(ValueError):
+        dp_pca(X, 7, clip_bound=1.0, mu=1.0)
+    with pytest.raises(ValueError):
+        dp_pca(X, 2, clip_bound=1.0, mu=1.0, adjacency="label-flip")
+
+
+def _tiny_images(n=600, seed=0):
+    """Two well separated classes of 28x28 images with two modes each."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(n) % 3
+    mode = torch.randint(0, 2, (n,), generator=g)
+    base = torch.zeros(n, 28, 28)
+    for k in range(3):
+        for j in range(2):
+            sel = (y == k) & (mode == j)
+            base[sel, 4 + 6 * k: 10 + 6 * k, 4 + 10 * j: 14 + 10 * j] = 0.8
+    X = (base + 0.1 * torch.rand(n, 28, 28, generator=g)).clamp(0, 1).reshape(n, 784)
+    return X, y
+
+
+@pytest.mark.parametrize("adjacency", ["add-remove", "replace-one"])
+def test_pipeline_record_matches_independent_accountants(adjacency):
+    """One record for the whole pipeline: its epsilon equals an independent PLD computation over the same
+    Gaussian blocks (dp-accounting) and the target; every block is Gaussian with a positive noise scale."""
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    X, y = _tiny_images()
+    cfg = PipelineConfig(n_components=5, components_per_class=2, lloyd_steps=1)
+    rel = release_pipeline(X, y, num_classes=3, epsilon=2.0, delta=1e-5, adjacency=adjacency, config=cfg,
+                           generator=torch.Generator().manual_seed(1))
+    rec = rel.privacy
+    assert rec.adjacency == adjacency and rec.covered is True and rec.mode == "sound"
+    names = [b.name for b in rec.blocks]
+    assert len(names) == len(set(names)) and "pca-second_moment" in names and "cells-second-moments" in names
+    # independent composition: each block as a Gaussian of sensitivity/sigma under ADD_OR_REMOVE (a mu-GDP
+    # block is exactly N(0,1) vs N(mu,1) whatever the adjacency that produced its sensitivity)
+    acc = PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=1e-4)
+    for b in rec.blocks:
+        if b.sensitivity > 0:
+            acc.compose(dp_accounting.GaussianDpEvent(b.noise_scale / b.sensitivity), count=b.count)
+    eps_pld = acc.get_epsilon(1e-5)
+    assert rec.epsilon <= 2.0 + 1e-12
+    assert abs(eps_pld - 2.0) < 0.01  # the budget is fully used, and not exceeded
+    assert rel.model.means.shape == (3, 2, 5)
+
+
+def test_pipeline_sensitivities_of_mixture_stage_by_brute_force():
+    """The mixture stage's per-cell statistics of unit-ball records move by at most (1, 1, 1) (add-remove)."""
+    rng = np.random.default_rng(1)
+    U = _clip(rng.normal(size=(40, 3)), 1.0)
+    cells = rng.integers(0, 4, size=40)
+
+    def stats(U, cells):
+        n = np.zeros(4); s = np.zeros((4, 3)); q = np.zeros((4, 3, 3))
+        for u, c in zip(U, cells):
+            n[c] += 1; s[c] += u; q[c] += np.outer(u, u)
+        return n, s, q
+
+    n0, s0, q0 = stats(U, cells)
+    for _ in range(500):
+        u = _clip(rng.normal(size=(1, 3)) * 5, 1.0)
+        n1, s1, q1 = stats(np.vstack([U, u]), np.append(cells, rng.integers(0, 4)))
+        assert np.linalg.norm(n1 - n0) <= 1 + 1e-12
+        assert np.linalg.norm(s1 - s0) <= 1 + 1e-12
+        assert np.linalg.norm(q1 - q0) <= 1 + 1e-12
+
+
+def test_pipeline_refuses_bad_input_before_noise():
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    X, y = _tiny_images(60)
+    with pytest.raises(ValueError):
+        release_pipeline(X, y, num_classes=3, epsilon=1.0, delta=1e-5, adjacency="label-flip")
+    with pytest.raises(ValueError):
+        release_pipeline(X, y, num_classes=3, epsilon=-1.0, delta=1e-5)
+    with pytest.raises(ValueError):
+        release_pipeline(X, y, num_classes=3, epsilon=1.0, delta=1e-5, config=PipelineConfig(covariance_type="dense"))
+
+
+@pytest.mark.parametrize("kind", ["full", "tied", "diag", "spherical"])
+def test_pipeline_classifies_tiny_data(kind):
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    X, y = _tiny_images(3000)
+    rel = release_pipeline(X, y, num_classes=3, epsilon=8.0, delta=1e-5,
+                           config=PipelineConfig(n_components=4, covariance_type=kind),
+                           generator=torch.Generator().manual_seed(0))
+    Xt, yt = _tiny_images(600, seed=5)
+    assert float((rel.predict(Xt) == yt).double().mean()) > 0.9
+    Xs, ys = rel.model.sample(500, generator=torch.Generator().manual_seed(1))
+    assert Xs.shape == (500, 4) and set(ys.tolist()) <= {0, 1, 2}
+
+
+def test_clipped_gradient_sum_matches_per_example_autograd():
+    from torchdpgmm.pipelines.dpsgd_fast import _clipped_grad_sum, mlp_logits, mlp_params
+
+    g = torch.Generator().manual_seed(0)
+    params = mlp_params([5, 7, 6, 3], generator=g)
+    X = torch.randn(9, 5, generator=g) * 3
+    y = torch.randint(0, 3, (9,), generator=g)
+    ref = [torch.zeros_like(p) for p in params]
+    for i in range(9):
+        ps = [p.clone().requires_grad_(True) for p in params]
+        loss = torch.nn.functional.cross_entropy(mlp_logits(ps, X[i:i + 1]), y[i:i + 1], reduction="sum")
+        gs = torch.autograd.grad(loss, ps)
+        norm = torch.sqrt(sum((gg ** 2).sum() for gg in gs))
+        f = min(1.0, 0.5 / float(norm))
+        ref = [r + f * gg for r, gg in zip(ref, gs)]
+    got = _clipped_grad_sum(params, X, y, 0.5)
+    for a, b in zip(got, ref):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_dpsgd_accounting_matches_plain_pld_and_calibration_is_safe():
+    import dp_accounting
+    from dp_accounting.pld import PLDAccountant
+
+    from torchdpgmm.pipelines.dpsgd_fast import calibrate_noise_multiplier, pipeline_epsilon
+
+    acc = PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(1 / 0.3))
+    acc.compose(dp_accounting.PoissonSampledDpEvent(0.01, dp_accounting.GaussianDpEvent(1.2)), 500)
+    assert abs(pipeline_epsilon(1.2, 0.01, 500, 1e-5, feature_mu=0.3) - acc.get_epsilon(1e-5)) < 1e-9
+    nm = calibrate_noise_multiplier(1.0, 1e-5, 0.01, 500, feature_mu=0.1)
+    assert pipeline_epsilon(nm, 0.01, 500, 1e-5, feature_mu=0.1) <= 1.0
+    assert pipeline_epsilon(nm * 0.97, 0.01, 500, 1e-5, feature_mu=0.1) > 1.0
+    # replace-one costs more than add-remove at the same noise
+    assert pipeline_epsilon(nm, 0.01, 500, 1e-5, adjacency="replace-one", feature_mu=0.1) > 1.0
+
+
+def test_trainer_learns_from_a_sampler_on_tiny_data():
+    from torchdpgmm.pipelines.trainer import accuracy, train_on_sampler
+
+    means = torch.tensor([[2.0, 0.0], [-2.0, 0.0], [0.0, 2.5]])
+
+    def sampler(n, generator=None):
+        y = torch.randint(0, 3, (n,), generator=generator)
+        return means[y] + 0.5 * torch.randn(n, 2, generator=generator), y
+
+    calls = []
+
+    def counting(n, generator=None):
+        calls.append(n)
+        return sampler(n, generator)
+
+    res = train_on_sampler(counting, d=2, num_classes=3, n_per_epoch=512, n_val=256, hidden=(16,), lr=1e-2,
+                           batch_size=64, max_epochs=40, patience=3, generator=torch.Generator().manual_seed(0))
+    Xt, yt = sampler(2000, torch.Generator().manual_seed(9))
+    assert accuracy(res.model, Xt, yt) > 0.95
+    assert calls[0] == 256 and all(c == 512 for c in calls[1:])  # fresh samples each epoch
+    assert len(calls) == res.epochs_run + 1 and res.best_epoch <= res.epochs_run
+    assert res.epochs_run < 40 or res.best_epoch >= 37  # early stopping when validation stops improving
+
+
+def _write_idx(folder, n_train=700, n_test=300):
+    import gzip
+    import struct
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for stem, n, seed in (("train", n_train, 0), ("t10k", n_test, 1)):
+        X, y = _tiny_images(n, seed)
+        imgs = (X.reshape(n, 28, 28).numpy() * 255).astype(np.uint8)
+        labs = y.numpy().astype(np.uint8)
+        for name, arr in ((f"{stem}-images-idx3-ubyte.gz", imgs), (f"{stem}-labels-idx1-ubyte.gz", labs)):
+            head = bytes([0, 0, 8, arr.ndim]) + b"".join(struct.pack(">I", s) for s in arr.shape)
+            with gzip.open(folder / name, "wb") as fh:
+                fh.write(head + arr.tobytes())
+
+
+@pytest.mark.slow  # a whole (tiny) study: DP PCA, releases, MLP, logreg, one DP-SGD configuration
+def test_synthetic_classifier_study_smoke(tmp_path):
+    import json
+
+    from torchdpgmm.cli import main
+
+    _write_idx(tmp_path / "idx")
+    out = tmp_path / "out"
+    assert main(["experiment", "synthetic-classifier", "--quick", "--dataset", "mnist", "--data-dir", str(tmp_path / "idx"),
+                 "--epsilons", "2", "--adjacency", "replace-one", "--out", str(out)]) == 0
+    d = json.loads((out / "synthetic-classifier.json").read_text())
+    summ = [r for r in d["rows"] if r["kind"] == "summary"]
+    methods = {r["method"] for r in summ}
+    assert {"dpgmm-bayes", "dpgmm-synthetic-mlp", "dpgmm-synthetic-logreg", "dp-sgd", "non-private-bayes",
+            "non-private-mlp"} <= methods
+    for r in summ:
+        assert {"method", "epsilon", "accuracy", "components_per_class", "accounted", "adjacency", "seconds"} <= set(r)
+        if r["epsilon"] is not None:
+            assert r["adjacency"] == "replace-one" and r["accounted"] is True
+    assert {r["adjacency"] for r in d["rows"] if r["kind"] == "dpsgd-config"} == {"replace-one"}
+    assert (out / "synthetic-classifier.csv").exists() and (out / "synthetic-classifier.png").exists()
+    # the docs' table script reads this output
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "realdata_tables.py"
+    ns = runpy.run_path(str(script))
+    merged = ns["_merge_synthetic"]([out])
+    text = ns["synthetic_classifier_table"](next(iter(merged.values())))
+    assert "dpgmm-bayes" in text and "dp-sgd" in text and "Published DP image generators" in text
+
+
+def test_mnist_mlp_replace_one_dpsgd_is_accounted_under_replace_one():
+    """issue #13 item 7: with --adjacency replace-one the mnist-mlp DP-SGD rows are accounted under REPLACE_ONE."""
+    from torchdpgmm.experiments.realdata import _adjacency_note, _replace_one_dpsgd
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(400, 5, generator=g)
+    y = (X[:, 0] > 0).long()
+    r = _replace_one_dpsgd(X, y, X, y, 2.0, 1e-5, epochs=2, lr=0.1, batch_size=64, max_grad_norm=1.0, seed=0)
+    assert r["epsilon_spent"] <= 2.0 and r["noise_multiplier"] > 0 and 0 <= r["final_accuracy"] <= 1
+    assert "BOTH use replace-one" in _adjacency_note("replace-one")

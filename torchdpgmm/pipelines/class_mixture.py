@@ -1,0 +1,226 @@
+"""A sound DP release of several Gaussian components per class, and its classifier / sampler.
+
+Input: records ``U (N, d)`` in the unit ball (after :func:`~torchdpgmm.pipelines.dp_pca.project_to_ball`)
+with public-range labels ``y``. All noise is Gaussian, so the stages compose exactly in GDP
+(Dong, Roth & Su 2019); their ``mu`` budgets are fixed in advance from public quantities.
+
+1. **Class stage** (always): :func:`torchdpgmm.sound.sound_statistics` (the project's sound release,
+   Gaussian mechanism on per-class counts, sums and second moments of clipped records) gives one Gaussian
+   per class: the one-component model, and the starting point and shrinkage target of the cells.
+2. **Cells** (``components_per_class = m > 1``): ``m`` centres per class start at the released class mean
+   plus/minus the released top eigen-directions (``+-sqrt(lambda_j) v_j``); ``lloyd_steps`` noisy Lloyd
+   steps follow (assign each record to the nearest centre of its class in the released class metric
+   ``Sigma_k^{-1}``, release noisy counts and sums per cell: DP k-means in the style of Su et al. 2016).
+   Every record lies in exactly one cell, so each step is one Gaussian mechanism on the whole partition
+   (parallel composition inside a block); sensitivities add-remove (1, 1), replace-one (sqrt 2, 2).
+3. **Cell stage**: the sound release again, on labels ``k*m + cell`` (``K*m`` groups).
+
+Post-processing (released values and public noise levels only): cell covariances are shrunk toward their
+class's covariance, class covariances toward the pooled covariance, with weight
+``lambda = eta / (eta + tau)``: ``eta = shrink * 2 sqrt(d) sigma_Q / n~`` is the spectral size of the
+second-moment noise in that covariance (``2 sqrt(d) sigma`` for a d x d symmetric Gaussian matrix) and
+``tau = tr(target)/d`` the typical signal eigenvalue; eigenvalues are floored at the noise level by the
+sound release. ``covariance_type`` (scikit-learn's names) then maps the covariances to full / tied / diag /
+spherical (as post-processing of the full release).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from torchdpgmm.mechanisms import gaussian
+from torchdpgmm.sound import gdp_epsilon, sound_statistics
+
+from ._privacy import NoisedBlock, parse_adjacency
+
+__all__ = ["ClassMixture", "release_class_mixture", "COVARIANCE_TYPES"]
+
+COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+
+
+@dataclass
+class ClassMixture:
+    """``weights (K,)``, per-class component weights ``comp_weights (K, m)``, ``means (K, m, d)``,
+    ``covariances (K, m, d, d)``. The class-conditional density is a mixture of ``m`` Gaussians."""
+
+    weights: torch.Tensor
+    comp_weights: torch.Tensor
+    means: torch.Tensor
+    covariances: torch.Tensor
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def num_classes(self) -> int:
+        return self.means.shape[0]
+
+    @property
+    def components_per_class(self) -> int:
+        return self.means.shape[1]
+
+    def log_joint(self, X: torch.Tensor) -> torch.Tensor:
+        """``log p(x, k) = log pi_k + log sum_j w_kj N(x | mu_kj, Sigma_kj)``: ``(n, K)``."""
+        K, m, d = self.means.shape
+        L = torch.linalg.cholesky(self.covariances.reshape(K * m, d, d))
+        diff = X.to(L.dtype).unsqueeze(0) - self.means.reshape(K * m, 1, d)  # (Km, n, d)
+        sol = torch.linalg.solve_triangular(L, diff.transpose(-1, -2), upper=False)  # (Km, d, n)
+        maha = (sol * sol).sum(-2)  # (Km, n)
+        logdet = 2 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
+        logn = -0.5 * (maha + logdet.unsqueeze(-1) + d * math.log(2 * math.pi))
+        logn = logn + torch.log(self.comp_weights.reshape(K * m, 1).clamp_min(1e-300))
+        per_class = torch.logsumexp(logn.reshape(K, m, -1), dim=1)  # (K, n)
+        return (per_class + torch.log(self.weights.clamp_min(1e-300)).unsqueeze(-1)).T
+
+    @torch.no_grad()
+    def predict(self, X: torch.Tensor, *, chunk: int = 4096) -> torch.Tensor:
+        """Bayes rule ``argmax_k log p(x, k)`` of the released model."""
+        return torch.cat([self.log_joint(X[s:s + chunk]).argmax(-1) for s in range(0, X.shape[0], chunk)])
+
+    def sample(self, n: int, *, generator: torch.Generator | None = None):
+        """``n`` synthetic ``(X, y)``: cell counts by largest remainders of ``n pi_k w_kj``, Gaussian draws."""
+        from torchdpgmm.mixture import histogram_counts
+
+        K, m, d = self.means.shape
+        flat = (self.weights.unsqueeze(-1) * self.comp_weights).reshape(K * m)
+        counts = histogram_counts(flat, int(n))
+        cell = torch.repeat_interleave(torch.arange(K * m, device=flat.device), counts)
+        L = torch.linalg.cholesky(self.covariances.reshape(K * m, d, d))
+        z = torch.randn(int(n), d, generator=generator, dtype=L.dtype, device=L.device)
+        parts = [zc @ L[g].T for g, zc in enumerate(torch.split(z, counts.tolist()))]  # cells are contiguous
+        X = self.means.reshape(K * m, d)[cell] + torch.cat(parts)
+        return X, cell // m
+
+
+def _shrink(cov, target, n_hat, sigma_q, d, shrink, min_shrinkage=0.0):
+    eta = shrink * 2 * math.sqrt(d) * sigma_q / (n_hat - 1).clamp_min(1.0)
+    tau = torch.diagonal(target, dim1=-2, dim2=-1).sum(-1) / d
+    lam = (eta / (eta + tau)).clamp(min_shrinkage, 1.0)[..., None, None]
+    return (1 - lam) * cov + lam * target, lam
+
+
+def _within_cell(cov_k, means, comp_w, floor):
+    """Class covariance minus the released between-cell scatter: the pooled within-cell covariance
+    ``Sigma_k - sum_j w_kj (mu_kj - mbar_k)(mu_kj - mbar_k)^T`` (eigenvalues floored), a shrinkage target."""
+    mbar = (comp_w.unsqueeze(-1) * means).sum(1, keepdim=True)
+    D = means - mbar
+    between = torch.einsum("km,kmi,kmj->kij", comp_w, D, D)
+    evals, evecs = torch.linalg.eigh(cov_k - between)
+    return (evecs * torch.maximum(evals, floor.unsqueeze(-1)).unsqueeze(-2)) @ evecs.transpose(-1, -2)
+
+
+def _covariance_type(cov, weights, kind):
+    K, m, d, _ = cov.shape
+    if kind == "full":
+        return cov
+    if kind == "tied":
+        w = weights.reshape(K * m, 1, 1)
+        return ((w * cov.reshape(K * m, d, d)).sum(0) / w.sum()).expand(K, m, d, d).clone()
+    dg = torch.diagonal(cov, dim1=-2, dim2=-1)
+    if kind == "diag":
+        return torch.diag_embed(dg)
+    return torch.diag_embed((dg.mean(-1, keepdim=True)).expand(K, m, d))
+
+
+def _initial_centres(means, covs, m):
+    """``m`` centres per class: the mean and +-sqrt(lambda_j) v_j along the top released directions."""
+    evals, evecs = torch.linalg.eigh(covs)  # ascending
+    steps = []
+    for j in range(m):
+        axis = j // 2
+        sign = 1.0 if j % 2 == 0 else -1.0
+        v = evecs[:, :, -1 - axis] * evals[:, -1 - axis].clamp_min(0).sqrt().unsqueeze(-1)
+        steps.append(sign * v)
+    return means.unsqueeze(1) + torch.stack(steps, 1)  # (K, m, d)
+
+
+def _assign(U, y, centres, whiten):
+    """Nearest centre of the record's own class in the class metric ``||W_k^T (x - c)||``: cell in ``[0, m)``."""
+    K, m, d = centres.shape
+    Uw = (U @ whiten.transpose(0, 1).reshape(d, K * d)).reshape(-1, K, d)  # every record whitened by every class
+    Uw = torch.gather(Uw, 1, y.reshape(-1, 1, 1).expand(-1, 1, d)).squeeze(1)  # (N, d): its own class
+    Cw = torch.einsum("kmi,kij->kmj", centres, whiten)[y]  # (N, m, d)
+    return ((Uw.unsqueeze(1) - Cw) ** 2).sum(-1).argmin(-1)
+
+
+def _lloyd_step(U, y, cell, K, m, sigma_c, sigma_s, old, generator):
+    g = y * m + cell
+    counts = torch.zeros(K * m, dtype=U.dtype, device=U.device).index_add_(0, g, torch.ones_like(g, dtype=U.dtype))
+    sums = torch.zeros(K * m, U.shape[1], dtype=U.dtype, device=U.device).index_add_(0, g, U)
+    n = gaussian(counts, sigma_c ** 2, generator=generator).reshape(K, m)
+    s = gaussian(sums, sigma_s ** 2, generator=generator).reshape(K, m, -1)
+    ok = (n > 5 * sigma_s).unsqueeze(-1)  # a cell too small for its noise keeps its centre (post-processing)
+    return torch.where(ok, s / n.clamp_min(1.0).unsqueeze(-1), old)
+
+
+def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
+                          adjacency: str = "add-remove", stage_split: dict[str, float] | None = None,
+                          moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, shrink: float = 1.0, min_shrinkage: float = 0.0,
+                          cell_target: str = "class", cell_min_shrinkage: float = 0.0,
+                          covariance_type: str = "full", generator: torch.Generator | None = None):
+    """Release a :class:`ClassMixture` of ``U (N, d)`` (unit ball), ``y (N,)`` under ``mu``-GDP.
+
+    Returns ``(model, blocks)``; ``blocks`` lists every Gaussian block (their composed mu equals ``mu`` up
+    to the safe-side rounding of the calibration). ``stage_split``: fractions of ``mu^2`` for
+    ``{"class", "lloyd", "cells"}`` (ignored when ``m = 1``: everything goes to the class stage).
+    """
+    adjacency = parse_adjacency(adjacency)
+    if covariance_type not in COVARIANCE_TYPES:
+        raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
+    m = int(components_per_class)
+    if m < 1:
+        raise ValueError(f"components_per_class must be >= 1, got {components_per_class!r}")
+    K, d = int(num_classes), U.shape[-1]
+    split = {"class": 1.0, "lloyd": 0.0, "cells": 0.0} if m == 1 else \
+        dict(stage_split or {"class": 0.3, "lloyd": 0.06, "cells": 0.64})
+    tot = sum(split.values())
+    mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
+    blocks: list = []
+
+    def sound(labels, groups, mu_stage, name):
+        import dataclasses
+
+        eps_s = gdp_epsilon(delta, mu_stage)
+        stats, rec = sound_statistics(U, labels, groups, eps_s, delta, clip_bound=1.0, generator=generator,
+                                      adjacency=adjacency, mechanism="gaussian", split=mom, noise="continuous")
+        sq = None
+        for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
+            blocks.append(dataclasses.replace(b, name=f"{name}-{b.name.replace('_', '-')}"))
+            if b.name == "second_moments":
+                sq = b.noise_scale
+        return stats, sq
+
+    mu_class = float(mu) * math.sqrt(split["class"] / tot)
+    cls, sq_cls = sound(y, K, mu_class, "class")
+    cov_k = cls["covariances"]
+    pooled = (cls["counts"][:, None, None] * cov_k).sum(0) / cls["counts"].sum()
+    cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink, min_shrinkage)
+    extras = {"class_shrinkage": lam_k.flatten()}
+    if m == 1:
+        means, covs, comp_w = cls["means"].unsqueeze(1), cov_k.unsqueeze(1), torch.ones(K, 1, dtype=U.dtype)
+    else:
+        whiten = torch.linalg.cholesky(torch.linalg.inv(cov_k))  # W W^T = Sigma_k^{-1}
+        centres = _initial_centres(cls["means"], cov_k, m)
+        if lloyd_steps > 0:
+            mu_step = float(mu) * math.sqrt(split["lloyd"] / tot / lloyd_steps)
+            sc, ss = ({"add-remove": (1.0, 1.0), "replace-one": (math.sqrt(2), 2.0)})[adjacency]
+            sig_c, sig_s = math.sqrt(2) * sc / mu_step, math.sqrt(2) * ss / mu_step  # half of mu_step^2 each
+            for t in range(lloyd_steps):
+                cell = _assign(U, y, centres, whiten)
+                centres = _lloyd_step(U, y, cell, K, m, sig_c, sig_s, centres, generator)
+                blocks += [NoisedBlock(name=f"lloyd{t}-counts", mechanism="gaussian", sensitivity=sc, noise_scale=sig_c),
+                           NoisedBlock(name=f"lloyd{t}-sums", mechanism="gaussian", sensitivity=ss, noise_scale=sig_s)]
+        cell = _assign(U, y, centres, whiten)
+        mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
+        st, sq_c = sound(y * m + cell, K * m, mu_cells, "cells")
+        n_c = st["counts"].reshape(K, m)
+        means = st["means"].reshape(K, m, d)
+        comp_w = n_c / n_c.sum(-1, keepdim=True)
+        target = cov_k if cell_target == "class" else \
+            _within_cell(cov_k, means, comp_w, floor=0.05 * torch.diagonal(cov_k, dim1=-2, dim2=-1).mean(-1))
+        covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), target.unsqueeze(1).expand(K, m, d, d), n_c, sq_c,
+                            d, shrink, max(min_shrinkage, cell_min_shrinkage))
+        extras["cell_shrinkage"] = lam.flatten()
+    covs = _covariance_type(covs, cls["weights"].unsqueeze(-1) * comp_w, covariance_type)
+    model = ClassMixture(weights=cls["weights"], comp_weights=comp_w, means=means, covariances=covs, extras=extras)
+    return model, blocks

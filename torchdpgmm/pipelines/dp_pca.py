@@ -1,0 +1,150 @@
+"""Public feature transform and differentially private PCA.
+
+* :func:`lowfreq_dct` -- a fixed, data-independent transform: the orthonormal 2-D DCT-II of each image,
+  keeping the ``keep x keep`` lowest frequencies (28x28 -> 14x14 = 196 coefficients). It touches no
+  private statistic, so it costs no budget; the DP PCA that follows then perturbs a 196x196 instead of a
+  785x785 matrix.
+* :func:`dp_pca` -- the Gaussian mechanism on the clipped count, sum and second moment of the records
+  (``z = clip(x - c, C)``, ``c`` a public centre; Dwork, Talwar, Thakurta & Zhang 2014 "Analyze Gauss"),
+  followed by post-processing: mean ``c + s~/n~``, covariance ``Q~/n~ - m m^T``, top eigenvectors.
+  L2 (Frobenius) sensitivities of one record:
+
+  ==============  ==========  =============
+  block           add-remove  replace-one
+  ==============  ==========  =============
+  count           1           0
+  sum             C           2 C
+  second moment   C^2         sqrt(2) C^2
+  ==============  ==========  =============
+
+  (replace-one: ``||z z^T - z' z'^T||_F^2 = |z|^4 + |z'|^4 - 2 (z.z')^2 <= 2 C^4``). The symmetric noise
+  is isotropic in Frobenius-isometric coordinates (diagonal ``sigma``, off-diagonal ``sigma/sqrt 2``), so the
+  Frobenius sensitivity is the right one. The centring is thus itself private (noisy mean), never taken
+  from the raw data.
+* :func:`project_to_ball` -- ``u = V^T (x - m) / R`` clipped to the unit ball (``R`` public).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from torchdpgmm.mechanisms import gaussian
+
+from ._privacy import NoisedBlock, parse_adjacency
+
+__all__ = ["dct_basis", "lowfreq_dct", "pca_sensitivities", "DPPCA", "dp_pca", "project_to_ball",
+           "symmetric_gaussian_noise", "DEFAULT_PCA_SPLIT"]
+
+#: fractions of the PCA's mu^2 for (count, sum, second moment); public
+DEFAULT_PCA_SPLIT = {"count": 0.05, "sum": 0.15, "second_moment": 0.8}
+
+
+def dct_basis(n: int, keep: int, *, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+    """Rows ``0..keep-1`` of the orthonormal DCT-II matrix of size ``n``: ``(keep, n)``."""
+    if not (isinstance(n, int) and isinstance(keep, int) and 1 <= keep <= n):
+        raise ValueError(f"need integers 1 <= keep <= n, got keep={keep!r}, n={n!r}")
+    k = torch.arange(keep, dtype=dtype, device=device).unsqueeze(-1)
+    i = torch.arange(n, dtype=dtype, device=device)
+    D = torch.cos(math.pi * (2 * i + 1) * k / (2 * n)) * math.sqrt(2.0 / n)
+    D[0] = D[0] / math.sqrt(2.0)
+    return D
+
+
+def lowfreq_dct(images: torch.Tensor, *, size: int = 28, keep: int = 14) -> torch.Tensor:
+    """``(..., size*size)`` or ``(..., size, size)`` images -> ``(..., keep*keep)`` low-frequency DCT-II
+    coefficients (orthonormal, so norms can only shrink: a pixel-space bound stays valid)."""
+    X = images if images.dtype.is_floating_point else images.to(torch.float64)
+    if X.shape[-1] == size * size:
+        X = X.reshape(*X.shape[:-1], size, size)
+    if X.shape[-2:] != (size, size):
+        raise ValueError(f"images must be (..., {size * size}) or (..., {size}, {size}), got {tuple(images.shape)}")
+    D = dct_basis(size, keep, device=X.device, dtype=X.dtype)  # public transform: the input's precision
+    lead = X.shape[:-2]
+    Y = X.reshape(-1, size) @ D.T  # rows: (..., size, keep), two plain GEMMs instead of N small ones
+    Y = Y.reshape(-1, size, keep).transpose(-1, -2).reshape(-1, size) @ D.T  # (..., keep(col), keep(row))
+    return Y.reshape(*lead, keep, keep).transpose(-1, -2).reshape(*lead, keep * keep).to(torch.float64)
+
+
+def pca_sensitivities(clip_bound: float, adjacency: str) -> dict[str, float]:
+    """L2 sensitivities of (count, sum, second moment) of records clipped to ``||z|| <= clip_bound``."""
+    C = float(clip_bound)
+    if parse_adjacency(adjacency) == "add-remove":
+        return {"count": 1.0, "sum": C, "second_moment": C * C}
+    return {"count": 0.0, "sum": 2 * C, "second_moment": math.sqrt(2.0) * C * C}
+
+
+def symmetric_gaussian_noise(d: int, sigma: float, *, generator=None, dtype=torch.float64, device=None,
+                             batch: tuple[int, ...] = ()) -> torch.Tensor:
+    """Symmetric ``(*batch, d, d)`` noise, i.i.d. ``N(0, sigma^2)`` in Frobenius-isometric coordinates:
+    ``(G + G^T)/2`` with ``G`` i.i.d. ``N(0, sigma^2)`` has diagonal variance ``sigma^2`` and off-diagonal
+    ``sigma^2/2``, i.e. ``||E||_F^2`` is a sum of ``d(d+1)/2`` i.i.d. ``N(0, sigma^2)`` squares."""
+    G = gaussian(torch.zeros(*batch, d, d, dtype=dtype, device=device), sigma * sigma, generator=generator)
+    return 0.5 * (G + G.transpose(-1, -2))
+
+
+@dataclass
+class DPPCA:
+    """A privately estimated projection: ``mean (D,)``, ``components (k, D)``, ``eigenvalues (k,)``."""
+
+    mean: torch.Tensor
+    components: torch.Tensor
+    eigenvalues: torch.Tensor
+    count: torch.Tensor
+    blocks: tuple = ()
+    extras: dict = field(default_factory=dict)
+
+    def transform(self, X: torch.Tensor) -> torch.Tensor:
+        return (X.to(self.components.dtype) - self.mean) @ self.components.T
+
+
+def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, adjacency: str = "add-remove",
+           center: torch.Tensor | None = None, split: dict[str, float] | None = None,
+           generator: torch.Generator | None = None) -> DPPCA:
+    """``mu``-GDP PCA of ``X (N, D)`` (module docstring); ``center`` public (default 0)."""
+    adjacency = parse_adjacency(adjacency)
+    if not torch.is_tensor(X) or X.dim() != 2:
+        raise ValueError("X must be a tensor of shape (N, D)")
+    D = X.shape[-1]
+    if not (isinstance(n_components, int) and 1 <= n_components <= D):
+        raise ValueError(f"n_components must be an int in [1, {D}], got {n_components!r}")
+    if not (float(clip_bound) > 0 and math.isfinite(float(clip_bound))):
+        raise ValueError(f"clip_bound must be positive and finite, got {clip_bound!r}")
+    if not (float(mu) > 0 and math.isfinite(float(mu))):
+        raise ValueError(f"mu must be positive and finite, got {mu!r}")
+    split = dict(DEFAULT_PCA_SPLIT if split is None else split)
+    if set(split) != set(DEFAULT_PCA_SPLIT) or any(not (v > 0) for v in split.values()):
+        raise ValueError(f"split must give positive fractions for {sorted(DEFAULT_PCA_SPLIT)}, got {split!r}")
+    tot = sum(split.values())
+    Xd = X.to(torch.float64)
+    c = torch.zeros(D, dtype=torch.float64, device=X.device) if center is None else \
+        torch.as_tensor(center, dtype=torch.float64, device=X.device)
+    Z = Xd - c
+    Z = Z * torch.clamp(float(clip_bound) / torch.linalg.vector_norm(Z, dim=-1, keepdim=True).clamp_min(1e-300), max=1.0)
+    sens = pca_sensitivities(clip_bound, adjacency)
+    # sigma_b = Delta_b / (mu sqrt(w_b)) with Delta_b at add-remove scale: sum_b (Delta_b/sigma_b)^2 = mu^2
+    ref = pca_sensitivities(clip_bound, "add-remove") if adjacency == "add-remove" else \
+        {"count": 1.0, "sum": sens["sum"], "second_moment": sens["second_moment"]}
+    sig = {b: ref[b] / (float(mu) * math.sqrt(split[b] / tot)) for b in split}
+    if adjacency == "replace-one":  # the count does not move; its noise is free, keep it for a fixed shape
+        sig["count"] = 1.0 / float(mu)
+    n = gaussian(torch.tensor([float(Z.shape[0])], dtype=torch.float64, device=X.device), sig["count"] ** 2,
+                 generator=generator)[0]
+    s = gaussian(Z.sum(0), sig["sum"] ** 2, generator=generator)
+    Q = Z.T @ Z + symmetric_gaussian_noise(D, sig["second_moment"], generator=generator, device=X.device)
+    n_hat = n.clamp_min(1.0)
+    m = s / n_hat
+    cov = Q / n_hat - torch.outer(m, m)
+    evals, evecs = torch.linalg.eigh(0.5 * (cov + cov.T))
+    comps = evecs[:, -n_components:].flip(-1).T
+    blocks = tuple(NoisedBlock(name=f"pca-{b}", mechanism="gaussian", sensitivity=sens[b], noise_scale=sig[b],
+                               norm="frobenius" if b == "second_moment" else "l2") for b in ("count", "sum", "second_moment"))
+    return DPPCA(mean=c + m, components=comps, eigenvalues=evals[-n_components:].flip(-1), count=n_hat, blocks=blocks,
+                 extras={"sigma": sig, "clip_bound": float(clip_bound)})
+
+
+def project_to_ball(X: torch.Tensor, pca: DPPCA, radius: float) -> torch.Tensor:
+    """``u = clip(V^T (x - m) / R, 1)``: rows of the unit ball (``R`` public; post-processing of the PCA)."""
+    U = pca.transform(X) / float(radius)
+    return U * torch.clamp(1.0 / torch.linalg.vector_norm(U, dim=-1, keepdim=True).clamp_min(1e-300), max=1.0)
