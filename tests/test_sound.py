@@ -544,3 +544,28 @@ def test_release_never_fails_on_adversarial_data(noise):
             for t in (m.weights, m.means, m.covariances, m.counts):
                 assert bool(torch.isfinite(t).all()), (name, mech, ct)
             assert float(torch.linalg.eigvalsh(m.covariances).min()) > 0, (name, mech, ct)
+
+
+def test_rows_that_overflow_once_centred_are_dropped_not_turned_into_nan():
+    # finite rows whose difference to a public centre overflows float64 are dropped like non-finite rows
+    from torchdpgmm.sound import release_sound
+
+    X = torch.tensor([[1.7e308, 0.0], [0.5, 0.5], [0.2, -0.1], [0.1, 0.3]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1, 1])
+    g = torch.Generator().manual_seed(0)
+    rel = release_sound(X, y, 2, 1.0, 1e-5, clip_bound=1.0, center=torch.tensor([-1e308, 0.0], dtype=torch.float64),
+                        mechanism="gaussian", noise="continuous", generator=g)
+    assert torch.isfinite(rel.model.means).all() and torch.isfinite(rel.model.covariances).all()
+
+
+def test_several_draws_of_one_dataset_are_not_covered_by_one_release_record():
+    from torchdpgmm.privacy import BudgetExceededError, BudgetOdometer
+    from torchdpgmm.sound import release_sound
+
+    X = torch.randn(40, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    y = torch.arange(40) % 2
+    one = release_sound(X, y, 2, 1.0, 1e-5, clip_bound=2.0, generator=torch.Generator().manual_seed(2))
+    many = release_sound(X, y, 2, 1.0, 1e-5, clip_bound=2.0, num_draws=5, generator=torch.Generator().manual_seed(2))
+    assert one.privacy.covered and not many.privacy.covered
+    with pytest.raises((BudgetExceededError, ValueError)):
+        BudgetOdometer(100.0, 1e-5).spend(many.privacy)

@@ -514,6 +514,8 @@ def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     """float64 cast, branch-free row filter (mask, label range, finite features), clipping, moments."""
     X = X.to(torch.float64)
     valid = torch.isfinite(X).all(-1)
+    if st.center is not None:  # a finite row can overflow once centred: such rows are dropped too
+        valid = valid & torch.isfinite(X - st.center.to(X)).all(-1)
     if mask is not None:
         valid = valid & mask
     X = torch.where(valid.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
@@ -595,6 +597,9 @@ def _noise_summary(scales: dict[str, float], info: dict[str, Any], st: SoundSett
 def _record(st: SoundSettings, scales: dict[str, float], info: dict[str, Any], dim: int) -> PrivacyRecord:
     """The release's typed PrivacyRecord: guarantee, accountant, one NoisedBlock per block, notes."""
     notes = _notes(st)
+    if st.num_draws is not None and st.num_draws > 1:
+        notes.append(f"num_draws={st.num_draws}: independent releases of the same data; the guarantee holds for "
+                     "each draw alone, not for the draws together (not covered: an odometer refuses it)")
     if info["kind"] == "gaussian" and st.adjacency == Adjacency.REPLACE_ONE:
         notes.append(
             f"replace-one accounted jointly over the three blocks (worst case of one record's change): noise "
@@ -603,7 +608,8 @@ def _record(st: SoundSettings, scales: dict[str, float], info: dict[str, Any], d
     return PrivacyRecord(
         epsilon=st.epsilon, delta=0.0 if st.delta is None else st.delta, adjacency=st.adjacency,
         accountant=info["accountant"], mode="sound", mechanism=st.mechanism, split=dict(st.split),
-        notes=tuple(notes), blocks=info["blocks"], covered=st.noise_multiplier == 1.0,
+        notes=tuple(notes), blocks=info["blocks"],
+        covered=st.noise_multiplier == 1.0 and (st.num_draws is None or st.num_draws == 1),
     )
 
 
