@@ -312,7 +312,9 @@ def _component_rows(pairs, eps, delta, draws, bs, K, g, quick=False) -> list[dic
     sigma = math.sqrt(2 * math.log(2 / delta)) / eps
 
     def gq(D, n, gen):
-        return D + sigma * torch.randn(n, generator=gen, dtype=torch.float64)
+        from torchdpgmm.mechanisms import normal_noise
+
+        return D + normal_noise((n,), sigma, gen, dtype=torch.float64)  # the noise layer's sampler
 
     res = A.audit(gq, 0.0, 1.0, lambda s: s, num_draws=draws, delta=delta, generator=g, batch_size=bs)
     rows.append(_row_from(res, mechanism="gaussian (paper rule sqrt(2 ln(2/delta))/eps)", neighbours="unit shift",
