@@ -25,6 +25,7 @@ import torch
 from .._validation import check_delta, check_epsilon, check_finite, check_labels
 from ..mechanisms.mapping import mapping_pmf as _core_mapping_pmf
 from ..mechanisms.mapping import neighbour_counts
+from ..mechanisms.noise import normal_noise
 from .sdp import label_flip_differences, solve_covering_sdp
 
 __all__ = ["MechanismDesign", "design_mechanism", "neighbour_counts", "mapping_pmf", "VARIANTS"]
@@ -89,7 +90,7 @@ def _wishart_eigs(cov: torch.Tensor, draws: int, generator: torch.Generator | No
     classes and trials: common random numbers), shape ``(..., K, draws, d)``. ``W = G G^T / gamma`` is an exact
     ``W_d(I/gamma, d+1)`` draw, so ``Sigma^{-1} W`` has eigenvalues ``lambda / gamma``."""
     d = cov.shape[-1]
-    G = torch.randn(draws, d, d + 1, dtype=cov.dtype, device=cov.device, generator=generator)
+    G = normal_noise((draws, d, d + 1), 1.0, generator, dtype=cov.dtype, device=cov.device)  # noise layer
     Lc = torch.linalg.cholesky(cov)                                      # (..., K, d, d)
     Z = torch.linalg.solve_triangular(Lc.unsqueeze(-3), G, upper=False)  # (..., K, S, d, d+1)
     return torch.linalg.eigvalsh(Z @ Z.transpose(-1, -2)).clamp_min(0)
