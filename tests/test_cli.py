@@ -60,8 +60,6 @@ BAD = {
     "as-published with clip bound": [*RELEASE, "--mode", "as-published", "--clip-bound", "10", "--out", "m.json"],
     "as-published with adjacency": [*RELEASE, "--mode", "as-published", "--adjacency", "replace-one",
                                     "--out", "m.json"],
-    "labels outside --classes": [*RELEASE, "--classes", "setosa,versicolor", "--clip-bound", "10",
-                                 "--out", "m.json"],
     "duplicated class": [*RELEASE, "--classes", "setosa,setosa,virginica", "--clip-bound", "10", "--out", "m.json"],
     "duplicated header": ["release", "--data", "dup.csv", "--label-column", "species", "--epsilon", "1",
                           "--delta", "1e-5", *SOUND, "--out", "m.json"],

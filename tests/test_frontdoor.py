@@ -82,7 +82,7 @@ def test_release_errors_write_nothing(tmp_path, capsys, args, msg):
     assert not (tmp_path / "m.json").exists()
 
 
-def test_single_class_depends_on_mode_and_nan_is_refused(tmp_path, capsys):
+def test_single_class_depends_on_mode_and_bad_rows_are_dropped_in_sound_mode(tmp_path, capsys):
     p = tmp_path / "one.csv"
     p.write_text("a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
     base = ["release", "--data", str(p), "--label-column", "label", "--epsilon", "1", "--delta", "1e-5"]
@@ -93,11 +93,20 @@ def test_single_class_depends_on_mode_and_nan_is_refused(tmp_path, capsys):
     assert main([*base, "--classes", "x,y", "--clip-bound", "10", "--seed", "0", "--out", str(tmp_path / "s.json")]) == 0
     assert load_model(tmp_path / "s.json").class_names == ["x", "y"]
     capsys.readouterr()
-    p.write_text("a,b,label\n1,nan,x\n3,4,y\n5,6,x\n7,8,y\n")
-    assert main([*base, "--classes", "x,y", "--clip-bound", "10", "--out", str(tmp_path / "m.json")]) == 2
-    err = capsys.readouterr().err
-    assert "non-finite" in err and "row" not in err  # sound mode: no row numbers in errors
-    assert not (tmp_path / "m.json").exists()
+    # sound mode: a row with a missing feature or a label outside --classes is dropped by the release, never
+    # an error (which would reveal that the row exists): the release equals that of the file without it
+    rows = "3,4,y\n5,6,x\n7,8,y\n"
+    q = tmp_path / "clean.csv"
+    q.write_text("a,b,label\n" + rows)
+    for bad in ("1,nan,x\n", "1,2,z\n"):
+        p.write_text("a,b,label\n" + bad + rows)
+        args = ["--classes", "x,y", "--clip-bound", "10", "--seed", "0"]
+        assert main([*base, *args, "--out", str(tmp_path / "m.json")]) == 0
+        qbase = [*base[:2], str(q), *base[3:]]
+        assert main([*qbase, *args, "--out", str(tmp_path / "c.json")]) == 0
+        got, ref = load_model(tmp_path / "m.json"), load_model(tmp_path / "c.json")
+        assert torch.equal(got.model.means, ref.model.means)
+    capsys.readouterr()
 
 
 def _sweep_args():

@@ -5,11 +5,14 @@ column unless named. NPZ: arrays ``X`` (N x d) and ``y`` (N), optional ``feature
 ``class_names``.
 
 The class set. With ``classes=[...]`` (the public class set, e.g. ``--classes a,b,c``; REQUIRED for a sound
-release) the classes are exactly those, in that order: labels not among them are refused as a schema
-error, and a class without rows is legal. Without it (as-published mode only) the class names are the
-sorted label values found in the file, which depends on the data.
+release) the classes are exactly those, in that order, and a class without rows is legal. Without it
+(as-published mode only) the class names are the sorted label values found in the file, which depends on
+the data.
 
-``private=True`` (sound mode) keeps error messages free of row numbers and cell values.
+``private=True`` (sound mode): rows with a label outside ``classes`` get label -1 and rows with non-finite
+features are kept as they are; the sound release drops both without a branch on them (a refusal would
+reveal that such a row exists). Error messages name no row and no cell value. Otherwise such rows are
+refused as schema errors.
 """
 from __future__ import annotations
 
@@ -53,14 +56,14 @@ def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: s
             private: bool = False) -> LabeledTable:
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{source}: need a non-empty N x d feature table, got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
+    if not private and not np.all(np.isfinite(X)):  # sound mode: the release drops such rows branch-free
         rows = np.where(~np.isfinite(X).all(1))[0]
         where = "" if private else f" in {len(rows)} row(s), first at data row {rows[0] + 1}"
         raise ValueError(f"{source}: non-finite or missing feature values{where}")
     labels = [str(v).strip() for v in labels]
     if classes is not None:  # the public class set: the only source of the classes
         uniq = check_class_list(classes)
-        if not set(labels) <= set(uniq):
+        if not private and not set(labels) <= set(uniq):
             raise ValueError(f"{source}: the label column holds values that are not among --classes "
                              "(a schema error; check the class list and the label column)")
     elif class_names is None:
@@ -73,7 +76,9 @@ def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: s
     if classes is None and len(set(labels)) < 2:
         raise ValueError(f"{source}: the label column has a single class; a mixture release needs at least 2")
     index = {c: i for i, c in enumerate(uniq)}
-    y = torch.tensor([index[v] for v in labels], dtype=torch.long)
+    # sound mode: a label outside --classes gets -1 and its row is dropped by the release (an error would
+    # reveal that such a row exists; check_settings reports it to the data owner)
+    y = torch.tensor([index.get(v, -1) for v in labels], dtype=torch.long)
     return LabeledTable(torch.as_tensor(X, dtype=torch.float64), y, uniq, feature_names)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
 __all__ = ["DPGaussianMixture", "AsPublishedWarning", "check_clip_bound"]
 
@@ -77,6 +77,16 @@ class SeededNoiseWarning(UserWarning):
 
 # fit and sample draw from independent streams of one seed (numpy SeedSequence children)
 _FIT_STREAM, _SAMPLE_STREAM = 0, 1
+
+
+def _hashable(v: Any) -> Any:
+    """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
+    v = v.item() if isinstance(v, np.generic) else v
+    try:
+        hash(v)
+    except TypeError:
+        return None
+    return v
 
 
 def _is_real_scalar(v: Any) -> bool:
@@ -166,6 +176,7 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ scikit-learn plumbing
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        # predict / score refuse NaN; a sound fit drops non-finite training rows (a refusal would reveal them)
         tags.input_tags.allow_nan = False
         tags.target_tags.required = True
         # a DP release at epsilon=1 on the few dozen rows of the common checks is noisy by design
@@ -273,27 +284,31 @@ class DPGaussianMixture(ClassifierMixin, BaseEstimator):
                 raise ValueError("y has a single class; the as-published release needs at least 2 "
                                  "(or pass classes=[...])")
             return classes, idx
-        try:
-            idx = np.searchsorted(public, y)
-            ok = (idx < len(public)) & (public[np.minimum(idx, len(public) - 1)] == y)
-        except TypeError:
-            ok = np.zeros(len(y), dtype=bool)
-        if not bool(np.all(ok)):
-            # a schema check (the data must match their declared label set); names no value, no row
-            raise ValueError("y holds labels that are not among the public classes; every label must be one "
-                             "of classes=[...] (check the label encoding and the class list)")
+        # labels outside the public set (NaN, unknown values, other types) get index -1, element by element;
+        # the sound release drops such rows branch-free
+        lookup = {c: i for i, c in enumerate(public.tolist())}
+        idx = np.fromiter((lookup.get(_hashable(v), -1) for v in y), dtype=np.int64, count=len(y))
         return public, idx
 
     def fit(self, X: Any, y: Any) -> "DPGaussianMixture":
         """Release the class-conditional GMM of ``(X, y)`` (Liu, Scaglione & Peisert 2025 eq. (2) + noise).
 
-        All checks (parameters, then the data's schema: shape, finiteness, label set) run before any noise
-        is drawn. Returns ``self``; only the released model is kept.
+        All checks of public things (parameters, shapes, dtypes) run before any noise is drawn. In sound
+        mode rows whose features are not finite or whose label is not among ``classes`` are dropped by the
+        release without a branch on them (an error would reveal that such a row exists; under add/remove a
+        dropped row is a removal); ``torchdpgmm.evaluation.check_settings`` reports them to the data owner.
+        The as-published mode refuses them. Returns ``self``; only the released model is kept.
         """
         self._check_params()
         public = self._public_classes()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1, y_numeric=False)
-        check_classification_targets(y)
+        sound = self.mode == "sound"
+        if sound:  # y is matched against the public classes, never checked value by value
+            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1, ensure_all_finite=False)
+            y = column_or_1d(np.asarray(y, dtype=object) if np.asarray(y).dtype.kind == "O" else y, warn=True)
+            check_consistent_length(X, y)
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1, y_numeric=False)
+            check_classification_targets(y)
         if self.mode == "as-published":
             warnings.warn(AS_PUBLISHED_WARNING, AsPublishedWarning, stacklevel=2)
         else:
