@@ -146,8 +146,8 @@ def test_sound_release_takes_classes_from_the_flag(tmp_path, capsys, monkeypatch
 def test_ctrl_c_on_a_sweep_prints_a_resume_hint_and_exits_130(tmp_path):
     out = tmp_path / "sw"
     args = ["sweep", "--mode", "as-published", "--mechanisms", "kl,gaussian", "--epsilons", "1,2,3,4",
-            "--N", "60", "--K", "2", "--d", "2", "--trials", "40", "--chunk-size", "1", "--no-progress",
-            "--out", str(out)]
+            "--N", "60", "--K", "2", "--d", "2", "--trials", "400", "--block-size", "1", "--chunk-size", "1",
+            "--no-progress", "--out", str(out)]  # 400 one-trial chunks: far from done when the first lands
     proc = subprocess.Popen([sys.executable, "-m", "torchdpgmm.cli", *args], env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
