@@ -109,13 +109,16 @@ def test_single_class_depends_on_mode_and_bad_rows_are_dropped_in_sound_mode(tmp
     capsys.readouterr()
 
 
+SWEEP_TRIALS = 30  # one-trial chunks of ~25 ms each: the kill below lands long before the last one
+
+
 def _sweep_args():
     import dataclasses
 
     from torchdpgmm.sweep import SweepSpec
 
     args = ["--mode", "as-published", "--mechanisms", "kl,gaussian", "--epsilons", "1,4", "--N", "40", "--K", "2",
-            "--d", "2", "--trials", "6", "--chunk-size", "1", "--no-progress"]
+            "--d", "2", "--trials", str(SWEEP_TRIALS), "--chunk-size", "1", "--no-progress"]
     if "block_size" in {f.name for f in dataclasses.fields(SweepSpec)}:
         args += ["--block-size", "1"]  # chunks are rounded up to whole blocks: one trial per chunk
     return args
@@ -128,7 +131,7 @@ def test_sweep_kill_resume_and_ray_identical(tmp_path):
     # 1. an uninterrupted reference run, in-process
     assert main(["sweep", *SWEEP, "--out", str(tmp_path / "ref")]) == 0
     ref = (tmp_path / "ref" / "results.csv").read_text()
-    assert len(ref.strip().splitlines()) == 1 + 2 * 2 * 6
+    assert len(ref.strip().splitlines()) == 1 + 2 * 2 * SWEEP_TRIALS
     total = len(list((tmp_path / "ref" / "chunks").glob("*.csv")))
     # 2. the same sweep as a separate process, killed (SIGKILL) once some chunks are on disk
     out = tmp_path / "killed"
