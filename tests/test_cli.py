@@ -148,8 +148,11 @@ def test_ctrl_c_on_a_sweep_prints_a_resume_hint_and_exits_130(tmp_path):
     args = ["sweep", "--mode", "as-published", "--mechanisms", "kl,gaussian", "--epsilons", "1,2,3,4",
             "--N", "60", "--K", "2", "--d", "2", "--trials", "400", "--block-size", "1", "--chunk-size", "1",
             "--no-progress", "--out", str(out)]  # 400 one-trial chunks: far from done when the first lands
+    # a job started in the background inherits SIGINT as ignored (and Python then keeps it ignored): give the
+    # child the default disposition, as an interactive shell would, so Ctrl-C reaches it
     proc = subprocess.Popen([sys.executable, "-m", "torchdpgmm.cli", *args], env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None and len(list((out / "chunks").glob("*.csv"))) < 1:
         time.sleep(0.05)
