@@ -13,8 +13,8 @@ docs/results/xi/bayes_tables.json, so that every number the page quotes is in a 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -175,11 +175,12 @@ def compare_block(res: dict) -> tuple[str, dict]:
 
 
 def _replace(text: str, name: str, block: str) -> str:
-    pat = re.compile(rf"(<!-- BEGIN GENERATED: {re.escape(name)} -->\n)(.*?)(<!-- END GENERATED: {re.escape(name)} -->)",
-                     re.S)
-    if not pat.search(text):
-        raise SystemExit(f"markers for {name!r} not found in {DOC}")
-    return pat.sub(lambda m: m.group(1) + block + "\n" + m.group(3), text)
+    """Rewrite one ``<!-- BEGIN/END GENERATED: name -->`` block: the rule of ``scripts/stats_docs.py``,
+    which fills the other generated blocks of the same page."""
+    spec = importlib.util.spec_from_file_location("_stats_docs", Path(__file__).with_name("stats_docs.py"))
+    stats_docs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stats_docs)
+    return stats_docs._replace(text, name, block)
 
 
 def build() -> tuple[list[tuple[str, str]], dict]:
