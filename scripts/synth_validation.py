@@ -4,7 +4,7 @@ defaults of ``PipelineConfig``.
 
     python scripts/synth_validation.py --out DIR [--epsilons 1,5] [--seeds 2] [--data-dir DIR]
 
-Writes ``DIR/synth-validation.json``: one row per (setting, epsilon) with the mean validation accuracy over
+Writes ``DIR/synth-validation<SUFFIX>.json``: one row per (setting, epsilon) with the mean validation accuracy over
 release seeds. The split rule (a fixed public permutation, the first 10,000 rows held out) is the one the
 study uses for DP-SGD tuning.
 """
@@ -38,6 +38,18 @@ VARIATIONS = {
     "components=1": {"components_per_class": 1},
     "components=2": {"components_per_class": 2},
     "components=3": {"components_per_class": 3},
+    "components=4": {"components_per_class": 4},
+    "components=8": {"components_per_class": 8},
+    "components=12": {"components_per_class": 12},
+    "components=8,lloyd_rank=40": {"components_per_class": 8, "lloyd_rank": 40},
+    "components=8,lloyd_rank=3": {"components_per_class": 8, "lloyd_rank": 3},
+    "components=8,lloyd_rank=10": {"components_per_class": 8, "lloyd_rank": 10},
+    "components=8,mixture_shrink=1": {"components_per_class": 8, "mixture_shrink": 1.0},
+    "components=8,mixture_shrink=4": {"components_per_class": 8, "mixture_shrink": 4.0},
+    "components=8,mixture_shrink=12": {"components_per_class": 8, "mixture_shrink": 12.0},
+    "components=8,stage_split=0.3/0.06/0.64": {"components_per_class": 8, "stage_split": (0.3, 0.06, 0.64)},
+    "components=8,stage_split=0.6/0.06/0.34": {"components_per_class": 8, "stage_split": (0.6, 0.06, 0.34)},
+    "components=8,lloyd_steps=3": {"components_per_class": 8, "lloyd_steps": 3},
     "covariance=diag": {"covariance_type": "diag"},
     "covariance=tied": {"covariance_type": "tied"},
 }
@@ -52,14 +64,15 @@ def main(argv=None) -> None:
     p.add_argument("--epsilons", default="1,5")
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--only", default="", help="comma list of variation names (default all)")
+    p.add_argument("--only", default="", help="semicolon list of variation names (default all)")
+    p.add_argument("--suffix", default="", help="file name suffix: DIR/synth-validation<SUFFIX>.json")
     a = p.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
     X, y = load_fashion_mnist(a.data_dir, split="train")
     X = X.reshape(X.shape[0], -1)
     perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(12345))
     val, fit = perm[:10000], perm[10000:]
-    names = [n for n in a.only.split(",") if n] or list(VARIATIONS)
+    names = [n for n in a.only.split(";") if n] or list(VARIATIONS)
     rows = []
     for name in names:
         for eps in (float(e) for e in a.epsilons.split(",")):
@@ -75,7 +88,7 @@ def main(argv=None) -> None:
                          "config": cfg.to_dict()})
             print(f"{name:20s} eps={eps:g} val={rows[-1]['val_accuracy']:.4f}", flush=True)
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "synth-validation.json").write_text(json.dumps(
+    (a.out / f"synth-validation{a.suffix}.json").write_text(json.dumps(
         {"rows": rows, "split": "Fashion-MNIST train, permutation seed 12345, first 10000 rows = validation",
          "load_average": os.getloadavg(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=1))
 

@@ -9,19 +9,25 @@ with public-range labels ``y``. All noise is Gaussian, so the stages compose exa
    per class: the one-component model, and the starting point and shrinkage target of the cells.
 2. **Cells** (``components_per_class = m > 1``): ``m`` centres per class start at the released class mean
    plus/minus the released top eigen-directions (``+-sqrt(lambda_j) v_j``); ``lloyd_steps`` noisy Lloyd
-   steps follow (assign each record to the nearest centre of its class in the released class metric
-   ``Sigma_k^{-1}``, release noisy counts and sums per cell: DP k-means in the style of Su et al. 2016).
-   Every record lies in exactly one cell, so each step is one Gaussian mechanism on the whole partition
-   (parallel composition inside a block); sensitivities add-remove (1, 1), replace-one (sqrt 2, 2).
-3. **Cell stage**: the sound release again, on labels ``k*m + cell`` (``K*m`` groups).
+   steps follow (assign each record to the nearest centre of its class in the class metric restricted to the
+   class's top ``lloyd_rank`` released eigen-directions, ``sum_{j<=r} (v_j^T (x - c))^2 / lambda_j``; release
+   noisy counts and sums per cell: DP k-means in the style of Su et al. 2016). The restriction matters: the
+   full metric ``Sigma_k^{-1}`` magnifies the centres' noise along the small-variance directions. Every record
+   lies in exactly one cell, so each step is one Gaussian mechanism on the whole partition (parallel
+   composition inside a block); sensitivities add-remove (1, 1), replace-one (sqrt 2, 2).
+3. **Cell stage**: the sound release again, on labels ``k*m + cell`` (``K*m`` groups), without the sound
+   release's PSD repair at the noise level (that floor, ``~ sqrt(d) sigma_Q / n``, sits above most of a small
+   cell's true eigenvalues and would make every cell nearly isotropic in its minor directions).
 
 Post-processing (released values and public noise levels only): cell covariances are shrunk toward their
 class's covariance, class covariances toward the pooled covariance, with weight
 ``lambda = eta / (eta + tau)``: ``eta = shrink * 2 sqrt(d) sigma_Q / n~`` is the spectral size of the
 second-moment noise in that covariance (``2 sqrt(d) sigma`` for a d x d symmetric Gaussian matrix) and
-``tau = tr(target)/d`` the typical signal eigenvalue; eigenvalues are floored at the noise level by the
-sound release. ``covariance_type`` (scikit-learn's names) then maps the covariances to full / tied / diag /
-spherical (as post-processing of the full release).
+``tau = tr(target)/d`` the typical signal eigenvalue; class eigenvalues are floored at the noise level by the
+sound release, cell covariances are repaired in their class's whitened coordinates (eigenvalues of
+``L_k^{-1} Sigma_kj L_k^{-T}`` floored at ``cell_floor``, ``Sigma_k = L_k L_k^T``). ``covariance_type``
+(scikit-learn's names) then maps the covariances to full / tied / diag / spherical (as post-processing of
+the full release).
 """
 from __future__ import annotations
 
@@ -99,14 +105,24 @@ def _shrink(cov, target, n_hat, sigma_q, d, shrink, min_shrinkage=0.0):
     return (1 - lam) * cov + lam * target, lam
 
 
-def _within_cell(cov_k, means, comp_w, floor):
-    """Class covariance minus the released between-cell scatter: the pooled within-cell covariance
-    ``Sigma_k - sum_j w_kj (mu_kj - mbar_k)(mu_kj - mbar_k)^T`` (eigenvalues floored), a shrinkage target."""
-    mbar = (comp_w.unsqueeze(-1) * means).sum(1, keepdim=True)
-    D = means - mbar
-    between = torch.einsum("km,kmi,kmj->kij", comp_w, D, D)
-    evals, evecs = torch.linalg.eigh(cov_k - between)
-    return (evecs * torch.maximum(evals, floor.unsqueeze(-1)).unsqueeze(-2)) @ evecs.transpose(-1, -2)
+def _relative_floor(covs, target, floor):
+    """PSD repair of ``covs (K, m, d, d)`` in the coordinates whitened by ``target (K, d, d) = L L^T``: the
+    eigenvalues of ``L^{-1} Sigma L^{-T}`` are floored at ``floor`` (a fraction of the class's own variance)."""
+    L = torch.linalg.cholesky(target).unsqueeze(1)
+    A = torch.linalg.solve_triangular(L, covs, upper=False)
+    A = torch.linalg.solve_triangular(L, A.transpose(-1, -2), upper=False)
+    e, V = torch.linalg.eigh(0.5 * (A + A.transpose(-1, -2)))
+    A = (V * e.clamp_min(floor).unsqueeze(-2)) @ V.transpose(-1, -2)
+    return L @ A @ L.transpose(-1, -2)
+
+
+def _metric(covs, rank):
+    """``W (K, d, d)`` with ``||W_k^T x||^2 = sum_{j<=rank} (v_j^T x)^2 / lambda_j`` over the top ``rank``
+    eigenpairs of the class covariance (``rank >= d``: the full class metric ``Sigma_k^{-1}``)."""
+    d = covs.shape[-1]
+    evals, evecs = torch.linalg.eigh(covs)  # ascending
+    keep = (torch.arange(d, device=covs.device) >= d - min(int(rank), d)).to(covs.dtype)
+    return evecs * (keep / evals.clamp_min(torch.finfo(covs.dtype).tiny).sqrt()).unsqueeze(-2)
 
 
 def _covariance_type(cov, weights, kind):
@@ -135,7 +151,7 @@ def _initial_centres(means, covs, m):
 
 
 def _assign(U, y, centres, whiten):
-    """Nearest centre of the record's own class in the class metric ``||W_k^T (x - c)||``: cell in ``[0, m)``."""
+    """Nearest centre of the record's own class in the metric ``||W_k^T (x - c)||`` (:func:`_metric`): cell in ``[0, m)``."""
     K, m, d = centres.shape
     Uw = (U @ whiten.transpose(0, 1).reshape(d, K * d)).reshape(-1, K, d)  # every record whitened by every class
     Uw = torch.gather(Uw, 1, y.reshape(-1, 1, 1).expand(-1, 1, d)).squeeze(1)  # (N, d): its own class
@@ -155,9 +171,10 @@ def _lloyd_step(U, y, cell, K, m, sigma_c, sigma_s, old, generator):
 
 def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
                           adjacency: str = "add-remove", stage_split: dict[str, float] | None = None,
-                          moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, shrink: float = 1.0, min_shrinkage: float = 0.0,
-                          cell_target: str = "class", cell_min_shrinkage: float = 0.0,
-                          covariance_type: str = "full", generator: torch.Generator | None = None):
+                          moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, lloyd_rank: int = 5,
+                          shrink: float = 1.0, min_shrinkage: float = 0.0, cell_min_shrinkage: float = 0.0,
+                          cell_floor: float = 0.3, covariance_type: str = "full",
+                          generator: torch.Generator | None = None):
     """Release a :class:`ClassMixture` of ``U (N, d)`` (unit ball), ``y (N,)`` under ``mu``-GDP.
 
     Returns ``(model, blocks)``; ``blocks`` lists every Gaussian block (their composed mu equals ``mu`` up
@@ -170,19 +187,21 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     m = int(components_per_class)
     if m < 1:
         raise ValueError(f"components_per_class must be >= 1, got {components_per_class!r}")
+    if not (int(lloyd_rank) >= 1 and cell_floor > 0):
+        raise ValueError(f"lloyd_rank must be >= 1 and cell_floor > 0, got {lloyd_rank!r}, {cell_floor!r}")
     K, d = int(num_classes), U.shape[-1]
     split = {"class": 1.0, "lloyd": 0.0, "cells": 0.0} if m == 1 else \
-        dict(stage_split or {"class": 0.3, "lloyd": 0.06, "cells": 0.64})
+        dict(stage_split or {"class": 0.5, "lloyd": 0.06, "cells": 0.44})
     tot = sum(split.values())
     mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
     blocks: list = []
 
-    def sound(labels, groups, mu_stage, name):
+    def sound(labels, groups, mu_stage, name, **kw):
         import dataclasses
 
         eps_s = gdp_epsilon(delta, mu_stage)
         stats, rec = sound_statistics(U, labels, groups, eps_s, delta, clip_bound=1.0, generator=generator,
-                                      adjacency=adjacency, mechanism="gaussian", split=mom, noise="continuous")
+                                      adjacency=adjacency, mechanism="gaussian", split=mom, noise="continuous", **kw)
         sq = None
         for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
             blocks.append(dataclasses.replace(b, name=f"{name}-{b.name.replace('_', '-')}"))
@@ -199,27 +218,26 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     if m == 1:
         means, covs, comp_w = cls["means"].unsqueeze(1), cov_k.unsqueeze(1), torch.ones(K, 1, dtype=U.dtype)
     else:
-        whiten = torch.linalg.cholesky(torch.linalg.inv(cov_k))  # W W^T = Sigma_k^{-1}
+        metric = _metric(cov_k, lloyd_rank)
         centres = _initial_centres(cls["means"], cov_k, m)
         if lloyd_steps > 0:
             mu_step = float(mu) * math.sqrt(split["lloyd"] / tot / lloyd_steps)
             sc, ss = ({"add-remove": (1.0, 1.0), "replace-one": (math.sqrt(2), 2.0)})[adjacency]
             sig_c, sig_s = math.sqrt(2) * sc / mu_step, math.sqrt(2) * ss / mu_step  # half of mu_step^2 each
             for t in range(lloyd_steps):
-                cell = _assign(U, y, centres, whiten)
+                cell = _assign(U, y, centres, metric)
                 centres = _lloyd_step(U, y, cell, K, m, sig_c, sig_s, centres, generator)
                 blocks += [NoisedBlock(name=f"lloyd{t}-counts", mechanism="gaussian", sensitivity=sc, noise_scale=sig_c),
                            NoisedBlock(name=f"lloyd{t}-sums", mechanism="gaussian", sensitivity=ss, noise_scale=sig_s)]
-        cell = _assign(U, y, centres, whiten)
+        cell = _assign(U, y, centres, metric)
         mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
-        st, sq_c = sound(y * m + cell, K * m, mu_cells, "cells")
+        st, sq_c = sound(y * m + cell, K * m, mu_cells, "cells", eig_floor=float("-inf"))
         n_c = st["counts"].reshape(K, m)
         means = st["means"].reshape(K, m, d)
         comp_w = n_c / n_c.sum(-1, keepdim=True)
-        target = cov_k if cell_target == "class" else \
-            _within_cell(cov_k, means, comp_w, floor=0.05 * torch.diagonal(cov_k, dim1=-2, dim2=-1).mean(-1))
-        covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), target.unsqueeze(1).expand(K, m, d, d), n_c, sq_c,
+        covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), cov_k.unsqueeze(1).expand(K, m, d, d), n_c, sq_c,
                             d, shrink, max(min_shrinkage, cell_min_shrinkage))
+        covs = _relative_floor(covs, cov_k, float(cell_floor))
         extras["cell_shrinkage"] = lam.flatten()
     covs = _covariance_type(covs, cls["weights"].unsqueeze(-1) * comp_w, covariance_type)
     model = ClassMixture(weights=cls["weights"], comp_weights=comp_w, means=means, covariances=covs, extras=extras)
