@@ -91,7 +91,7 @@ def test_pruning_equals_no_pruning():
     # Newton polishing off, so the multiplicative iteration runs long enough for the active set to kick in
     X, y = _problem(7, 300, 3)
     V, vm, A = _class0(X, y)
-    kw = dict(newton_steps=0, tol=1e-5, max_iter=4000)
+    kw = dict(newton_steps=0, tol=1e-5, max_iter=4000, method="multiplicative")
     a = solve_covering_sdp(V, A, vm, prune=True, **kw)
     b = solve_covering_sdp(V, A, vm, prune=False, **kw)
     assert a.iterations > 40  # the pruning branch was reached
