@@ -11,8 +11,9 @@ printed LMI (19)/(23) at ``eps_k^2 / (2 ln(2/delta)) = 1`` is exactly (C) by a S
 Solvers (all return an :class:`CoveringSDPResult` whose ``X`` is *feasible*: ``max_m v_m^T X^{-1} v_m <= 1``
 up to rounding, enforced by a final post-scaling, because a too-small noise covariance is a privacy bug):
 
-* ``"dual"`` — the multiplicative dual (reduction 2) in pure torch, batched over leading dims, any device,
-  with Newton polishing on the identified support and a certified relative duality gap;
+* ``"dual"`` — the dual (reduction 2) in pure torch, batched over leading dims, any device, with a certified
+  relative duality gap: by default a log-barrier Newton method on a screened working set (``method="barrier"``),
+  or the multiplicative iteration with Newton polishing on the identified support (``"multiplicative"``);
 * ``"cvxpylayers"`` — a :class:`cvxpylayers.torch.CvxpyLayer` in the DPP "Gamma form"
   ``min tr(C^T Gamma^{-1} C) s.t. vec(v v^T) . vec(Gamma) <= 1`` (``matrix_frac``) with Clarabel;
 * :func:`solve_lmi_cvxpy` — the literal printed LMI in plain cvxpy + Clarabel, one problem at a time
@@ -634,6 +635,9 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
         newton_steps: maximum active-set Newton steps per check (0 disables); they stop early (host check every
             4 steps) once every gap is below ``tol``.
         n_jobs: thread count for the cvxpylayers batch loop (``n_jobs_forward``).
+        method: dual solver: ``"barrier"`` (default, :func:`_solve_barrier`: screened working set, log-barrier
+            Newton, all-N certificates; ``max_iter`` capped at 240 barrier steps) or ``"multiplicative"`` (the
+            previous default, :func:`_solve_dual`; ``check_every``, ``rho``, ``prune``, ``newton_steps`` apply to it).
 
     The change of variables ``w = C v`` with ``A = C^T C`` (C = chol(A)^T) turns (C) into
     ``min tr(Y) s.t. Y >= w_m w_m^T`` with ``X = C^{-1} Y C^{-T}``. Its dual (``docs/design.md``, reduction 2) is
