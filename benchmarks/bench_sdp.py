@@ -11,6 +11,11 @@ Baseline and ours are measured interleaved in the same run (the machine is share
 the load average are recorded. Usage::
 
     python benchmarks/bench_sdp.py [--quick] [--out benchmarks/results/bench_sdp.json] [--threads 1]
+    python benchmarks/bench_sdp.py --kl-speed [--kl-trials 200] [--repeats 3] [--threads 1]
+
+``--kl-speed`` (issue 16 item 3) times the default barrier solver against the previous multiplicative one
+on the KL mechanism's class problems and ``release(..., mechanism="kl")`` over the 7 epsilons, and merges
+the result into the JSON under ``kl_speed`` (with its own meta and load averages).
 """
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from torchdpgmm.design import design_mechanism, label_flip_differences, solve_covering_sdp, solve_lmi_cvxpy  # noqa: E402
+from torchdpgmm.design import (covering_violation, design_mechanism, label_flip_differences,  # noqa: E402
+                               solve_covering_sdp, solve_lmi_cvxpy)
 from torchdpgmm.design.algorithm import _mvdigamma  # noqa: E402
 
 
@@ -183,6 +189,63 @@ def bench_b(T_literal, T_ours, N, K, d, eps, delta):
     return rows
 
 
+def bench_kl_speed(T, repeats, N=1000, K=5, d=3, epsilons=(0.1, 0.2, 0.5, 1, 2, 5, 10)):
+    """Issue 16 item 3: the covering SDP of the KL mechanism, barrier solver (default) vs the multiplicative
+    solver with active-set Newton polish (the previous default, ``method="multiplicative"``), interleaved on the
+    same T trials (T K class problems), and ``release(..., mechanism="kl")`` over the 7 epsilons with either
+    solver vs generating + fitting the data."""
+    import functools
+
+    import torchdpgmm.design.algorithm as alg
+    from torchdpgmm.mixture import fit_labeled
+    from torchdpgmm.montecarlo import synthetic_data
+    from torchdpgmm.release import release
+
+    eps = torch.tensor(list(epsilons), dtype=torch.float64)[:, None]
+    rec = {"N": N, "K": K, "d": d, "trials": T, "epsilons": list(epsilons), "repeats": repeats,
+           "generate_s": [], "fit_s": [], "solve_s": {"barrier": [], "multiplicative": []},
+           "release_kl_s": {"barrier": [], "multiplicative": []}, "max_gap": {}, "max_rel_diff_opt": 0.0,
+           "max_violation": 0.0}
+    orig = alg.solve_covering_sdp
+    for rep in range(repeats + 1):           # repeat 0 is a warm-up, not recorded
+        g = torch.Generator().manual_seed(rep)
+        (data, tg) = _timed(synthetic_data, T, N, K, d, generator=g)
+        fit, tf = _timed(fit_labeled, data.X, data.y, K)
+        V, vm, _, _ = label_flip_differences(data.X.double(), data.y, K)
+        A = torch.cholesky_inverse(torch.linalg.cholesky(fit.covariances.double()))
+        opts = {}
+        for meth in ("multiplicative", "barrier"):
+            res, ts = _timed(solve_covering_sdp, V, A, vm, method=meth)
+            opts[meth] = res
+            alg.solve_covering_sdp = functools.partial(orig, method=meth)
+            try:
+                _, tr = _timed(release, data.X, data.y, K, eps, 1e-5, mechanism="kl", generator=g)
+            finally:
+                alg.solve_covering_sdp = orig
+            if rep > 0:
+                rec["solve_s"][meth].append(ts)
+                rec["release_kl_s"][meth].append(tr)
+                rec["max_gap"][meth] = max(rec["max_gap"].get(meth, 0.0), opts[meth].gap.max().item())
+        if rep > 0:
+            rec["generate_s"].append(tg)
+            rec["fit_s"].append(tf)
+            rel = (opts["barrier"].opt / opts["multiplicative"].opt - 1).abs().max().item()
+            rec["max_rel_diff_opt"] = max(rec["max_rel_diff_opt"], rel)
+            rec["max_violation"] = max(rec["max_violation"], covering_violation(V, opts["barrier"].X, vm).max().item())
+    med = lambda xs: float(np.median(xs))  # noqa: E731
+    base = (med(rec["generate_s"]) + med(rec["fit_s"])) / T
+    rec["generate_and_fit_per_trial_s"] = base
+    for meth in ("multiplicative", "barrier"):
+        rec[f"{meth}_per_problem_s"] = med(rec["solve_s"][meth]) / (T * K)
+        rec[f"{meth}_per_trial_s"] = med(rec["solve_s"][meth]) / T
+        rec[f"release_kl_{meth}_per_trial_s"] = med(rec["release_kl_s"][meth]) / T
+        rec[f"release_kl_{meth}_vs_generate_and_fit"] = rec[f"release_kl_{meth}_per_trial_s"] / base
+    rec["speedup_solve"] = rec["multiplicative_per_trial_s"] / rec["barrier_per_trial_s"]
+    rec["speedup_release_kl"] = rec["release_kl_multiplicative_per_trial_s"] / rec["release_kl_barrier_per_trial_s"]
+    print(json.dumps({k: v for k, v in rec.items() if not isinstance(v, (list, dict))}), flush=True)
+    return rec
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
@@ -195,6 +258,9 @@ def main(argv=None):
     ap.add_argument("--sizes", default=None, help="comma list of dxN, e.g. 3x5000,5x1000 (default: the grid)")
     ap.add_argument("--skip-b", action="store_true")
     ap.add_argument("--skip-c", action="store_true")
+    ap.add_argument("--kl-speed", action="store_true",
+                    help="only the barrier-vs-multiplicative comparison (issue 16 item 3); merged into --out")
+    ap.add_argument("--kl-trials", type=int, default=200)
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     if a.quick:
@@ -207,6 +273,16 @@ def main(argv=None):
     meta = {"threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
             "machine": platform.machine(), "cpu_count": os.cpu_count(), "loadavg_start": os.getloadavg(),
             "quick": a.quick, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if a.kl_speed:   # merged into the existing JSON (the other sections and their meta are kept)
+        path = Path(a.out)
+        out = json.loads(path.read_text()) if path.exists() else {"benchmark": "bench_sdp", "meta": meta}
+        T = 4 if a.quick else a.kl_trials
+        out["kl_speed"] = {"meta": meta, **bench_kl_speed(T, 1 if a.quick else a.repeats)}
+        meta["loadavg_end"] = os.getloadavg()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=1))
+        print("wrote", a.out)
+        return out
     out = {"benchmark": "bench_sdp", "meta": meta}
     if not a.skip_c:
         out["c_per_problem"] = bench_c(sizes, repeats, a.lmi_cap, batch)

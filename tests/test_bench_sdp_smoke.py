@@ -20,3 +20,17 @@ def test_bench_sdp_quick(tmp_path):
     b = data["b_literal_per_trial"]
     assert b["max_rel_diff_mean_noise_cov"] < 1e-3
     assert b["literal_per_trial_s"] > 0 and b["ours_per_trial_s"] > 0
+
+
+def test_bench_sdp_kl_speed_quick(tmp_path):
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sdp.py"
+    spec = importlib.util.spec_from_file_location("bench_sdp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "b.json"
+    mod.main(["--quick", "--kl-speed", "--out", str(out)])
+    r = json.loads(out.read_text())["kl_speed"]
+    assert r["max_gap"]["barrier"] <= 1e-6 and r["max_gap"]["multiplicative"] <= 1e-6
+    assert r["max_violation"] <= 1 + 1e-9 and r["max_rel_diff_opt"] < 2e-6
+    assert r["barrier_per_trial_s"] > 0 and r["release_kl_barrier_per_trial_s"] > 0
+    assert "loadavg_start" in r["meta"]

@@ -91,7 +91,7 @@ def test_pruning_equals_no_pruning():
     # Newton polishing off, so the multiplicative iteration runs long enough for the active set to kick in
     X, y = _problem(7, 300, 3)
     V, vm, A = _class0(X, y)
-    kw = dict(newton_steps=0, tol=1e-5, max_iter=4000)
+    kw = dict(newton_steps=0, tol=1e-5, max_iter=4000, method="multiplicative")
     a = solve_covering_sdp(V, A, vm, prune=True, **kw)
     b = solve_covering_sdp(V, A, vm, prune=False, **kw)
     assert a.iterations > 40  # the pruning branch was reached
@@ -153,3 +153,44 @@ def test_prune_unprune_cycle_converges():
     ref = solve_covering_sdp(V[3], A[3], vm[3], solver="cvxpylayers")
     assert float(res.lower) <= float(ref.opt) * (1 + 1e-9)
     assert float(res.opt) <= float(ref.opt) * (1 + 1e-6)
+
+
+def _degenerate_cases():
+    g = torch.Generator().manual_seed(11)
+    r = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    base = r(40, 3)
+    yield "random", r(200, 3), None
+    yield "duplicates", torch.cat([base, base, -base, base[:5]]), None
+    yield "subspace", r(60, 2) @ r(2, 3), None            # rank 2 in R^3: the optimum is singular
+    yield "n_lt_d(d+1)/2", r(4, 3), None                   # N = 4 < 6
+    m = torch.rand(80, generator=g) < 0.6
+    V = r(80, 3)
+    V[~m] = 1e3                                            # masked rows hold garbage
+    yield "masked", V, m
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_barrier_certificate_and_feasibility_on_degenerate_instances(case):
+    name, V, m = list(_degenerate_cases())[case]
+    g = torch.Generator().manual_seed(case)
+    G = torch.randn(3, 3, generator=g, dtype=torch.float64)
+    A = G @ G.T + 0.5 * torch.eye(3, dtype=torch.float64)
+    res = solve_covering_sdp(V, A, m, method="barrier")
+    assert res.gap.item() <= 1e-6, name
+    assert covering_violation(V, res.X, m).item() <= 1 + 1e-9, name
+    assert torch.linalg.eigvalsh(res.X).min().item() > 0, name
+    Vr = V if m is None else V[m]
+    ref, _, _ = solve_lmi_cvxpy(A.numpy(), Vr.numpy())     # independent reference (Clarabel)
+    assert abs(res.opt.item() / ref - 1) < 1e-5, name
+    assert res.lower.item() <= ref * (1 + 1e-6), name
+
+
+def test_barrier_equals_multiplicative_on_a_batch():
+    probs = [_class0(*_problem(s, 150, 3)) for s in range(20, 26)]
+    V = torch.stack([p[0] for p in probs])
+    A = torch.stack([p[2] for p in probs])
+    a = solve_covering_sdp(V, A, method="barrier")
+    b = solve_covering_sdp(V, A, method="multiplicative")
+    assert (a.gap <= 1e-6).all() and (b.gap <= 1e-6).all()
+    assert torch.allclose(a.opt, b.opt, rtol=2e-6)
+    assert (covering_violation(V, a.X) <= 1 + 1e-9).all()

@@ -11,8 +11,9 @@ printed LMI (19)/(23) at ``eps_k^2 / (2 ln(2/delta)) = 1`` is exactly (C) by a S
 Solvers (all return an :class:`CoveringSDPResult` whose ``X`` is *feasible*: ``max_m v_m^T X^{-1} v_m <= 1``
 up to rounding, enforced by a final post-scaling, because a too-small noise covariance is a privacy bug):
 
-* ``"dual"`` — the multiplicative dual (reduction 2) in pure torch, batched over leading dims, any device,
-  with Newton polishing on the identified support and a certified relative duality gap;
+* ``"dual"`` — the dual (reduction 2) in pure torch, batched over leading dims, any device, with a certified
+  relative duality gap: by default a log-barrier Newton method on a screened working set (``method="barrier"``),
+  or the multiplicative iteration with Newton polishing on the identified support (``"multiplicative"``);
 * ``"cvxpylayers"`` — a :class:`cvxpylayers.torch.CvxpyLayer` in the DPP "Gamma form"
   ``min tr(C^T Gamma^{-1} C) s.t. vec(v v^T) . vec(Gamma) <= 1`` (``matrix_frac``) with Clarabel;
 * :func:`solve_lmi_cvxpy` — the literal printed LMI in plain cvxpy + Clarabel, one problem at a time
@@ -92,8 +93,9 @@ def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
 def covering_violation(V: torch.Tensor, X: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """``q = max_m v_m^T X^{-1} v_m`` over unmasked m, shape ``(...)``; X is feasible for (C) iff q <= 1."""
     Lx = torch.linalg.cholesky(X)
-    z = torch.linalg.solve_triangular(Lx.unsqueeze(-3), V.unsqueeze(-1), upper=False).squeeze(-1)
-    q = (z * z).sum(-1)
+    # one triangular solve with the N vectors as right-hand sides (not N broadcast d x d solves)
+    z = torch.linalg.solve_triangular(Lx, V.transpose(-1, -2), upper=False)
+    q = (z * z).sum(-2)
     if mask is not None:
         q = torch.where(mask, q, torch.zeros_like(q))
     return q.amax(-1)
@@ -344,6 +346,240 @@ def _solve_dual(W, mask, tol, max_iter, check_every, rho, prune, newton_steps):
             gap.reshape(batch), it)
 
 
+# ----------------------------------------------------------------------------------------------
+# barrier solver (default): screening + log-barrier Newton on a small working set
+# ----------------------------------------------------------------------------------------------
+
+def _sqrt_eig(M):
+    """Eigen-decomposition of the scatter M: (s = sqrt(max(e, 0)), s + eta, U), eta = 1e-10 max(s) + floor.
+
+    ``S = U diag(s + eta) U^T >= M^{1/2}`` is positive definite even when M is singular (vectors in a proper
+    subspace), so ``c S`` with ``c = max_m w_m^T S^{-1} w_m`` is a feasible primal point of value
+    ``c tr S``, at most ``d eta / tr M^{1/2}`` (relative) above the classical ``c M^{1/2}``."""
+    e, U = torch.linalg.eigh(_sym(M))
+    s = e.clamp_min(0).sqrt()
+    sr = s + (1e-10 * s.amax(-1, keepdim=True) + torch.finfo(M.dtype).tiny ** 0.25)
+    return s, sr, U
+
+
+def _certificate_reg(Ws, ps, Wt, mask):
+    """Certificate of weights ``ps`` on rows ``Ws (B, k, d)`` against all unmasked vectors (``Wt (B, d, N)``,
+    the rows transposed): ``(lower f^2, upper c tr S, Y = c S, r, f)`` with ``S = M^{1/2} + eta I``
+    (:func:`_sqrt_eig`), ``r_m = w_m^T S^{-1} w_m`` and ``c = max_m r_m``. Valid for any ps >= 0."""
+    s, sr, U = _sqrt_eig(_scatter(ps, Ws))
+    f = s.sum(-1)
+    Lt = U.transpose(-1, -2) * sr.rsqrt().unsqueeze(-1)                 # S^{-1} = Lt^T Lt
+    r = torch.where(mask, (Lt @ Wt).square().sum(-2), torch.zeros_like(Wt[..., 0, :]))
+    c = r.amax(-1)
+    Y = (U * (c.unsqueeze(-1) * sr).unsqueeze(-2)) @ U.transpose(-1, -2)
+    return f * f, c * sr.sum(-1), Y, r, f
+
+
+def _barrier_newton_dir(Ws, sm, p, mu):
+    """Newton direction of ``F(p) = tr M(p)^{1/2} + mu sum_i log p_i`` on the simplex of the slots ``sm``.
+
+    The Hessian of tr M^{1/2} is ``-Z C Z^T`` (Daleckii-Krein in the eigenbasis of M: row i of Z holds the
+    products ``w^_a w^_b`` of slot i, C the divided differences of ``e^{-1/2}/2``), so
+    ``N = mu P^{-2} + Z C Z^T`` is inverted by Woodbury with one d^2-square Cholesky.
+    Returns ``(f, F, r_max on the slots, dp, Newton decrement^2 / mu)``; sync-free."""
+    smf = sm.to(Ws.dtype)
+    s, sr, U = _sqrt_eig(_scatter(p, Ws))
+    f = s.sum(-1)
+    logp = torch.where(sm, p.clamp_min(1e-300).log(), torch.zeros_like(p))
+    F = f + mu * logp.sum(-1)
+    Wh = Ws @ U
+    r = torch.where(sm, (Wh * Wh / sr.unsqueeze(-2)).sum(-1), torch.zeros_like(p))
+    g = torch.where(sm, 0.5 * r + mu.unsqueeze(-1) / p.clamp_min(1e-300), torch.zeros_like(p))
+    Z = (Wh.unsqueeze(-1) * Wh.unsqueeze(-2)).flatten(-2)                 # (B, k, d*d)
+    si, sj = sr.unsqueeze(-1), sr.unsqueeze(-2)
+    Cinv = (2 * si * sj * (si + sj)).flatten(-2)                           # 1 / C, (B, d*d)
+    Dinv = torch.where(sm, p * p / mu.unsqueeze(-1), torch.zeros_like(p))   # (mu P^-2)^-1 on the slots
+    DZ = Dinv.unsqueeze(-1) * Z
+    S = Z.transpose(-1, -2) @ DZ + torch.diag_embed(Cinv)
+    dsc = S.diagonal(dim1=-2, dim2=-1).clamp_min(1e-300).rsqrt()
+    S = S * dsc.unsqueeze(-1) * dsc.unsqueeze(-2)
+    S = S + 1e-13 * torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+    L, _ = torch.linalg.cholesky_ex(S)
+    rhs = torch.stack([g, smf], -1)                                        # (B, k, 2)
+    y = Dinv.unsqueeze(-1) * rhs
+    t = torch.cholesky_solve((Z.transpose(-1, -2) @ y) * dsc.unsqueeze(-1), L) * dsc.unsqueeze(-1)
+    R = y - DZ @ t                                                         # N^-1 [g, 1]
+    nu = (R[..., 0] * smf).sum(-1) / (R[..., 1] * smf).sum(-1).clamp_min(1e-300)
+    dp = torch.where(sm, R[..., 0] - nu.unsqueeze(-1) * R[..., 1], torch.zeros_like(p))
+    dp = torch.where(torch.isfinite(dp), dp, torch.zeros_like(dp))
+    dec2 = (dp * g).sum(-1) / mu
+    rmax = r.amax(-1)
+    return f, F, rmax, dp, dec2, nu
+
+
+def _barrier_step(state):
+    """One safeguarded Newton step on every problem of the working batch (sync-free). A step that lowered
+    F (at the current mu) is undone and retried at half length; a centred problem (decrement^2 < 1/4)
+    divides mu by 5 down to its target."""
+    Ws, sm, p, mu = state["Ws"], state["sm"], state["p"], state["mu"]
+    f, F, rmax, dp, dec2, nu = _barrier_newton_dir(Ws, sm, p, mu)
+    # compare with the previous point at the mu its direction was computed for (dp_prev ascends that F)
+    mp = state["mu_prev"]
+    logp = torch.where(sm, p.clamp_min(1e-300).log(), torch.zeros_like(p)).sum(-1)
+    Fprev = state["f_prev"] + mp * state["L_prev"]
+    bad = f + mp * logp < Fprev - 1e-13 * Fprev.abs()
+    ratio = torch.where(dp < 0, p / (-dp).clamp_min(1e-300), torch.full_like(p, math.inf)).amin(-1)
+    alpha = torch.minimum(torch.ones_like(mu), 0.95 * ratio)
+    half = 0.5 * state["alpha"]
+    retry = state["p_prev"] + half.unsqueeze(-1) * state["dp_prev"]
+    ok = ~bad
+    ok1 = ok.unsqueeze(-1)
+    state["f_prev"] = torch.where(ok, f, state["f_prev"])
+    state["mu_prev"] = torch.where(ok, mu, mp)
+    state["L_prev"] = torch.where(ok, logp, state["L_prev"])
+    state["p_prev"] = torch.where(ok1, p, state["p_prev"])
+    state["dp_prev"] = torch.where(ok1, dp, state["dp_prev"])
+    state["alpha"] = torch.where(ok, alpha, half)
+    newp = torch.where(ok1, p + alpha.unsqueeze(-1) * dp, retry).clamp_min(0)
+    newp = torch.where(sm, newp, torch.zeros_like(newp))
+    mu_new = torch.where(ok & (dec2 < 0.25), torch.maximum(mu * _SIGMA, state["mu_end"]), mu)
+    # predictor for a centred problem whose mu drops by sigma: a slot held up by the barrier alone
+    # (share b = (mu/p)/nu of its gradient ~ 1) shrinks by sigma, a support slot (b ~ 0) keeps its weight
+    sig = (mu_new / mu).unsqueeze(-1)
+    b = (mu.unsqueeze(-1) / p.clamp_min(1e-300) / nu.clamp_min(1e-300).unsqueeze(-1)).clamp(0, 1)
+    newp = newp * (sig * b + 1 - b)
+    pred = mu_new < mu
+    state["f_prev"] = torch.where(pred, torch.full_like(f, -math.inf), state["f_prev"])
+    state["p"] = newp / newp.sum(-1, keepdim=True)
+    state["mu"] = mu_new
+    state["ready"] = ok & (mu <= state["mu_end"]) & (dec2 < 0.25) & (rmax <= f * (1 + 0.25 * state["tol"]))
+    state["f"] = f
+
+
+def _screen(W, Wt, mask, k, steps):
+    """Start of the barrier solver: ``steps`` multiplicative steps (exponent 2) on all N vectors from the
+    uniform p, then the working set = the k rows of largest ``w^T S^{-1} w`` (the candidates for the boundary
+    of the optimal ellipsoid). Heuristic only: the working set is re-checked against all N later."""
+    maskf = mask.to(W.dtype)
+    p = maskf / maskf.sum(-1, keepdim=True).clamp_min(1)
+    for it in range(steps + 1):
+        lower, upper, Y, r, f = _certificate_reg(W, p, Wt, mask)
+        if it < steps:
+            p = p * (r / f.unsqueeze(-1).clamp_min(1e-300)).square()
+            p = p / p.sum(-1, keepdim=True).clamp_min(1e-300)
+    top = torch.where(mask, r, torch.full_like(r, -1.0)).topk(k, dim=-1)
+    idx = top.indices
+    sm = top.values >= 0
+    pS = torch.gather(p, -1, idx) * sm
+    smf = sm.to(W.dtype)
+    kv = smf.sum(-1).clamp_min(1)
+    pS = 0.5 * pS / pS.sum(-1, keepdim=True).clamp_min(1e-300) + 0.5 * smf / kv.unsqueeze(-1)
+    return {"idx": idx, "sm": sm, "p": pS, "f0": f, "kv": kv}, (lower, upper, Y)
+
+
+def _barrier_state(W, start, tol):
+    d = W.shape[-1]
+    idx, sm, p, f0, kv = start["idx"], start["sm"], start["p"], start["f0"], start["kv"]
+    f0 = f0.clamp_min(1e-300)
+    mu = 0.1 * f0 / kv
+    st = {"idx": idx, "sm": sm, "p": p, "mu": mu, "mu_end": tol * f0 / (32 * kv), "tol": tol,
+          "mu_chk": 1e-3 * f0 / kv,
+          "Ws": torch.gather(W, -2, idx.unsqueeze(-1).expand(*idx.shape, d)),
+          "f_prev": torch.full_like(mu, -math.inf), "L_prev": torch.zeros_like(mu), "p_prev": p,
+          "dp_prev": torch.zeros_like(p), "alpha": torch.ones_like(mu), "mu_prev": mu}
+    return st
+
+
+_SIGMA = 0.05
+_STATE_KEYS = ("idx", "sm", "p", "mu", "mu_end", "Ws", "f_prev", "L_prev", "p_prev", "dp_prev", "alpha", "ready", "f",
+               "mu_prev", "mu_chk")
+
+
+def _swap_in(st, rows, r_full, W, n_add, final):
+    """For problems ``rows`` of the working batch whose certificate against all N failed: the ``n_add`` most
+    violated rows outside the working set replace the lightest slots; with none violated (by more than
+    tol/8), the problem instead aims at a 10x smaller mu."""
+    d = W.shape[-1]
+    idx, sm, p, f = st["idx"][rows], st["sm"][rows], st["p"][rows], st["f"][rows]
+    r = r_full.scatter(-1, idx, torch.full_like(p, -1.0))
+    top = r.topk(min(n_add, r.shape[-1]), dim=-1)
+    acc = top.values > (f * (1 + st["tol"] / 8)).unsqueeze(-1)
+    slots = torch.where(sm, p, torch.full_like(p, -1.0)).topk(top.values.shape[-1], dim=-1, largest=False).indices
+    new_idx = idx.scatter(-1, slots, torch.where(acc, top.indices, torch.gather(idx, -1, slots)))
+    new_sm = sm.scatter(-1, slots, acc | torch.gather(sm, -1, slots))
+    kv = new_sm.sum(-1).clamp_min(1).to(p.dtype)
+    added = acc.any(-1)
+    newp = p.scatter(-1, slots, torch.where(acc, 0.5 / kv.unsqueeze(-1), torch.gather(p, -1, slots)))
+    newp = torch.where(new_sm, newp.clamp_min(1e-3 / kv.unsqueeze(-1)), torch.zeros_like(newp))
+    newp = newp / newp.sum(-1, keepdim=True)
+    a1 = added.unsqueeze(-1)
+    st["idx"][rows] = new_idx
+    st["sm"][rows] = new_sm
+    st["p"][rows] = torch.where(a1, newp, p)
+    st["Ws"][rows] = torch.gather(W[rows], -2,
+                                  new_idx.unsqueeze(-1).expand(*new_idx.shape, d))
+    viol = (top.values[..., 0] / f.clamp_min(1e-300) - 1).clamp(0, 1e-2)   # re-centre at the violation's scale
+    st["mu"][rows] = torch.where(added, torch.maximum(st["mu"][rows], viol * f / kv), st["mu"][rows])
+    st["mu_end"][rows] = torch.where(added | ~final, st["mu_end"][rows], 0.1 * st["mu_end"][rows])
+    st["f_prev"][rows] = torch.where(added, torch.full_like(f, -math.inf), st["f_prev"][rows])
+
+
+def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_add=4):
+    """Default solver: screening (:func:`_screen`), then batched log-barrier Newton ascent of tr M(p)^{1/2} on
+    the working set (:func:`_barrier_step`, one host sync per ``chunk`` steps), certified against all N
+    vectors (:func:`_certificate_reg`); violated vectors are swapped in (:func:`_swap_in`). Problems still
+    above ``tol`` after ``max_iter`` steps finish with the multiplicative solver :func:`_solve_dual`."""
+    batch, (n, d) = W.shape[:-2], W.shape[-2:]
+    W, mask = W.reshape(-1, n, d), mask.reshape(-1, n)
+    B, dt, dev = W.shape[0], W.dtype, W.device
+    if k is None:
+        k = 4 * (d * (d + 1) // 2)
+    k = min(k, n)
+    Wt = W.transpose(-1, -2).contiguous()
+    start, (lo0, up0, Y0) = _screen(W, Wt, mask, k, screen_steps)
+    out_Y, out_upper, out_lower = Y0, up0, lo0
+    st = _barrier_state(W, start, tol)
+    gidx = torch.arange(B, device=dev)
+    Wk, Wtk, mk = W, Wt, mask
+    it = 0
+    while gidx.numel() > 0:
+        for _ in range(chunk):
+            _barrier_step(st)
+        it += chunk
+        last = it >= max_iter
+        ready = torch.ones_like(st["ready"]) if last else st["ready"] | (st["mu"] <= st["mu_chk"])
+        rows = ready.nonzero().squeeze(-1)                          # the one host sync per chunk
+        if rows.numel() == 0:
+            continue
+        lower, upper, Y, r_full, _ = _certificate_reg(st["Ws"][rows], st["p"][rows], Wtk[rows], mk[rows])
+        final = st["ready"][rows]
+        st["mu_chk"][rows] = st["mu_chk"][rows] * 1e-2
+        g = gidx[rows]
+        better = upper < out_upper[g]
+        out_Y[g] = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y, out_Y[g])
+        out_upper[g] = torch.minimum(out_upper[g], upper)
+        out_lower[g] = torch.maximum(out_lower[g], lower)
+        conv = out_upper[g] / out_lower[g] - 1 <= 0.5 * tol   # margin for the back-transform's rounding
+        if last:
+            break
+        if not bool(conv.all()):
+            _swap_in(st, rows[~conv], r_full[~conv], Wk, n_add, final[~conv])
+        keep = torch.ones(gidx.numel(), dtype=torch.bool, device=dev)
+        keep[rows[conv]] = False
+        if not bool(keep.all()):
+            kk = keep.nonzero().squeeze(-1)
+            gidx, Wk, Wtk, mk = gidx[kk], Wk[kk], Wtk[kk], mk[kk]
+            for key in _STATE_KEYS:
+                st[key] = st[key][kk] if st[key].dim() > 0 else st[key]
+    gap = out_upper / out_lower - 1
+    left = (gap > 0.5 * tol).nonzero().squeeze(-1)
+    if left.numel() > 0:    # rare: finish with the multiplicative + active-set Newton solver
+        Y2, up2, lo2, _, it2 = _solve_dual(W[left], mask[left], tol, 20000, 20, 2.0, True, 24)
+        better = up2 < out_upper[left]
+        out_Y[left] = torch.where(better.unsqueeze(-1).unsqueeze(-1), Y2, out_Y[left])
+        out_upper[left] = torch.minimum(out_upper[left], up2)
+        out_lower[left] = torch.maximum(out_lower[left], lo2)
+        it += it2
+        gap = out_upper / out_lower - 1
+    return (out_Y.reshape(*batch, d, d), out_upper.reshape(batch), out_lower.reshape(batch),
+            gap.reshape(batch), it)
+
+
 def _solve_cvxpylayers(W, mask, n_jobs=None):
     """Gamma form of (C) in w-coordinates (A = I after the change of variables) through a CvxpyLayer."""
     import cvxpy as cp
@@ -379,7 +615,8 @@ def _solve_cvxpylayers(W, mask, n_jobs=None):
 def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | None = None, *,
                        solver: str = "dual", tol: float = 1e-6, max_iter: int = 20000,
                        check_every: int = 20, rho: float = 2.0, prune: bool = True,
-                       newton_steps: int = 24, n_jobs: int | None = None) -> CoveringSDPResult:
+                       newton_steps: int = 24, n_jobs: int | None = None,
+                       method: str = "barrier") -> CoveringSDPResult:
     """Solve ``min tr(A X) s.t. X >= v_m v_m^T`` for a batch of problems (the SDP (23) at t/L = 1).
 
     Args:
@@ -398,6 +635,9 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
         newton_steps: maximum active-set Newton steps per check (0 disables); they stop early (host check every
             4 steps) once every gap is below ``tol``.
         n_jobs: thread count for the cvxpylayers batch loop (``n_jobs_forward``).
+        method: dual solver: ``"barrier"`` (default, :func:`_solve_barrier`: screened working set, log-barrier
+            Newton, all-N certificates; ``max_iter`` capped at 240 barrier steps) or ``"multiplicative"`` (the
+            previous default, :func:`_solve_dual`; ``check_every``, ``rho``, ``prune``, ``newton_steps`` apply to it).
 
     The change of variables ``w = C v`` with ``A = C^T C`` (C = chol(A)^T) turns (C) into
     ``min tr(Y) s.t. Y >= w_m w_m^T`` with ``X = C^{-1} Y C^{-T}``. Its dual (``docs/design.md``, reduction 2) is
@@ -408,6 +648,8 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     """
     if solver not in ("dual", "cvxpylayers"):
         raise ValueError(f"solver must be 'dual' or 'cvxpylayers', got {solver!r}")
+    if method not in ("barrier", "multiplicative"):
+        raise ValueError(f"method must be 'barrier' or 'multiplicative', got {method!r}")
     if V.dim() < 2 or A.shape[-1] != V.shape[-1] or A.shape[-2] != V.shape[-1]:
         raise ValueError(f"V must be (..., N, d) and A (..., d, d); got {tuple(V.shape)} and {tuple(A.shape)}")
     if mask is None:
@@ -427,7 +669,10 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     Wn = W / sc.unsqueeze(-1).unsqueeze(-1)
     nan = torch.full(batch, math.nan, dtype=W.dtype, device=W.device)
     if solver == "dual":
-        Y, upper, lower, gap, it = _solve_dual(Wn, mask, tol, max_iter, check_every, rho, prune, newton_steps)
+        if method == "barrier":
+            Y, upper, lower, gap, it = _solve_barrier(Wn, mask, tol, max_iter=min(max_iter, 240))
+        else:
+            Y, upper, lower, gap, it = _solve_dual(Wn, mask, tol, max_iter, check_every, rho, prune, newton_steps)
         lower = lower * sc * sc
     else:
         Y = _solve_cvxpylayers(Wn, mask, n_jobs=n_jobs)
