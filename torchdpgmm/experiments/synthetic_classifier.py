@@ -140,7 +140,7 @@ def _release_rows(Xtr, ytr, Xte, yte, eps, o, cfg, dev, config, rows, trials) ->
     mseeds = min(seeds, int(o.get("model_seeds", 2)) if not config.quick else 1)
     m_rule = cfg.components_per_class or components_rule(eps)
     # the rule's choice, and the other option for comparison (several components vs one per class)
-    m_alt = 1 if m_rule > 1 else 3
+    m_alt = 1 if m_rule > 1 else 8
     variants = [("dpgmm-bayes", m_rule)] + ([(f"dpgmm-bayes-{m_alt}comp", m_alt)] if eps >= 2 else [])
     acc: dict[str, list[float]] = {}
     secs: dict[str, list[float]] = {}

@@ -117,12 +117,11 @@ def _relative_floor(covs, target, floor):
 
 
 def _metric(covs, rank):
-    """``W (K, d, d)`` with ``||W_k^T x||^2 = sum_{j<=rank} (v_j^T x)^2 / lambda_j`` over the top ``rank``
-    eigenpairs of the class covariance (``rank >= d``: the full class metric ``Sigma_k^{-1}``)."""
-    d = covs.shape[-1]
+    """``W (K, d, r)``, ``r = min(rank, d)``, with ``||W_k^T x||^2 = sum_{j<=r} (v_j^T x)^2 / lambda_j`` over the
+    top ``r`` eigenpairs of the class covariance (``rank >= d``: the full class metric ``Sigma_k^{-1}``)."""
+    r = min(int(rank), covs.shape[-1])
     evals, evecs = torch.linalg.eigh(covs)  # ascending
-    keep = (torch.arange(d, device=covs.device) >= d - min(int(rank), d)).to(covs.dtype)
-    return evecs * (keep / evals.clamp_min(torch.finfo(covs.dtype).tiny).sqrt()).unsqueeze(-2)
+    return evecs[..., -r:] / evals[..., -r:].clamp_min(torch.finfo(covs.dtype).tiny).sqrt().unsqueeze(-2)
 
 
 def _covariance_type(cov, weights, kind):
@@ -150,13 +149,16 @@ def _initial_centres(means, covs, m):
     return means.unsqueeze(1) + torch.stack(steps, 1)  # (K, m, d)
 
 
-def _assign(U, y, centres, whiten):
-    """Nearest centre of the record's own class in the metric ``||W_k^T (x - c)||`` (:func:`_metric`): cell in ``[0, m)``."""
+def _assign(U, y, centres, metric):
+    """Nearest centre of the record's own class in the metric ``||W_k^T (x - c)||`` (:func:`_metric`,
+    ``W (K, d, r)``): cell in ``[0, m)``."""
     K, m, d = centres.shape
-    Uw = (U @ whiten.transpose(0, 1).reshape(d, K * d)).reshape(-1, K, d)  # every record whitened by every class
-    Uw = torch.gather(Uw, 1, y.reshape(-1, 1, 1).expand(-1, 1, d)).squeeze(1)  # (N, d): its own class
-    Cw = torch.einsum("kmi,kij->kmj", centres, whiten)[y]  # (N, m, d)
-    return ((Uw.unsqueeze(1) - Cw) ** 2).sum(-1).argmin(-1)
+    r = metric.shape[-1]
+    Uw = (U @ metric.transpose(0, 1).reshape(d, K * r)).reshape(-1, K, r)  # every record in every class's metric
+    Uw = torch.gather(Uw, 1, y.reshape(-1, 1, 1).expand(-1, 1, r)).squeeze(1)  # (N, r): its own class
+    Cw = torch.einsum("kmi,kij->kmj", centres, metric)  # (K, m, r)
+    score = (Cw * Cw).sum(-1)[y] - 2 * torch.einsum("nr,nmr->nm", Uw, Cw[y])  # ||Uw - Cw||^2 - ||Uw||^2
+    return score.argmin(-1)
 
 
 def _lloyd_step(U, y, cell, K, m, sigma_c, sigma_s, old, generator):
