@@ -282,3 +282,76 @@ def test_mnist_mlp_replace_one_dpsgd_is_accounted_under_replace_one():
     r = _replace_one_dpsgd(X, y, X, y, 2.0, 1e-5, epochs=2, lr=0.1, batch_size=64, max_grad_norm=1.0, seed=0)
     assert r["epsilon_spent"] <= 2.0 and r["noise_multiplier"] > 0 and 0 <= r["final_accuracy"] <= 1
     assert "BOTH use replace-one" in _adjacency_note("replace-one")
+
+
+def test_lloyd_assignment_matches_brute_force_in_the_top_r_class_metric():
+    """``_assign`` with ``_metric(cov, r)``: nearest centre of the record's own class in
+    ``sum_{j<=r} (v_j^T (x - c))^2 / lambda_j``, computed here one record at a time with numpy."""
+    import numpy as np
+
+    from torchdpgmm.pipelines.class_mixture import _assign, _metric
+
+    g = torch.Generator().manual_seed(3)
+    K, m, d, r, n = 3, 4, 6, 2, 200
+    U = torch.randn(n, d, dtype=torch.float64, generator=g)
+    y = torch.randint(0, K, (n,), generator=g)
+    C = torch.randn(K, m, d, dtype=torch.float64, generator=g)
+    A = torch.randn(K, d, d, dtype=torch.float64, generator=g)
+    S = A @ A.transpose(-1, -2) + 0.1 * torch.eye(d, dtype=torch.float64)
+    got = _assign(U, y, C, _metric(S, r)).numpy()
+    for i in range(n):
+        k = int(y[i])
+        lam, V = np.linalg.eigh(S[k].numpy())
+        top = V[:, -r:] / np.sqrt(lam[-r:])
+        dist = [np.sum(((U[i].numpy() - C[k, j].numpy()) @ top) ** 2) for j in range(m)]
+        assert got[i] == int(np.argmin(dist))
+    # rank >= d is the full class metric Sigma_k^{-1}
+    full = _assign(U, y, C, _metric(S, d)).numpy()
+    for i in range(n):
+        k = int(y[i])
+        Si = np.linalg.inv(S[k].numpy())
+        dist = [(U[i].numpy() - C[k, j].numpy()) @ Si @ (U[i].numpy() - C[k, j].numpy()) for j in range(m)]
+        assert full[i] == int(np.argmin(dist))
+
+
+def test_relative_floor_repairs_in_the_class_whitened_coordinates():
+    """Eigenvalues of ``L^-1 Sigma L^-T`` are floored at f (scipy's generalized eigenproblem as reference);
+    a covariance already above the floor is returned unchanged."""
+    import numpy as np
+    import scipy.linalg
+
+    from torchdpgmm.pipelines.class_mixture import _relative_floor
+
+    g = torch.Generator().manual_seed(4)
+    d = 5
+    A = torch.randn(2, d, d, dtype=torch.float64, generator=g)
+    T = A @ A.transpose(-1, -2) + 0.5 * torch.eye(d, dtype=torch.float64)
+    E = torch.randn(2, 3, d, d, dtype=torch.float64, generator=g)
+    noisy = T.unsqueeze(1) + 0.8 * (E + E.transpose(-1, -2))  # indefinite
+    out = _relative_floor(noisy, T, 0.3)
+    for k in range(2):
+        for j in range(3):
+            w_in = scipy.linalg.eigh(noisy[k, j].numpy(), T[k].numpy(), eigvals_only=True)
+            w_out = scipy.linalg.eigh(out[k, j].numpy(), T[k].numpy(), eigvals_only=True)
+            np.testing.assert_allclose(np.sort(w_out), np.sort(np.maximum(w_in, 0.3)), atol=1e-9)
+    fine = T.unsqueeze(1) * torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)[:, None, None]
+    torch.testing.assert_close(_relative_floor(fine, T, 0.3), fine)
+
+
+def test_several_components_compose_to_the_target_mu():
+    """Class stage + Lloyd steps + cells: the blocks' composed GDP mu equals the mixture's mu."""
+    import math
+
+    from torchdpgmm.pipelines._privacy import composed_mu
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+
+    g = torch.Generator().manual_seed(5)
+    U = torch.randn(3000, 4, dtype=torch.float64, generator=g)
+    U = U / (1 + U.norm(dim=-1, keepdim=True))
+    y = torch.randint(0, 3, (3000,), generator=g)
+    for adj in ("add-remove", "replace-one"):
+        model, blocks = release_class_mixture(U, y, 3, mu=1.3, delta=1e-5, components_per_class=4, adjacency=adj,
+                                              generator=g)
+        assert math.isclose(composed_mu(blocks), 1.3, rel_tol=1e-6)
+        assert model.means.shape == (3, 4, 4)
+        assert bool((torch.linalg.eigvalsh(model.covariances) > 0).all())
