@@ -33,6 +33,24 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
+def _bytes(text: str) -> float:
+    """``"2e9"``, ``"512MiB"``, ``"4GB"`` -> bytes (> 0); argparse turns a ValueError into one usage line."""
+    units = {"kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1}
+    t = str(text).strip().lower()
+    for u, f in units.items():
+        if t.endswith(u):
+            value = float(t[: -len(u)]) * f
+            break
+    else:
+        value = float(t)
+    if not (value > 0 and value < float("inf")):
+        raise ValueError(f"not a positive byte count: {text!r}")
+    return value
+
+
+_bytes.__name__ = "byte count"
+
+
 def _csv_list(kind: type):
     def parse(text: str) -> list:
         try:
@@ -121,7 +139,11 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--K", type=_csv_list(int), default=[5], dest="Ks")
     p.add_argument("--d", type=_csv_list(int), default=[3], dest="ds")
     p.add_argument("--trials", type=int, default=100)
-    p.add_argument("--chunk-size", type=int, default=50)
+    p.add_argument("--chunk-size", type=int, default=None,
+                   help="trials per chunk file / task (default: sized by --memory-budget)")
+    p.add_argument("--memory-budget", type=_bytes, default=None,
+                   help="bytes one chunk may hold, e.g. 2e9, 512MiB or 4GB (default 1 GiB); ignored with "
+                        "--chunk-size. Summaries stream over the chunk files, so memory stays that of one chunk")
     p.add_argument("--block-size", type=int, default=None,
                    help="trials per batched call inside a chunk (default: the sweep's)")
     p.add_argument("--delta", type=float, default=1e-5)
@@ -429,7 +451,7 @@ def _sweep_spec(args: argparse.Namespace):
     if args.variant is not None:
         kw["variant"] = args.variant
     extra = {"clip_bound": args.clip_bound, "adjacency": args.adjacency, "classes": args.classes,
-             "block_size": args.block_size}
+             "block_size": args.block_size, "memory_budget": args.memory_budget}
     for name, value in extra.items():
         if value is None:
             continue
