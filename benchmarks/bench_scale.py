@@ -13,6 +13,10 @@ Writes JSON (default ``benchmarks/results/bench_scale.json``) and a plot of cost
 (``bench_scale.png`` next to it). The 1-minute load average is recorded at start and end: the machine is
 shared and every absolute timing scales with the load.
 
+``--cli-trials T`` (default 2000) also times the issue's command ``torchdpgmm sweep --mechanisms kl --epsilons
+0.1,0.2,0.5,1,2,5,10 --trials T`` end to end in a fresh process, in the paper's (as-published) mode and in
+sound mode (``--clip-bound 30``), the "cli_sweeps" section.
+
     python benchmarks/bench_scale.py [--trials 1000,10000] [--big] [--threads 2] [--out PATH] [--quick]
 """
 from __future__ import annotations
@@ -63,6 +67,35 @@ def sweep_run(trials: int, mechanisms, epsilons, threads: int, block_size: int, 
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res.update(trials=trials, seconds_per_trial=res["wall_s"] / trials)
     return res
+
+
+_CLI_CHILD = """
+import json, resource, sys, time
+t0 = time.perf_counter()
+from torchdpgmm.cli import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "wall_s": time.perf_counter() - t0,
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+"""
+
+
+def cli_sweep(trials: int, threads: int, extra: list[str]) -> dict:
+    """``torchdpgmm sweep --mechanisms kl --epsilons 0.1,0.2,0.5,1,2,5,10 --trials T`` (issue #16's command) in
+    a fresh process: wall time of the whole command (imports included) and that process's peak RSS."""
+    import tempfile
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS=str(threads))
+    args = ["sweep", "--mechanisms", "kl", "--epsilons", "0.1,0.2,0.5,1,2,5,10", "--trials", str(trials),
+            "--no-progress", *extra]
+    with tempfile.TemporaryDirectory(prefix="bench_scale_cli_") as out:
+        proc = subprocess.run([sys.executable, "-c", _CLI_CHILD, *args, "--out", str(Path(out) / "s")], env=env,
+                              check=True, capture_output=True, text=True)
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    if res["rc"] != 0:
+        raise RuntimeError(f"torchdpgmm {' '.join(args)} exited {res['rc']}: {proc.stderr[-500:]}")
+    return {"command": "torchdpgmm " + " ".join(args), "trials": trials, "wall_s": res["wall_s"],
+            "seconds_per_trial": res["wall_s"] / trials, "peak_rss_bytes": res["peak_rss_bytes"]}
 
 
 def per_mechanism_cost(trials: int, mechanisms, epsilons, block_size: int, device: str = "cpu") -> dict:
@@ -136,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_scale.json")
     p.add_argument("--quick", action="store_true", help="tiny smoke run (2 mechanisms, 2 epsilons)")
+    p.add_argument("--cli-trials", type=int, default=2000,
+                   help="trials of the timed `torchdpgmm sweep --mechanisms kl ...` command (0: skip)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     mechs, eps = (["gaussian", "laplace"], [0.5, 2.0]) if a.quick else (list(MECHS), list(EPS_GRID))
@@ -147,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     cost = per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size)
     sweeps = [sweep_run(T, mechs, eps, a.threads, a.block_size, a.memory_budget) for T in trials]
     gpu = per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size, "cuda") if torch.cuda.is_available() else None
+    cli = []
+    if a.cli_trials > 0:
+        n_cli = 8 if a.quick else a.cli_trials
+        # the KL mechanism of the paper (as-published, label-level), and the sound release of the same name
+        small = ["--N", "100", "--block-size", "4"] if a.quick else []
+        cli = [cli_sweep(n_cli, a.threads, ["--mode", "as-published"] + small),
+               cli_sweep(n_cli, a.threads, ["--clip-bound", "30"] + small)]
     res = {
         "config": {"trials": trials, "mechanisms": mechs, "epsilons": eps, "N": 1000, "K": 5, "d": 3,
                    "block_size": a.block_size, "memory_budget": a.memory_budget, "threads": a.threads,
@@ -154,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "sweeps": sweeps,
         "per_mechanism": cost,
         "gpu": gpu,
+        "cli_sweeps": cli,
         "max_peak_rss_gib": max(r["peak_rss_bytes"] for r in sweeps) / 2**30,
         "environment": {"torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
                         "load_average_start": list(load0), "load_average_end": list(os.getloadavg()),

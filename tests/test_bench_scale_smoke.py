@@ -17,3 +17,6 @@ def test_bench_scale_quick(tmp_path):
     assert all(r["peak_rss_bytes"] > 0 and r["wall_s"] > 0 for r in res["sweeps"])
     assert set(res["per_mechanism"]["ratio_to_generate_and_fit"]) == {"gaussian", "laplace"}
     assert out.with_suffix(".png").stat().st_size > 0
+    cli = res["cli_sweeps"]
+    assert [c["trials"] for c in cli] == [8, 8] and all(c["wall_s"] > 0 and c["peak_rss_bytes"] > 0 for c in cli)
+    assert "--mode as-published" in cli[0]["command"] and "--clip-bound" in cli[1]["command"]

@@ -182,9 +182,13 @@ def _add_study(sub: argparse._SubParsersAction, name: str, study: Any, *, comman
     sp.set_defaults(study=name)
 
 
-def build_parser() -> argparse.ArgumentParser:
+_LIGHT_COMMANDS = ("release", "sample", "sweep")
+
+
+def build_parser(*, studies: bool = True) -> argparse.ArgumentParser:
+    """The whole CLI; ``studies=False`` leaves out ``experiment`` and ``audit``, whose subparsers import every
+    study module (scikit-learn, matplotlib, ...): :func:`main` skips them when the command is a light one."""
     from torchdpgmm import __version__
-    from torchdpgmm.experiments import available_studies
 
     parser = _Parser(prog="torchdpgmm",
                      description="Differentially private Gaussian mixture releases and their Monte Carlo studies.")
@@ -193,6 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_release(sub)
     _add_sample(sub)
     _add_sweep(sub)
+    if not studies:
+        return parser
+    from torchdpgmm.experiments import available_studies
+
     exp = sub.add_parser(
         "experiment",
         help="run a reproducible study (figure or table) and write JSON/CSV/PNG",
@@ -221,7 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "torchdpgmm"
     created: list[Path] = []
     try:
-        parser = build_parser()
+        argv = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser(studies=not (argv and argv[0] in _LIGHT_COMMANDS))
         args = parser.parse_args(argv)
         if args.command is None:
             raise UsageError("torchdpgmm: error: choose a command: release, sample, sweep, experiment, audit "
@@ -299,7 +308,7 @@ def check_device(device: str) -> str:
 
 def check_privacy_flags(args: argparse.Namespace, *, need_classes: bool) -> None:
     """The flag combinations of a release, checked before any data is read."""
-    from torchdpgmm.estimator import check_clip_bound
+    from torchdpgmm._validation import check_clip_bound
 
     if args.mode == "sound":
         if need_classes and args.classes is None:
@@ -354,7 +363,7 @@ def _generator(seed: int | None):
 def _cmd_release(args: argparse.Namespace) -> int:
     from torchdpgmm._validation import check_privacy_params
     from torchdpgmm.datafile import check_class_list, read_labeled_table
-    from torchdpgmm.estimator import check_clip_bound
+    from torchdpgmm._validation import check_clip_bound
     from torchdpgmm.modelfile import model_to_dict, save_model
 
     check_privacy_params(args.epsilon, args.delta)

@@ -89,32 +89,7 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-def _is_real_scalar(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.ndim(v) == 0
-
-
-def check_clip_bound(clip_bound: Any, dim: int | None = None) -> float:
-    """Validate a public L2 clipping bound ``B`` and return it as a float.
-
-    ``B`` must be a real scalar with ``B**4`` a normal, finite float64 (about ``1e-77 < B < 1e77``):
-    the second-moment block's sensitivity is ``B**2`` and the KL-driven budget split divides by ``B**4``
-    (Liu, Scaglione & Peisert 2025 eq. (28) with the sound mode's global sensitivities), so a bound outside
-    that range cannot be computed with. Rescale the features instead.
-    """
-    if not _is_real_scalar(clip_bound):
-        raise TypeError(f"clip_bound must be a real number, got {type(clip_bound).__name__}")
-    B = float(clip_bound)
-    if not (math.isfinite(B) and B > 0):
-        raise ValueError(f"clip_bound must be a positive finite number, got {clip_bound!r}")
-    scale = B / math.sqrt(dim) if dim else B
-    with np.errstate(over="ignore", under="ignore"):
-        b4 = float(np.float64(min(scale, B)) ** 4), float(np.float64(B) ** 4)
-    if not all(np.isfinite(v) and v >= np.finfo(np.float64).tiny for v in b4):
-        raise ValueError(
-            f"clip_bound={clip_bound!r} is outside the range the release computes with (B**4 must be a "
-            "normal float64, about 1e-77 < B < 1e77); rescale the features (e.g. StandardScaler) and the bound"
-        )
-    return B
+from torchdpgmm._validation import _is_real_scalar, check_clip_bound  # noqa: E402  (one home; light import for the CLI)
 
 
 class DPGaussianMixture(ClassifierMixin, BaseEstimator):
