@@ -400,16 +400,22 @@ def _barrier_newton_dir(Ws, sm, p, mu):
     S = S * dsc.unsqueeze(-1) * dsc.unsqueeze(-2)
     S = S + 1e-13 * torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
     L, _ = torch.linalg.cholesky_ex(S)
-    rhs = torch.stack([g, smf], -1)                                        # (B, k, 2)
+    pinv = torch.where(sm, 1 / p.clamp_min(1e-300), torch.zeros_like(p))
+    rhs = torch.stack([g, smf, pinv], -1)                                  # (B, k, 3)
     y = Dinv.unsqueeze(-1) * rhs
     t = torch.cholesky_solve((Z.transpose(-1, -2) @ y) * dsc.unsqueeze(-1), L) * dsc.unsqueeze(-1)
-    R = y - DZ @ t                                                         # N^-1 [g, 1]
-    nu = (R[..., 0] * smf).sum(-1) / (R[..., 1] * smf).sum(-1).clamp_min(1e-300)
+    R = y - DZ @ t                                                         # N^-1 [g, 1, 1/p]
+    Rs = (R * smf.unsqueeze(-1)).sum(-2)                                   # (B, 3)
+    den = Rs[..., 1].clamp_min(1e-300)
+    nu = Rs[..., 0] / den
     dp = torch.where(sm, R[..., 0] - nu.unsqueeze(-1) * R[..., 1], torch.zeros_like(p))
     dp = torch.where(torch.isfinite(dp), dp, torch.zeros_like(dp))
+    # tangent of the central path, dp/dmu = N^-1 (1/p - nu' 1) with sum = 0 (the predictor)
+    pt = torch.where(sm, R[..., 2] - (Rs[..., 2] / den).unsqueeze(-1) * R[..., 1], torch.zeros_like(p))
+    pt = torch.where(torch.isfinite(pt), pt, torch.zeros_like(pt))
     dec2 = (dp * g).sum(-1) / mu
     rmax = r.amax(-1)
-    return f, F, rmax, dp, dec2, nu
+    return f, F, rmax, dp, dec2, nu, pt
 
 
 def _barrier_step(state):
@@ -417,7 +423,7 @@ def _barrier_step(state):
     F (at the current mu) is undone and retried at half length; a centred problem (decrement^2 < 1/4)
     divides mu by 5 down to its target."""
     Ws, sm, p, mu = state["Ws"], state["sm"], state["p"], state["mu"]
-    f, F, rmax, dp, dec2, nu = _barrier_newton_dir(Ws, sm, p, mu)
+    f, F, rmax, dp, dec2, nu, pt = _barrier_newton_dir(Ws, sm, p, mu)
     # compare with the previous point at the mu its direction was computed for (dp_prev ascends that F)
     mp = state["mu_prev"]
     logp = torch.where(sm, p.clamp_min(1e-300).log(), torch.zeros_like(p)).sum(-1)
@@ -437,12 +443,15 @@ def _barrier_step(state):
     state["alpha"] = torch.where(ok, alpha, half)
     newp = torch.where(ok1, p + alpha.unsqueeze(-1) * dp, retry).clamp_min(0)
     newp = torch.where(sm, newp, torch.zeros_like(newp))
-    mu_new = torch.where(ok & (dec2 < 0.25), torch.maximum(mu * _SIGMA, state["mu_end"]), mu)
+    mu_new = torch.where(ok & (dec2 < _CENTRED), torch.maximum(mu * _SIGMA, state["mu_end"]), mu)
     # predictor for a centred problem whose mu drops by sigma: a slot held up by the barrier alone
     # (share b = (mu/p)/nu of its gradient ~ 1) shrinks by sigma, a support slot (b ~ 0) keeps its weight
     sig = (mu_new / mu).unsqueeze(-1)
-    b = (mu.unsqueeze(-1) / p.clamp_min(1e-300) / nu.clamp_min(1e-300).unsqueeze(-1)).clamp(0, 1)
-    newp = newp * (sig * b + 1 - b)
+    if _PREDICTOR == "tangent":
+        newp = torch.maximum(newp + (mu_new - mu).unsqueeze(-1) * pt, 0.2 * sig * newp)
+    else:
+        b = (mu.unsqueeze(-1) / p.clamp_min(1e-300) / nu.clamp_min(1e-300).unsqueeze(-1)).clamp(0, 1)
+        newp = newp * (sig * b + 1 - b)
     pred = mu_new < mu
     state["f_prev"] = torch.where(pred, torch.full_like(f, -math.inf), state["f_prev"])
     state["p"] = newp / newp.sum(-1, keepdim=True)
@@ -485,7 +494,11 @@ def _barrier_state(W, start, tol):
     return st
 
 
-_SIGMA = 0.05
+_SIGMA = 0.003
+_PREDICTOR = "tangent"
+_CENTRED = 2.0
+_TAIL_CHUNK = 2
+_N_ADD = 8
 _STATE_KEYS = ("idx", "sm", "p", "mu", "mu_end", "Ws", "f_prev", "L_prev", "p_prev", "dp_prev", "alpha", "ready", "f",
                "mu_prev", "mu_chk")
 
@@ -519,7 +532,7 @@ def _swap_in(st, rows, r_full, W, n_add, final):
     st["f_prev"][rows] = torch.where(added, torch.full_like(f, -math.inf), st["f_prev"][rows])
 
 
-def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_add=4):
+def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_add=None):
     """Default solver: screening (:func:`_screen`), then batched log-barrier Newton ascent of tr M(p)^{1/2} on
     the working set (:func:`_barrier_step`, one host sync per ``chunk`` steps), certified against all N
     vectors (:func:`_certificate_reg`); violated vectors are swapped in (:func:`_swap_in`). Problems still
@@ -530,6 +543,8 @@ def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_ad
     if k is None:
         k = 4 * (d * (d + 1) // 2)
     k = min(k, n)
+    if n_add is None:
+        n_add = _N_ADD
     Wt = W.transpose(-1, -2).contiguous()
     start, (lo0, up0, Y0) = _screen(W, Wt, mask, k, screen_steps)
     out_Y, out_upper, out_lower = Y0, up0, lo0
@@ -538,9 +553,11 @@ def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_ad
     Wk, Wtk, mk = W, Wt, mask
     it = 0
     while gidx.numel() > 0:
-        for _ in range(chunk):
+        # a small remaining batch costs the same per step as one problem: check it more often
+        ch = chunk if 8 * gidx.numel() > B else _TAIL_CHUNK
+        for _ in range(ch):
             _barrier_step(st)
-        it += chunk
+        it += ch
         last = it >= max_iter
         ready = torch.ones_like(st["ready"]) if last else st["ready"] | (st["mu"] <= st["mu_chk"])
         rows = ready.nonzero().squeeze(-1)                          # the one host sync per chunk
