@@ -362,14 +362,56 @@ def _sqrt_eig(M):
     return s, sr, U
 
 
-def _certificate_reg(Ws, ps, Wt, mask):
-    """Certificate of weights ``ps`` on rows ``Ws (B, k, d)`` against all unmasked vectors (``Wt (B, d, N)``,
-    the rows transposed): ``(lower f^2, upper c tr S, Y = c S, r, f)`` with ``S = M^{1/2} + eta I``
+_QUAD_D = 4   # up to this d, all-N quadratic forms use the d(d+1)/2 products w_a w_b (one matrix-vector product)
+
+
+def _all_rows(W):
+    """The N rows ``W (B, N, d)`` in the layout of the all-N forms: for d <= ``_QUAD_D`` the products
+    ``w_a w_b`` (a <= b), ``(B, d(d+1)/2, N)``, so that ``w^T Q w`` for all N is one ``(1, d(d+1)/2)`` by
+    ``(d(d+1)/2, N)`` product and the scatter ``sum_m p_m w_m w_m^T`` another; else ``W^T (B, d, N)``."""
+    d = W.shape[-1]
+    Wt = W.transpose(-1, -2)
+    if d > _QUAD_D:
+        return Wt.contiguous()
+    a, b = torch.triu_indices(d, d, device=W.device)
+    return Wt[..., a, :] * Wt[..., b, :]
+
+
+def _scatter_all(p, W, Wall):
+    """``sum_m p_m w_m w_m^T`` over all N rows (p ``(B, N)``), from the layout of :func:`_all_rows`."""
+    d = W.shape[-1]
+    if d > _QUAD_D:
+        return _scatter(p, W)
+    mv = (p.unsqueeze(-2) @ Wall.transpose(-1, -2)).squeeze(-2)          # (B, d(d+1)/2)
+    a, b = torch.triu_indices(d, d, device=W.device)
+    pos = torch.empty(d, d, dtype=torch.long, device=W.device)
+    ar = torch.arange(a.numel(), device=W.device)
+    pos[a, b] = ar
+    pos[b, a] = ar
+    return mv[..., pos.flatten()].unflatten(-1, (d, d))
+
+
+def _forms_all(U, sr, Wall):
+    """``r_m = w_m^T S^{-1} w_m`` for all N rows, ``S = U diag(sr) U^T``, from the layout of :func:`_all_rows`."""
+    d = U.shape[-1]
+    if d > _QUAD_D:
+        Lt = U.transpose(-1, -2) * sr.rsqrt().unsqueeze(-1)             # S^{-1} = Lt^T Lt
+        return (Lt @ Wall).square().sum(-2)
+    Sinv = (U / sr.unsqueeze(-2)) @ U.transpose(-1, -2)
+    a, b = torch.triu_indices(d, d, device=U.device)
+    q = Sinv[..., a, b] * torch.where(a == b, 1.0, 2.0).to(U.dtype)
+    return (q.unsqueeze(-2) @ Wall).squeeze(-2)
+
+
+def _certificate_reg(Ws, ps, Wall, mask, M=None):
+    """Certificate of weights ``ps`` on rows ``Ws (B, k, d)`` (or of the scatter ``M`` when given) against
+    all unmasked vectors (``Wall``, the rows in the layout of :func:`_all_rows`):
+    ``(lower f^2, upper c tr S, Y = c S, r, f)`` with ``S = M^{1/2} + eta I``
     (:func:`_sqrt_eig`), ``r_m = w_m^T S^{-1} w_m`` and ``c = max_m r_m``. Valid for any ps >= 0."""
-    s, sr, U = _sqrt_eig(_scatter(ps, Ws))
+    s, sr, U = _sqrt_eig(_scatter(ps, Ws) if M is None else M)
     f = s.sum(-1)
-    Lt = U.transpose(-1, -2) * sr.rsqrt().unsqueeze(-1)                 # S^{-1} = Lt^T Lt
-    r = torch.where(mask, (Lt @ Wt).square().sum(-2), torch.zeros_like(Wt[..., 0, :]))
+    r = _forms_all(U, sr, Wall)
+    r = torch.where(mask, r, torch.zeros_like(r))
     c = r.amax(-1)
     Y = (U * (c.unsqueeze(-1) * sr).unsqueeze(-2)) @ U.transpose(-1, -2)
     return f * f, c * sr.sum(-1), Y, r, f
@@ -460,14 +502,14 @@ def _barrier_step(state):
     state["f"] = f
 
 
-def _screen(W, Wt, mask, k, steps):
+def _screen(W, Wall, mask, k, steps):
     """Start of the barrier solver: ``steps`` multiplicative steps (exponent 2) on all N vectors from the
     uniform p, then the working set = the k rows of largest ``w^T S^{-1} w`` (the candidates for the boundary
     of the optimal ellipsoid). Heuristic only: the working set is re-checked against all N later."""
     maskf = mask.to(W.dtype)
     p = maskf / maskf.sum(-1, keepdim=True).clamp_min(1)
     for it in range(steps + 1):
-        lower, upper, Y, r, f = _certificate_reg(W, p, Wt, mask)
+        lower, upper, Y, r, f = _certificate_reg(None, None, Wall, mask, M=_scatter_all(p, W, Wall))
         if it < steps:
             p = p * (r / f.unsqueeze(-1).clamp_min(1e-300)).square()
             p = p / p.sum(-1, keepdim=True).clamp_min(1e-300)
@@ -545,7 +587,7 @@ def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_ad
     k = min(k, n)
     if n_add is None:
         n_add = _N_ADD
-    Wt = W.transpose(-1, -2).contiguous()
+    Wt = _all_rows(W)
     start, (lo0, up0, Y0) = _screen(W, Wt, mask, k, screen_steps)
     out_Y, out_upper, out_lower = Y0, up0, lo0
     st = _barrier_state(W, start, tol)
