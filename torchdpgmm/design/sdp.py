@@ -370,11 +370,10 @@ def _all_rows(W):
     ``w_a w_b`` (a <= b), ``(B, d(d+1)/2, N)``, so that ``w^T Q w`` for all N is one ``(1, d(d+1)/2)`` by
     ``(d(d+1)/2, N)`` product and the scatter ``sum_m p_m w_m w_m^T`` another; else ``W^T (B, d, N)``."""
     d = W.shape[-1]
-    Wt = W.transpose(-1, -2)
+    Wt = W.transpose(-1, -2).contiguous()
     if d > _QUAD_D:
-        return Wt.contiguous()
-    a, b = torch.triu_indices(d, d, device=W.device)
-    return Wt[..., a, :] * Wt[..., b, :]
+        return Wt
+    return torch.stack([Wt[..., a, :] * Wt[..., b, :] for a in range(d) for b in range(a, d)], -2)
 
 
 def _scatter_all(p, W, Wall):
@@ -397,9 +396,14 @@ def _forms_all(U, sr, Wall):
     if d > _QUAD_D:
         Lt = U.transpose(-1, -2) * sr.rsqrt().unsqueeze(-1)             # S^{-1} = Lt^T Lt
         return (Lt @ Wall).square().sum(-2)
-    Sinv = (U / sr.unsqueeze(-2)) @ U.transpose(-1, -2)
-    a, b = torch.triu_indices(d, d, device=U.device)
-    q = Sinv[..., a, b] * torch.where(a == b, 1.0, 2.0).to(U.dtype)
+    return _forms_q((U / sr.unsqueeze(-2)) @ U.transpose(-1, -2), Wall)
+
+
+def _forms_q(Sinv, Wall):
+    """``w_m^T Sinv w_m`` for all N rows from the products layout of :func:`_all_rows` (d <= ``_QUAD_D``)."""
+    d = Sinv.shape[-1]
+    a, b = torch.triu_indices(d, d, device=Sinv.device)
+    q = Sinv[..., a, b] * torch.where(a == b, 1.0, 2.0).to(Sinv.dtype)
     return (q.unsqueeze(-2) @ Wall).squeeze(-2)
 
 
@@ -574,7 +578,7 @@ def _swap_in(st, rows, r_full, W, n_add, final):
     st["f_prev"][rows] = torch.where(added, torch.full_like(f, -math.inf), st["f_prev"][rows])
 
 
-def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_add=None):
+def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_add=None, Wall=None):
     """Default solver: screening (:func:`_screen`), then batched log-barrier Newton ascent of tr M(p)^{1/2} on
     the working set (:func:`_barrier_step`, one host sync per ``chunk`` steps), certified against all N
     vectors (:func:`_certificate_reg`); violated vectors are swapped in (:func:`_swap_in`). Problems still
@@ -585,9 +589,8 @@ def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_ad
     if k is None:
         k = 4 * (d * (d + 1) // 2)
     k = min(k, n)
-    if n_add is None:
-        n_add = _N_ADD
-    Wt = _all_rows(W)
+    n_add = min(_N_ADD if n_add is None else n_add, k)
+    Wt = _all_rows(W) if Wall is None else Wall
     start, (lo0, up0, Y0) = _screen(W, Wt, mask, k, screen_steps)
     out_Y, out_upper, out_lower = Y0, up0, lo0
     st = _barrier_state(W, start, tol)
@@ -727,9 +730,11 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     sc = (W * W).sum(-1).amax(-1).sqrt().clamp_min(torch.finfo(W.dtype).tiny)   # (...)
     Wn = W / sc.unsqueeze(-1).unsqueeze(-1)
     nan = torch.full(batch, math.nan, dtype=W.dtype, device=W.device)
+    Wall = None
     if solver == "dual":
         if method == "barrier":
-            Y, upper, lower, gap, it = _solve_barrier(Wn, mask, tol, max_iter=min(max_iter, 240))
+            Wall = _all_rows(Wn.reshape(-1, n, d)) if d <= _QUAD_D else None
+            Y, upper, lower, gap, it = _solve_barrier(Wn, mask, tol, max_iter=min(max_iter, 240), Wall=Wall)
         else:
             Y, upper, lower, gap, it = _solve_dual(Wn, mask, tol, max_iter, check_every, rho, prune, newton_steps)
         lower = lower * sc * sc
@@ -740,7 +745,15 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     Z = torch.linalg.solve_triangular(La.transpose(-1, -2), Y, upper=True)
     X = torch.linalg.solve_triangular(La.transpose(-1, -2), Z.transpose(-1, -2), upper=True)
     X = _sym(X) * (sc * sc).unsqueeze(-1).unsqueeze(-1)
-    X, s = _post_scale(V, X, mask)
+    if Wall is None:
+        X, s = _post_scale(V, X, mask)
+    else:   # the same q = max_m v_m^T X^-1 v_m, as w_m^T G w_m with G = (La^T X La / sc^2)^-1 (no pass over V)
+        Xw = La.transpose(-1, -2) @ X @ La / (sc * sc).unsqueeze(-1).unsqueeze(-1)
+        G = torch.cholesky_inverse(torch.linalg.cholesky(_sym(Xw)))
+        q = _forms_q(G, Wall.reshape(*batch, *Wall.shape[-2:]))
+        # margin 64 ulp: the two roundings (this one and a direct check on V) then agree that q <= 1
+        s = (torch.where(mask, q, torch.zeros_like(q)).amax(-1) * (1 + 64 * torch.finfo(q.dtype).eps)).clamp(min=1.0)
+        X = X * s.unsqueeze(-1).unsqueeze(-1)
     opt = (A * X).sum((-1, -2))
     if solver == "dual":
         gap = opt / lower - 1
