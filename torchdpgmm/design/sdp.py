@@ -425,43 +425,56 @@ def _barrier_newton_dir(Ws, sm, p, mu):
     """Newton direction of ``F(p) = tr M(p)^{1/2} + mu sum_i log p_i`` on the simplex of the slots ``sm``.
 
     The Hessian of tr M^{1/2} is ``-Z C Z^T`` (Daleckii-Krein in the eigenbasis of M: row i of Z holds the
-    products ``w^_a w^_b`` of slot i, C the divided differences of ``e^{-1/2}/2``), so
-    ``N = mu P^{-2} + Z C Z^T`` is inverted by Woodbury with one d^2-square Cholesky.
-    Returns ``(f, F, r_max on the slots, dp, Newton decrement^2 / mu)``; sync-free."""
+    products ``w^_a w^_b`` (a <= b) of slot i, C the divided differences of ``e^{-1/2}/2``, doubled off the
+    diagonal), so ``N = mu P^{-2} + Z C Z^T`` is inverted by Woodbury with one d(d+1)/2-square Cholesky.
+    Returns ``(f, F, r_max on the slots, dp, Newton decrement^2 / mu, nu, dp/dmu)``; sync-free."""
     smf = sm.to(Ws.dtype)
+    d = Ws.shape[-1]
     s, sr, U = _sqrt_eig(_scatter(p, Ws))
     f = s.sum(-1)
-    logp = torch.where(sm, p.clamp_min(1e-300).log(), torch.zeros_like(p))
+    pc = p.clamp_min(1e-300)
+    logp = pc.log() * smf
     F = f + mu * logp.sum(-1)
     Wh = Ws @ U
-    r = torch.where(sm, (Wh * Wh / sr.unsqueeze(-2)).sum(-1), torch.zeros_like(p))
-    g = torch.where(sm, 0.5 * r + mu.unsqueeze(-1) / p.clamp_min(1e-300), torch.zeros_like(p))
-    Z = (Wh.unsqueeze(-1) * Wh.unsqueeze(-2)).flatten(-2)                 # (B, k, d*d)
-    si, sj = sr.unsqueeze(-1), sr.unsqueeze(-2)
-    Cinv = (2 * si * sj * (si + sj)).flatten(-2)                           # 1 / C, (B, d*d)
-    Dinv = torch.where(sm, p * p / mu.unsqueeze(-1), torch.zeros_like(p))   # (mu P^-2)^-1 on the slots
+    r = (Wh * Wh / sr.unsqueeze(-2)).sum(-1) * smf
+    muc = mu.unsqueeze(-1)
+    pinv = smf / pc
+    g = 0.5 * r + muc * pinv
+    a, b = _triu(d, Ws.device)
+    Z = Wh[..., a] * Wh[..., b]                                            # (B, k, d(d+1)/2)
+    sa, sb = sr[..., a], sr[..., b]
+    Cinv = (sa * sb * (sa + sb)) * torch.where(a == b, 2.0, 1.0).to(Ws.dtype)   # 1 / C (doubled off-diag)
+    Dinv = p * p * smf / muc                                               # (mu P^-2)^-1 on the slots
     DZ = Dinv.unsqueeze(-1) * Z
-    S = Z.transpose(-1, -2) @ DZ + torch.diag_embed(Cinv)
+    S = Z.transpose(-1, -2) @ DZ
+    S.diagonal(dim1=-2, dim2=-1).add_(Cinv)
     dsc = S.diagonal(dim1=-2, dim2=-1).clamp_min(1e-300).rsqrt()
-    S = S * dsc.unsqueeze(-1) * dsc.unsqueeze(-2)
-    S = S + 1e-13 * torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+    S = S * (dsc.unsqueeze(-1) * dsc.unsqueeze(-2))
+    S.diagonal(dim1=-2, dim2=-1).add_(1e-13)
     L, _ = torch.linalg.cholesky_ex(S)
-    pinv = torch.where(sm, 1 / p.clamp_min(1e-300), torch.zeros_like(p))
-    rhs = torch.stack([g, smf, pinv], -1)                                  # (B, k, 3)
-    y = Dinv.unsqueeze(-1) * rhs
+    y = torch.stack([Dinv * g, Dinv, Dinv * pinv], -1)                     # D^-1 [g, 1, 1/p], (B, k, 3)
     t = torch.cholesky_solve((Z.transpose(-1, -2) @ y) * dsc.unsqueeze(-1), L) * dsc.unsqueeze(-1)
     R = y - DZ @ t                                                         # N^-1 [g, 1, 1/p]
-    Rs = (R * smf.unsqueeze(-1)).sum(-2)                                   # (B, 3)
-    den = Rs[..., 1].clamp_min(1e-300)
-    nu = Rs[..., 0] / den
-    dp = torch.where(sm, R[..., 0] - nu.unsqueeze(-1) * R[..., 1], torch.zeros_like(p))
-    dp = torch.where(torch.isfinite(dp), dp, torch.zeros_like(dp))
-    # tangent of the central path, dp/dmu = N^-1 (1/p - nu' 1) with sum = 0 (the predictor)
-    pt = torch.where(sm, R[..., 2] - (Rs[..., 2] / den).unsqueeze(-1) * R[..., 1], torch.zeros_like(p))
-    pt = torch.where(torch.isfinite(pt), pt, torch.zeros_like(pt))
+    Rs = R.sum(-2)                                                         # (B, 3); R = 0 off the slots
+    den = Rs[..., 1:2].clamp_min(1e-300)
+    nu = Rs[..., 0] / den[..., 0]
+    # Newton step, and the tangent of the central path dp/dmu = N^-1 (1/p - nu' 1) with sum = 0 (predictor)
+    D2 = torch.nan_to_num(R[..., 0::2] - (Rs[..., 0::2] / den).unsqueeze(-2) * R[..., 1:2],
+                          nan=0.0, posinf=0.0, neginf=0.0) * smf.unsqueeze(-1)
+    dp, pt = D2[..., 0], D2[..., 1]
     dec2 = (dp * g).sum(-1) / mu
     rmax = r.amax(-1)
     return f, F, rmax, dp, dec2, nu, pt
+
+
+_TRIU = {}
+
+
+def _triu(d, device):
+    key = (d, str(device))
+    if key not in _TRIU:
+        _TRIU[key] = tuple(torch.triu_indices(d, d, device=device))
+    return _TRIU[key]
 
 
 def _barrier_step(state):
@@ -545,6 +558,8 @@ _PREDICTOR = "tangent"
 _CENTRED = 2.0
 _TAIL_CHUNK = 2
 _N_ADD = 8
+_SCREEN_STEPS = 2
+_K_FACTOR = 4
 _STATE_KEYS = ("idx", "sm", "p", "mu", "mu_end", "Ws", "f_prev", "L_prev", "p_prev", "dp_prev", "alpha", "ready", "f",
                "mu_prev", "mu_chk")
 
@@ -578,7 +593,7 @@ def _swap_in(st, rows, r_full, W, n_add, final):
     st["f_prev"][rows] = torch.where(added, torch.full_like(f, -math.inf), st["f_prev"][rows])
 
 
-def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_add=None, Wall=None):
+def _solve_barrier(W, mask, tol, max_iter, screen_steps=None, k=None, chunk=6, n_add=None, Wall=None):
     """Default solver: screening (:func:`_screen`), then batched log-barrier Newton ascent of tr M(p)^{1/2} on
     the working set (:func:`_barrier_step`, one host sync per ``chunk`` steps), certified against all N
     vectors (:func:`_certificate_reg`); violated vectors are swapped in (:func:`_swap_in`). Problems still
@@ -587,8 +602,9 @@ def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_ad
     W, mask = W.reshape(-1, n, d), mask.reshape(-1, n)
     B, dt, dev = W.shape[0], W.dtype, W.device
     if k is None:
-        k = 4 * (d * (d + 1) // 2)
+        k = _K_FACTOR * (d * (d + 1) // 2)
     k = min(k, n)
+    screen_steps = _SCREEN_STEPS if screen_steps is None else screen_steps
     n_add = min(_N_ADD if n_add is None else n_add, k)
     Wt = _all_rows(W) if Wall is None else Wall
     start, (lo0, up0, Y0) = _screen(W, Wt, mask, k, screen_steps)
