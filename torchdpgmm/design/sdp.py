@@ -544,7 +544,7 @@ def _barrier_state(W, start, tol):
     d = W.shape[-1]
     idx, sm, p, f0, kv = start["idx"], start["sm"], start["p"], start["f0"], start["kv"]
     f0 = f0.clamp_min(1e-300)
-    mu = 0.1 * f0 / kv
+    mu = _MU0 * f0 / kv
     st = {"idx": idx, "sm": sm, "p": p, "mu": mu, "mu_end": tol * f0 / (32 * kv), "tol": tol,
           "mu_chk": 1e-3 * f0 / kv,
           "Ws": torch.gather(W, -2, idx.unsqueeze(-1).expand(*idx.shape, d)),
@@ -559,6 +559,7 @@ _CENTRED = 2.0
 _TAIL_CHUNK = 2
 _N_ADD = 8
 _SCREEN_STEPS = 2
+_MU0 = 0.1
 _K_FACTOR = 4
 _STATE_KEYS = ("idx", "sm", "p", "mu", "mu_end", "Ws", "f_prev", "L_prev", "p_prev", "dp_prev", "alpha", "ready", "f",
                "mu_prev", "mu_chk")
