@@ -768,8 +768,9 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
         Xw = La.transpose(-1, -2) @ X @ La / (sc * sc).unsqueeze(-1).unsqueeze(-1)
         G = torch.cholesky_inverse(torch.linalg.cholesky(_sym(Xw)))
         q = _forms_q(G, Wall.reshape(*batch, *Wall.shape[-2:]))
-        # margin 64 ulp: the two roundings (this one and a direct check on V) then agree that q <= 1
-        s = (torch.where(mask, q, torch.zeros_like(q)).amax(-1) * (1 + 64 * torch.finfo(q.dtype).eps)).clamp(min=1.0)
+        # relative margin 1e-12 (far below tol, far above the rounding of this or a direct check on V), so
+        # that X stays feasible however q is evaluated
+        s = (torch.where(mask, q, torch.zeros_like(q)).amax(-1) * (1 + 1e-12)).clamp(min=1.0)
         X = X * s.unsqueeze(-1).unsqueeze(-1)
     opt = (A * X).sum((-1, -2))
     if solver == "dual":
