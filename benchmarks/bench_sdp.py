@@ -292,6 +292,38 @@ def bench_kl_speed(T, repeats, N=1000, K=5, d=3, epsilons=(0.1, 0.2, 0.5, 1, 2, 
     return rec
 
 
+def bench_kl_sizes(sizes, T, repeats, K=5, ref="main"):
+    """Solver only, current vs git ``ref``, interleaved, on T trials' K class problems at other (d, N)
+    (the barrier settings were tuned at d = 3, N = 1000)."""
+    from torchdpgmm.mixture import fit_labeled
+    from torchdpgmm.montecarlo import synthetic_data
+
+    base = _baseline_modules(ref)
+    if base is None:
+        return []
+    rows = []
+    for d, N in sizes:
+        ts = {"baseline": [], "barrier": []}
+        gap = {"baseline": 0.0, "barrier": 0.0}
+        for rep in range(repeats + 1):
+            data = synthetic_data(T, N, K, d, generator=torch.Generator().manual_seed(100 + rep))
+            fit = fit_labeled(data.X, data.y, K)
+            V, vm, _, _ = label_flip_differences(data.X.double(), data.y, K)
+            A = torch.cholesky_inverse(torch.linalg.cholesky(fit.covariances.double()))
+            order = (("baseline", base["sdp"].solve_covering_sdp), ("barrier", solve_covering_sdp))
+            for meth, fn in (order if rep % 2 == 0 else order[::-1]):
+                res, t = _timed(fn, V, A, vm)
+                if rep > 0:
+                    ts[meth].append(t / T)
+                    gap[meth] = max(gap[meth], res.gap.max().item())
+        row = {"d": d, "N": N, "trials": T, "baseline_per_trial_s": float(np.median(ts["baseline"])),
+               "barrier_per_trial_s": float(np.median(ts["barrier"])), "max_gap": gap}
+        row["speedup"] = row["baseline_per_trial_s"] / row["barrier_per_trial_s"]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
@@ -327,6 +359,9 @@ def main(argv=None):
         T = 4 if a.quick else a.kl_trials
         out["kl_speed"] = {"meta": meta, **bench_kl_speed(T, 1 if a.quick else a.repeats, ref=a.baseline_ref,
                                                           block=2 if a.quick else 40)}
+        sizes = [(2, 60)] if a.quick else [(2, 1000), (4, 1000), (5, 1000), (10, 1000), (3, 5000)]
+        out["kl_speed"]["other_sizes"] = bench_kl_sizes(sizes, 2 if a.quick else 20, 1 if a.quick else a.repeats,
+                                                        ref=a.baseline_ref)
         meta["loadavg_end"] = os.getloadavg()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1))

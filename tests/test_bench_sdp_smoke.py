@@ -36,4 +36,6 @@ def test_bench_sdp_kl_speed_quick(tmp_path):
     assert r["max_violation"] <= 1 + 1e-9
     assert r["barrier_per_trial_s"] > 0 and r["release_kl_barrier_per_trial_s"] > 0
     assert r["release_kl_blocks_barrier_per_trial_s"] > 0
+    for row in r["other_sizes"]:
+        assert row["max_gap"]["barrier"] <= 1e-6 and row["barrier_per_trial_s"] > 0
     assert "loadavg_start" in r["meta"]
