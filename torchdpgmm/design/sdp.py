@@ -479,8 +479,8 @@ def _triu(d, device):
 
 def _barrier_step(state):
     """One safeguarded Newton step on every problem of the working batch (sync-free). A step that lowered
-    F (at the current mu) is undone and retried at half length; a centred problem (decrement^2 < 1/4)
-    divides mu by 5 down to its target."""
+    F (at the current mu) is undone and retried at half length; a centred problem (decrement^2 < ``_CENTRED``)
+    multiplies mu by ``_SIGMA`` (down to its target) and moves along the central path's tangent."""
     Ws, sm, p, mu = state["Ws"], state["sm"], state["p"], state["mu"]
     f, F, rmax, dp, dec2, nu, pt = _barrier_newton_dir(Ws, sm, p, mu)
     # compare with the previous point at the mu its direction was computed for (dp_prev ascends that F)
@@ -503,14 +503,10 @@ def _barrier_step(state):
     newp = torch.where(ok1, p + alpha.unsqueeze(-1) * dp, retry).clamp_min(0)
     newp = torch.where(sm, newp, torch.zeros_like(newp))
     mu_new = torch.where(ok & (dec2 < _CENTRED), torch.maximum(mu * _SIGMA, state["mu_end"]), mu)
-    # predictor for a centred problem whose mu drops by sigma: a slot held up by the barrier alone
-    # (share b = (mu/p)/nu of its gradient ~ 1) shrinks by sigma, a support slot (b ~ 0) keeps its weight
+    # predictor for a centred problem whose mu drops by sigma: first-order step along the central path
+    # (dp/dmu from the same factorisation), floored at 0.2 sigma p so that the weights stay positive
     sig = (mu_new / mu).unsqueeze(-1)
-    if _PREDICTOR == "tangent":
-        newp = torch.maximum(newp + (mu_new - mu).unsqueeze(-1) * pt, 0.2 * sig * newp)
-    else:
-        b = (mu.unsqueeze(-1) / p.clamp_min(1e-300) / nu.clamp_min(1e-300).unsqueeze(-1)).clamp(0, 1)
-        newp = newp * (sig * b + 1 - b)
+    newp = torch.maximum(newp + (mu_new - mu).unsqueeze(-1) * pt, 0.2 * sig * newp)
     pred = mu_new < mu
     state["f_prev"] = torch.where(pred, torch.full_like(f, -math.inf), state["f_prev"])
     state["p"] = newp / newp.sum(-1, keepdim=True)
@@ -554,7 +550,6 @@ def _barrier_state(W, start, tol):
 
 
 _SIGMA = 0.003
-_PREDICTOR = "tangent"
 _CENTRED = 2.0
 _TAIL_CHUNK = 2
 _N_ADD = 8
