@@ -73,20 +73,24 @@ def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
     Returns:
         ``V (..., K, N, d)``, ``vmask (..., K, N)``, ``counts (..., K)``, ``means (..., K, d)``.
     """
-    if mask is None:
+    masked = mask is not None
+    if not masked:
         mask = torch.ones(y.shape, dtype=torch.bool, device=y.device)
     else:  # padding rows may hold anything (NaN included): zero them before any arithmetic
         X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     onehot = torch.nn.functional.one_hot(y.clamp(0, num_classes - 1), num_classes).to(X.dtype)
-    onehot = onehot * mask.unsqueeze(-1).to(X.dtype)                     # (..., N, K)
+    if masked:
+        onehot = onehot * mask.unsqueeze(-1).to(X.dtype)                 # (..., N, K)
     counts = onehot.sum(-2)                                               # (..., K)
     means = (onehot.transpose(-1, -2) @ X) / counts.clamp_min(1).unsqueeze(-1)  # (..., K, d)
     inc = onehot.transpose(-1, -2).unsqueeze(-1) > 0                      # (..., K, N, 1)
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)                          # (..., K, N, d)
     nk = counts.unsqueeze(-1).unsqueeze(-1)
-    V = torch.where(inc, diff / (nk - 1).clamp_min(1), -diff / (nk + 1))
-    vmask = mask.unsqueeze(-2).expand(V.shape[:-1])
-    V = torch.where(vmask.unsqueeze(-1), V, torch.zeros((), dtype=V.dtype, device=V.device))
+    # one factor per (class, row): 1/(N_k - 1) for a member, -1/(N_k + 1) otherwise, 0 for padding
+    fac = torch.where(inc, 1 / (nk - 1).clamp_min(1), -1 / (nk + 1))
+    vmask = mask.unsqueeze(-2).expand(fac.shape[:-1])
+    if masked:
+        fac = fac * vmask.unsqueeze(-1).to(fac.dtype)
+    V = (X.unsqueeze(-3) - means.unsqueeze(-2)) * fac                     # (..., K, N, d)
     return V, vmask, counts, means
 
 
