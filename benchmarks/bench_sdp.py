@@ -13,9 +13,10 @@ the load average are recorded. Usage::
     python benchmarks/bench_sdp.py [--quick] [--out benchmarks/results/bench_sdp.json] [--threads 1]
     python benchmarks/bench_sdp.py --kl-speed [--kl-trials 200] [--repeats 3] [--threads 1]
 
-``--kl-speed`` (issue 16 item 3) times the default barrier solver against the previous multiplicative one
-on the KL mechanism's class problems and ``release(..., mechanism="kl")`` over the 7 epsilons, and merges
-the result into the JSON under ``kl_speed`` (with its own meta and load averages).
+``--kl-speed`` (issue 16 item 3) times the current solver and design code against those of a git ref
+(``--baseline-ref``, default ``main``, loaded beside them) on the KL mechanism's class problems and
+``release(..., mechanism="kl")`` over the 7 epsilons (one call, and blocks of 40 trials as the sweep makes),
+and merges the result into the JSON under ``kl_speed`` (with its own meta and load averages).
 """
 from __future__ import annotations
 
@@ -189,24 +190,64 @@ def bench_b(T_literal, T_ours, N, K, d, eps, delta):
     return rows
 
 
-def bench_kl_speed(T, repeats, N=1000, K=5, d=3, epsilons=(0.1, 0.2, 0.5, 1, 2, 5, 10)):
-    """Issue 16 item 3: the covering SDP of the KL mechanism, barrier solver (default) vs the multiplicative
-    solver with active-set Newton polish (the previous default, ``method="multiplicative"``), interleaved on the
-    same T trials (T K class problems), and ``release(..., mechanism="kl")`` over the 7 epsilons with either
-    solver vs generating + fitting the data."""
-    import functools
+def _baseline_modules(ref):
+    """``torchdpgmm/design/sdp.py`` and ``algorithm.py`` as of git ``ref``, loaded beside the current ones
+    (the baseline of the same run); None when git or the ref is unavailable."""
+    import subprocess
+    import types
 
-    import torchdpgmm.design.algorithm as alg
+    root = Path(__file__).resolve().parents[1]
+    mods = {}
+    try:
+        commit = subprocess.run(["git", "rev-parse", ref], cwd=root, capture_output=True, text=True,
+                                check=True).stdout.strip()
+        for name in ("sdp", "algorithm"):
+            src = subprocess.run(["git", "show", f"{commit}:torchdpgmm/design/{name}.py"], cwd=root,
+                                 capture_output=True, text=True, check=True).stdout
+            mod = types.ModuleType(f"torchdpgmm.design._baseline_{name}")
+            mod.__package__ = "torchdpgmm.design"
+            sys.modules[mod.__name__] = mod
+            exec(compile(src, f"{ref}:{name}.py", "exec"), mod.__dict__)
+            mods[name] = mod
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    # the baseline algorithm imported the current sdp by its relative import: point it at the baseline's
+    mods["algorithm"].solve_covering_sdp = mods["sdp"].solve_covering_sdp
+    mods["algorithm"].label_flip_differences = mods["sdp"].label_flip_differences
+    return {"ref": ref, "commit": commit, **mods}
+
+
+def bench_kl_speed(T, repeats, N=1000, K=5, d=3, epsilons=(0.1, 0.2, 0.5, 1, 2, 5, 10), ref="main", block=40):
+    """Issue 16 item 3: the covering SDP of the KL mechanism (T trials = T K class problems) and
+    ``release(..., mechanism="kl")`` over the 7 epsilons (one call on T trials, and T trials in blocks of
+    ``block`` as the sweep calls it), current code ("barrier") vs the solver and design glue of git ``ref``
+    ("baseline"), interleaved in the same run on the same data, against generating + fitting the data."""
+    import torchdpgmm.design as design_pkg
     from torchdpgmm.mixture import fit_labeled
     from torchdpgmm.montecarlo import synthetic_data
     from torchdpgmm.release import release
 
+    base = _baseline_modules(ref)
+    meths = ("baseline", "barrier") if base is not None else ("barrier",)
+    solvers = {"barrier": solve_covering_sdp}
+    designs = {"barrier": design_pkg.design_mechanism}
+    if base is not None:
+        solvers["baseline"] = base["sdp"].solve_covering_sdp
+        designs["baseline"] = base["algorithm"].design_mechanism
     eps = torch.tensor(list(epsilons), dtype=torch.float64)[:, None]
-    rec = {"N": N, "K": K, "d": d, "trials": T, "epsilons": list(epsilons), "repeats": repeats,
-           "generate_s": [], "fit_s": [], "solve_s": {"barrier": [], "multiplicative": []},
-           "release_kl_s": {"barrier": [], "multiplicative": []}, "max_gap": {}, "max_rel_diff_opt": 0.0,
-           "max_violation": 0.0}
-    orig = alg.solve_covering_sdp
+    rec = {"N": N, "K": K, "d": d, "trials": T, "block": block, "epsilons": list(epsilons), "repeats": repeats,
+           "baseline_ref": None if base is None else {"ref": ref, "commit": base["commit"]},
+           "generate_s": [], "fit_s": [], "solve_s": {m: [] for m in meths},
+           "release_kl_s": {m: [] for m in meths}, "release_kl_blocks_s": {m: [] for m in meths},
+           "max_gap": {}, "max_rel_diff_opt": 0.0, "max_violation": 0.0}
+
+    def rel(meth, X, y, g):
+        design_pkg.design_mechanism = designs[meth]    # release() imports it from the package at call time
+        try:
+            return release(X, y, K, eps, 1e-5, mechanism="kl", generator=g)
+        finally:
+            design_pkg.design_mechanism = designs["barrier"]
+
     for rep in range(repeats + 1):           # repeat 0 is a warm-up, not recorded
         g = torch.Generator().manual_seed(rep)
         (data, tg) = _timed(synthetic_data, T, N, K, d, generator=g)
@@ -214,36 +255,73 @@ def bench_kl_speed(T, repeats, N=1000, K=5, d=3, epsilons=(0.1, 0.2, 0.5, 1, 2, 
         V, vm, _, _ = label_flip_differences(data.X.double(), data.y, K)
         A = torch.cholesky_inverse(torch.linalg.cholesky(fit.covariances.double()))
         opts = {}
-        for meth in ("multiplicative", "barrier"):
-            res, ts = _timed(solve_covering_sdp, V, A, vm, method=meth)
-            opts[meth] = res
-            alg.solve_covering_sdp = functools.partial(orig, method=meth)
-            try:
-                _, tr = _timed(release, data.X, data.y, K, eps, 1e-5, mechanism="kl", generator=g)
-            finally:
-                alg.solve_covering_sdp = orig
+        for meth in (meths if rep % 2 == 0 else meths[::-1]):   # alternate the order
+            opts[meth], ts = _timed(solvers[meth], V, A, vm)
+            _, tr = _timed(rel, meth, data.X, data.y, torch.Generator().manual_seed(rep))
+            t0 = time.perf_counter()
+            for b in range(0, T, block):
+                rel(meth, data.X[b:b + block], data.y[b:b + block], torch.Generator().manual_seed(b))
+            tb = time.perf_counter() - t0
             if rep > 0:
                 rec["solve_s"][meth].append(ts)
                 rec["release_kl_s"][meth].append(tr)
+                rec["release_kl_blocks_s"][meth].append(tb)
                 rec["max_gap"][meth] = max(rec["max_gap"].get(meth, 0.0), opts[meth].gap.max().item())
         if rep > 0:
             rec["generate_s"].append(tg)
             rec["fit_s"].append(tf)
-            rel = (opts["barrier"].opt / opts["multiplicative"].opt - 1).abs().max().item()
-            rec["max_rel_diff_opt"] = max(rec["max_rel_diff_opt"], rel)
+            if base is not None:
+                dv = (opts["barrier"].opt / opts["baseline"].opt - 1).abs().max().item()
+                rec["max_rel_diff_opt"] = max(rec["max_rel_diff_opt"], dv)
             rec["max_violation"] = max(rec["max_violation"], covering_violation(V, opts["barrier"].X, vm).max().item())
     med = lambda xs: float(np.median(xs))  # noqa: E731
-    base = (med(rec["generate_s"]) + med(rec["fit_s"])) / T
-    rec["generate_and_fit_per_trial_s"] = base
-    for meth in ("multiplicative", "barrier"):
+    basefit = (med(rec["generate_s"]) + med(rec["fit_s"])) / T
+    rec["generate_and_fit_per_trial_s"] = basefit
+    for meth in meths:
         rec[f"{meth}_per_problem_s"] = med(rec["solve_s"][meth]) / (T * K)
         rec[f"{meth}_per_trial_s"] = med(rec["solve_s"][meth]) / T
         rec[f"release_kl_{meth}_per_trial_s"] = med(rec["release_kl_s"][meth]) / T
-        rec[f"release_kl_{meth}_vs_generate_and_fit"] = rec[f"release_kl_{meth}_per_trial_s"] / base
-    rec["speedup_solve"] = rec["multiplicative_per_trial_s"] / rec["barrier_per_trial_s"]
-    rec["speedup_release_kl"] = rec["release_kl_multiplicative_per_trial_s"] / rec["release_kl_barrier_per_trial_s"]
+        rec[f"release_kl_blocks_{meth}_per_trial_s"] = med(rec["release_kl_blocks_s"][meth]) / T
+        rec[f"release_kl_{meth}_vs_generate_and_fit"] = rec[f"release_kl_{meth}_per_trial_s"] / basefit
+    if base is not None:
+        rec["speedup_solve"] = rec["baseline_per_trial_s"] / rec["barrier_per_trial_s"]
+        rec["speedup_release_kl"] = rec["release_kl_baseline_per_trial_s"] / rec["release_kl_barrier_per_trial_s"]
+        rec["speedup_release_kl_blocks"] = (rec["release_kl_blocks_baseline_per_trial_s"]
+                                            / rec["release_kl_blocks_barrier_per_trial_s"])
     print(json.dumps({k: v for k, v in rec.items() if not isinstance(v, (list, dict))}), flush=True)
     return rec
+
+
+def bench_kl_sizes(sizes, T, repeats, K=5, ref="main"):
+    """Solver only, current vs git ``ref``, interleaved, on T trials' K class problems at other (d, N)
+    (the barrier settings were tuned at d = 3, N = 1000)."""
+    from torchdpgmm.mixture import fit_labeled
+    from torchdpgmm.montecarlo import synthetic_data
+
+    base = _baseline_modules(ref)
+    if base is None:
+        return []
+    rows = []
+    for d, N in sizes:
+        ts = {"baseline": [], "barrier": []}
+        gap = {"baseline": 0.0, "barrier": 0.0}
+        for rep in range(repeats + 1):
+            data = synthetic_data(T, N, K, d, generator=torch.Generator().manual_seed(100 + rep))
+            fit = fit_labeled(data.X, data.y, K)
+            V, vm, _, _ = label_flip_differences(data.X.double(), data.y, K)
+            A = torch.cholesky_inverse(torch.linalg.cholesky(fit.covariances.double()))
+            order = (("baseline", base["sdp"].solve_covering_sdp), ("barrier", solve_covering_sdp))
+            for meth, fn in (order if rep % 2 == 0 else order[::-1]):
+                res, t = _timed(fn, V, A, vm)
+                if rep > 0:
+                    ts[meth].append(t / T)
+                    gap[meth] = max(gap[meth], res.gap.max().item())
+        row = {"d": d, "N": N, "trials": T, "baseline_per_trial_s": float(np.median(ts["baseline"])),
+               "barrier_per_trial_s": float(np.median(ts["barrier"])), "max_gap": gap}
+        row["speedup"] = row["baseline_per_trial_s"] / row["barrier_per_trial_s"]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
 
 
 def main(argv=None):
@@ -261,6 +339,8 @@ def main(argv=None):
     ap.add_argument("--kl-speed", action="store_true",
                     help="only the barrier-vs-multiplicative comparison (issue 16 item 3); merged into --out")
     ap.add_argument("--kl-trials", type=int, default=200)
+    ap.add_argument("--baseline-ref", default="main",
+                    help="git ref whose design/sdp.py + algorithm.py are the --kl-speed baseline (default main)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     if a.quick:
@@ -277,7 +357,11 @@ def main(argv=None):
         path = Path(a.out)
         out = json.loads(path.read_text()) if path.exists() else {"benchmark": "bench_sdp", "meta": meta}
         T = 4 if a.quick else a.kl_trials
-        out["kl_speed"] = {"meta": meta, **bench_kl_speed(T, 1 if a.quick else a.repeats)}
+        out["kl_speed"] = {"meta": meta, **bench_kl_speed(T, 1 if a.quick else a.repeats, ref=a.baseline_ref,
+                                                          block=2 if a.quick else 40)}
+        sizes = [(2, 60)] if a.quick else [(2, 1000), (4, 1000), (5, 1000), (10, 1000), (3, 5000)]
+        out["kl_speed"]["other_sizes"] = bench_kl_sizes(sizes, 2 if a.quick else 20, 1 if a.quick else a.repeats,
+                                                        ref=a.baseline_ref)
         meta["loadavg_end"] = os.getloadavg()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(out, indent=1))

@@ -93,7 +93,28 @@ def _wishart_eigs(cov: torch.Tensor, draws: int, generator: torch.Generator | No
     G = normal_noise((draws, d, d + 1), 1.0, generator, dtype=cov.dtype, device=cov.device)  # noise layer
     Lc = torch.linalg.cholesky(cov)                                      # (..., K, d, d)
     Z = torch.linalg.solve_triangular(Lc.unsqueeze(-3), G, upper=False)  # (..., K, S, d, d+1)
+    if d == 3:   # closed form: one LAPACK call per 3 x 3 matrix costs more than the whole trigonometric formula
+        return _eigvalsh3(Z @ Z.transpose(-1, -2)).clamp_min(0)
     return torch.linalg.eigvalsh(Z @ Z.transpose(-1, -2)).clamp_min(0)
+
+
+def _eigvalsh3(A: torch.Tensor) -> torch.Tensor:
+    """Ascending eigenvalues of symmetric 3 x 3 matrices ``(..., 3, 3)`` by the trigonometric formula
+    (Smith 1961): ``lambda = q + 2 p cos(phi + 2 pi j / 3)`` with ``q = tr A / 3``,
+    ``p^2 = |A - q I|_F^2 / 6``, ``cos(3 phi) = det((A - q I) / p) / 2``; absolute error ~ eps |A|."""
+    a00, a11, a22 = A[..., 0, 0], A[..., 1, 1], A[..., 2, 2]
+    a01, a02, a12 = A[..., 0, 1], A[..., 0, 2], A[..., 1, 2]
+    q = (a00 + a11 + a22) / 3
+    b00, b11, b22 = a00 - q, a11 - q, a22 - q
+    off = a01 * a01 + a02 * a02 + a12 * a12
+    p = ((b00 * b00 + b11 * b11 + b22 * b22 + 2 * off) / 6).sqrt()
+    det = b00 * (b11 * b22 - a12 * a12) - a01 * (a01 * b22 - a12 * a02) + a02 * (a01 * a12 - b11 * a02)
+    ps = torch.where(p > 0, p, torch.ones_like(p))
+    r = (det / (2 * ps * ps * ps)).clamp(-1.0, 1.0)
+    phi = torch.acos(r) / 3
+    hi = q + 2 * p * torch.cos(phi)
+    lo = q + 2 * p * torch.cos(phi + 2 * math.pi / 3)
+    return torch.stack([lo, 3 * q - hi - lo, hi], -1)
 
 
 def _exact_term_from_eigs(lam_eig: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:

@@ -73,20 +73,24 @@ def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
     Returns:
         ``V (..., K, N, d)``, ``vmask (..., K, N)``, ``counts (..., K)``, ``means (..., K, d)``.
     """
-    if mask is None:
+    masked = mask is not None
+    if not masked:
         mask = torch.ones(y.shape, dtype=torch.bool, device=y.device)
     else:  # padding rows may hold anything (NaN included): zero them before any arithmetic
         X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     onehot = torch.nn.functional.one_hot(y.clamp(0, num_classes - 1), num_classes).to(X.dtype)
-    onehot = onehot * mask.unsqueeze(-1).to(X.dtype)                     # (..., N, K)
+    if masked:
+        onehot = onehot * mask.unsqueeze(-1).to(X.dtype)                 # (..., N, K)
     counts = onehot.sum(-2)                                               # (..., K)
     means = (onehot.transpose(-1, -2) @ X) / counts.clamp_min(1).unsqueeze(-1)  # (..., K, d)
     inc = onehot.transpose(-1, -2).unsqueeze(-1) > 0                      # (..., K, N, 1)
-    diff = X.unsqueeze(-3) - means.unsqueeze(-2)                          # (..., K, N, d)
     nk = counts.unsqueeze(-1).unsqueeze(-1)
-    V = torch.where(inc, diff / (nk - 1).clamp_min(1), -diff / (nk + 1))
-    vmask = mask.unsqueeze(-2).expand(V.shape[:-1])
-    V = torch.where(vmask.unsqueeze(-1), V, torch.zeros((), dtype=V.dtype, device=V.device))
+    # one factor per (class, row): 1/(N_k - 1) for a member, -1/(N_k + 1) otherwise, 0 for padding
+    fac = torch.where(inc, 1 / (nk - 1).clamp_min(1), -1 / (nk + 1))
+    vmask = mask.unsqueeze(-2).expand(fac.shape[:-1])
+    if masked:
+        fac = fac * vmask.unsqueeze(-1).to(fac.dtype)
+    V = (X.unsqueeze(-3) - means.unsqueeze(-2)) * fac                     # (..., K, N, d)
     return V, vmask, counts, means
 
 
@@ -362,14 +366,60 @@ def _sqrt_eig(M):
     return s, sr, U
 
 
-def _certificate_reg(Ws, ps, Wt, mask):
-    """Certificate of weights ``ps`` on rows ``Ws (B, k, d)`` against all unmasked vectors (``Wt (B, d, N)``,
-    the rows transposed): ``(lower f^2, upper c tr S, Y = c S, r, f)`` with ``S = M^{1/2} + eta I``
+_QUAD_D = 4   # up to this d, all-N quadratic forms use the d(d+1)/2 products w_a w_b (one matrix-vector product)
+
+
+def _all_rows(W):
+    """The N rows ``W (B, N, d)`` in the layout of the all-N forms: for d <= ``_QUAD_D`` the products
+    ``w_a w_b`` (a <= b), ``(B, d(d+1)/2, N)``, so that ``w^T Q w`` for all N is one ``(1, d(d+1)/2)`` by
+    ``(d(d+1)/2, N)`` product and the scatter ``sum_m p_m w_m w_m^T`` another; else ``W^T (B, d, N)``."""
+    d = W.shape[-1]
+    Wt = W.transpose(-1, -2).contiguous()
+    if d > _QUAD_D:
+        return Wt
+    return torch.stack([Wt[..., a, :] * Wt[..., b, :] for a in range(d) for b in range(a, d)], -2)
+
+
+def _scatter_all(p, W, Wall):
+    """``sum_m p_m w_m w_m^T`` over all N rows (p ``(B, N)``), from the layout of :func:`_all_rows`."""
+    d = W.shape[-1]
+    if d > _QUAD_D:
+        return _scatter(p, W)
+    mv = (p.unsqueeze(-2) @ Wall.transpose(-1, -2)).squeeze(-2)          # (B, d(d+1)/2)
+    a, b = torch.triu_indices(d, d, device=W.device)
+    pos = torch.empty(d, d, dtype=torch.long, device=W.device)
+    ar = torch.arange(a.numel(), device=W.device)
+    pos[a, b] = ar
+    pos[b, a] = ar
+    return mv[..., pos.flatten()].unflatten(-1, (d, d))
+
+
+def _forms_all(U, sr, Wall):
+    """``r_m = w_m^T S^{-1} w_m`` for all N rows, ``S = U diag(sr) U^T``, from the layout of :func:`_all_rows`."""
+    d = U.shape[-1]
+    if d > _QUAD_D:
+        Lt = U.transpose(-1, -2) * sr.rsqrt().unsqueeze(-1)             # S^{-1} = Lt^T Lt
+        return (Lt @ Wall).square().sum(-2)
+    return _forms_q((U / sr.unsqueeze(-2)) @ U.transpose(-1, -2), Wall)
+
+
+def _forms_q(Sinv, Wall):
+    """``w_m^T Sinv w_m`` for all N rows from the products layout of :func:`_all_rows` (d <= ``_QUAD_D``)."""
+    d = Sinv.shape[-1]
+    a, b = torch.triu_indices(d, d, device=Sinv.device)
+    q = Sinv[..., a, b] * torch.where(a == b, 1.0, 2.0).to(Sinv.dtype)
+    return (q.unsqueeze(-2) @ Wall).squeeze(-2)
+
+
+def _certificate_reg(Ws, ps, Wall, mask, M=None):
+    """Certificate of weights ``ps`` on rows ``Ws (B, k, d)`` (or of the scatter ``M`` when given) against
+    all unmasked vectors (``Wall``, the rows in the layout of :func:`_all_rows`):
+    ``(lower f^2, upper c tr S, Y = c S, r, f)`` with ``S = M^{1/2} + eta I``
     (:func:`_sqrt_eig`), ``r_m = w_m^T S^{-1} w_m`` and ``c = max_m r_m``. Valid for any ps >= 0."""
-    s, sr, U = _sqrt_eig(_scatter(ps, Ws))
+    s, sr, U = _sqrt_eig(_scatter(ps, Ws) if M is None else M)
     f = s.sum(-1)
-    Lt = U.transpose(-1, -2) * sr.rsqrt().unsqueeze(-1)                 # S^{-1} = Lt^T Lt
-    r = torch.where(mask, (Lt @ Wt).square().sum(-2), torch.zeros_like(Wt[..., 0, :]))
+    r = _forms_all(U, sr, Wall)
+    r = torch.where(mask, r, torch.zeros_like(r))
     c = r.amax(-1)
     Y = (U * (c.unsqueeze(-1) * sr).unsqueeze(-2)) @ U.transpose(-1, -2)
     return f * f, c * sr.sum(-1), Y, r, f
@@ -379,45 +429,64 @@ def _barrier_newton_dir(Ws, sm, p, mu):
     """Newton direction of ``F(p) = tr M(p)^{1/2} + mu sum_i log p_i`` on the simplex of the slots ``sm``.
 
     The Hessian of tr M^{1/2} is ``-Z C Z^T`` (Daleckii-Krein in the eigenbasis of M: row i of Z holds the
-    products ``w^_a w^_b`` of slot i, C the divided differences of ``e^{-1/2}/2``), so
-    ``N = mu P^{-2} + Z C Z^T`` is inverted by Woodbury with one d^2-square Cholesky.
-    Returns ``(f, F, r_max on the slots, dp, Newton decrement^2 / mu)``; sync-free."""
+    products ``w^_a w^_b`` (a <= b) of slot i, C the divided differences of ``e^{-1/2}/2``, doubled off the
+    diagonal), so ``N = mu P^{-2} + Z C Z^T`` is inverted by Woodbury with one d(d+1)/2-square Cholesky.
+    Returns ``(f, F, r_max on the slots, dp, Newton decrement^2 / mu, nu, dp/dmu)``; sync-free."""
     smf = sm.to(Ws.dtype)
+    d = Ws.shape[-1]
     s, sr, U = _sqrt_eig(_scatter(p, Ws))
     f = s.sum(-1)
-    logp = torch.where(sm, p.clamp_min(1e-300).log(), torch.zeros_like(p))
+    pc = p.clamp_min(1e-300)
+    logp = pc.log() * smf
     F = f + mu * logp.sum(-1)
     Wh = Ws @ U
-    r = torch.where(sm, (Wh * Wh / sr.unsqueeze(-2)).sum(-1), torch.zeros_like(p))
-    g = torch.where(sm, 0.5 * r + mu.unsqueeze(-1) / p.clamp_min(1e-300), torch.zeros_like(p))
-    Z = (Wh.unsqueeze(-1) * Wh.unsqueeze(-2)).flatten(-2)                 # (B, k, d*d)
-    si, sj = sr.unsqueeze(-1), sr.unsqueeze(-2)
-    Cinv = (2 * si * sj * (si + sj)).flatten(-2)                           # 1 / C, (B, d*d)
-    Dinv = torch.where(sm, p * p / mu.unsqueeze(-1), torch.zeros_like(p))   # (mu P^-2)^-1 on the slots
+    r = (Wh * Wh / sr.unsqueeze(-2)).sum(-1) * smf
+    muc = mu.unsqueeze(-1)
+    pinv = smf / pc
+    g = 0.5 * r + muc * pinv
+    a, b = _triu(d, Ws.device)
+    Z = Wh[..., a] * Wh[..., b]                                            # (B, k, d(d+1)/2)
+    sa, sb = sr[..., a], sr[..., b]
+    Cinv = (sa * sb * (sa + sb)) * torch.where(a == b, 2.0, 1.0).to(Ws.dtype)   # 1 / C (doubled off-diag)
+    Dinv = p * p * smf / muc                                               # (mu P^-2)^-1 on the slots
     DZ = Dinv.unsqueeze(-1) * Z
-    S = Z.transpose(-1, -2) @ DZ + torch.diag_embed(Cinv)
+    S = Z.transpose(-1, -2) @ DZ
+    S.diagonal(dim1=-2, dim2=-1).add_(Cinv)
     dsc = S.diagonal(dim1=-2, dim2=-1).clamp_min(1e-300).rsqrt()
-    S = S * dsc.unsqueeze(-1) * dsc.unsqueeze(-2)
-    S = S + 1e-13 * torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+    S = S * (dsc.unsqueeze(-1) * dsc.unsqueeze(-2))
+    S.diagonal(dim1=-2, dim2=-1).add_(1e-13)
     L, _ = torch.linalg.cholesky_ex(S)
-    rhs = torch.stack([g, smf], -1)                                        # (B, k, 2)
-    y = Dinv.unsqueeze(-1) * rhs
+    y = torch.stack([Dinv * g, Dinv, Dinv * pinv], -1)                     # D^-1 [g, 1, 1/p], (B, k, 3)
     t = torch.cholesky_solve((Z.transpose(-1, -2) @ y) * dsc.unsqueeze(-1), L) * dsc.unsqueeze(-1)
-    R = y - DZ @ t                                                         # N^-1 [g, 1]
-    nu = (R[..., 0] * smf).sum(-1) / (R[..., 1] * smf).sum(-1).clamp_min(1e-300)
-    dp = torch.where(sm, R[..., 0] - nu.unsqueeze(-1) * R[..., 1], torch.zeros_like(p))
-    dp = torch.where(torch.isfinite(dp), dp, torch.zeros_like(dp))
+    R = y - DZ @ t                                                         # N^-1 [g, 1, 1/p]
+    Rs = R.sum(-2)                                                         # (B, 3); R = 0 off the slots
+    den = Rs[..., 1:2].clamp_min(1e-300)
+    nu = Rs[..., 0] / den[..., 0]
+    # Newton step, and the tangent of the central path dp/dmu = N^-1 (1/p - nu' 1) with sum = 0 (predictor)
+    D2 = torch.nan_to_num(R[..., 0::2] - (Rs[..., 0::2] / den).unsqueeze(-2) * R[..., 1:2],
+                          nan=0.0, posinf=0.0, neginf=0.0) * smf.unsqueeze(-1)
+    dp, pt = D2[..., 0], D2[..., 1]
     dec2 = (dp * g).sum(-1) / mu
     rmax = r.amax(-1)
-    return f, F, rmax, dp, dec2, nu
+    return f, F, rmax, dp, dec2, nu, pt
+
+
+_TRIU = {}
+
+
+def _triu(d, device):
+    key = (d, str(device))
+    if key not in _TRIU:
+        _TRIU[key] = tuple(torch.triu_indices(d, d, device=device))
+    return _TRIU[key]
 
 
 def _barrier_step(state):
     """One safeguarded Newton step on every problem of the working batch (sync-free). A step that lowered
-    F (at the current mu) is undone and retried at half length; a centred problem (decrement^2 < 1/4)
-    divides mu by 5 down to its target."""
+    F (at the current mu) is undone and retried at half length; a centred problem (decrement^2 < ``_CENTRED``)
+    multiplies mu by ``_SIGMA`` (down to its target) and moves along the central path's tangent."""
     Ws, sm, p, mu = state["Ws"], state["sm"], state["p"], state["mu"]
-    f, F, rmax, dp, dec2, nu = _barrier_newton_dir(Ws, sm, p, mu)
+    f, F, rmax, dp, dec2, nu, pt = _barrier_newton_dir(Ws, sm, p, mu)
     # compare with the previous point at the mu its direction was computed for (dp_prev ascends that F)
     mp = state["mu_prev"]
     logp = torch.where(sm, p.clamp_min(1e-300).log(), torch.zeros_like(p)).sum(-1)
@@ -437,12 +506,11 @@ def _barrier_step(state):
     state["alpha"] = torch.where(ok, alpha, half)
     newp = torch.where(ok1, p + alpha.unsqueeze(-1) * dp, retry).clamp_min(0)
     newp = torch.where(sm, newp, torch.zeros_like(newp))
-    mu_new = torch.where(ok & (dec2 < 0.25), torch.maximum(mu * _SIGMA, state["mu_end"]), mu)
-    # predictor for a centred problem whose mu drops by sigma: a slot held up by the barrier alone
-    # (share b = (mu/p)/nu of its gradient ~ 1) shrinks by sigma, a support slot (b ~ 0) keeps its weight
+    mu_new = torch.where(ok & (dec2 < _CENTRED), torch.maximum(mu * _SIGMA, state["mu_end"]), mu)
+    # predictor for a centred problem whose mu drops by sigma: first-order step along the central path
+    # (dp/dmu from the same factorisation), floored at 0.2 sigma p so that the weights stay positive
     sig = (mu_new / mu).unsqueeze(-1)
-    b = (mu.unsqueeze(-1) / p.clamp_min(1e-300) / nu.clamp_min(1e-300).unsqueeze(-1)).clamp(0, 1)
-    newp = newp * (sig * b + 1 - b)
+    newp = torch.maximum(newp + (mu_new - mu).unsqueeze(-1) * pt, 0.2 * sig * newp)
     pred = mu_new < mu
     state["f_prev"] = torch.where(pred, torch.full_like(f, -math.inf), state["f_prev"])
     state["p"] = newp / newp.sum(-1, keepdim=True)
@@ -451,14 +519,14 @@ def _barrier_step(state):
     state["f"] = f
 
 
-def _screen(W, Wt, mask, k, steps):
+def _screen(W, Wall, mask, k, steps):
     """Start of the barrier solver: ``steps`` multiplicative steps (exponent 2) on all N vectors from the
     uniform p, then the working set = the k rows of largest ``w^T S^{-1} w`` (the candidates for the boundary
     of the optimal ellipsoid). Heuristic only: the working set is re-checked against all N later."""
     maskf = mask.to(W.dtype)
     p = maskf / maskf.sum(-1, keepdim=True).clamp_min(1)
     for it in range(steps + 1):
-        lower, upper, Y, r, f = _certificate_reg(W, p, Wt, mask)
+        lower, upper, Y, r, f = _certificate_reg(None, None, Wall, mask, M=_scatter_all(p, W, Wall))
         if it < steps:
             p = p * (r / f.unsqueeze(-1).clamp_min(1e-300)).square()
             p = p / p.sum(-1, keepdim=True).clamp_min(1e-300)
@@ -476,7 +544,7 @@ def _barrier_state(W, start, tol):
     d = W.shape[-1]
     idx, sm, p, f0, kv = start["idx"], start["sm"], start["p"], start["f0"], start["kv"]
     f0 = f0.clamp_min(1e-300)
-    mu = 0.1 * f0 / kv
+    mu = _MU0 * f0 / kv
     st = {"idx": idx, "sm": sm, "p": p, "mu": mu, "mu_end": tol * f0 / (32 * kv), "tol": tol,
           "mu_chk": 1e-3 * f0 / kv,
           "Ws": torch.gather(W, -2, idx.unsqueeze(-1).expand(*idx.shape, d)),
@@ -485,7 +553,13 @@ def _barrier_state(W, start, tol):
     return st
 
 
-_SIGMA = 0.05
+_SIGMA = 0.003
+_CENTRED = 2.0
+_TAIL_CHUNK = 2
+_N_ADD = 8
+_SCREEN_STEPS = 2
+_MU0 = 0.1
+_K_FACTOR = 4
 _STATE_KEYS = ("idx", "sm", "p", "mu", "mu_end", "Ws", "f_prev", "L_prev", "p_prev", "dp_prev", "alpha", "ready", "f",
                "mu_prev", "mu_chk")
 
@@ -519,7 +593,7 @@ def _swap_in(st, rows, r_full, W, n_add, final):
     st["f_prev"][rows] = torch.where(added, torch.full_like(f, -math.inf), st["f_prev"][rows])
 
 
-def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_add=4):
+def _solve_barrier(W, mask, tol, max_iter, screen_steps=None, k=None, chunk=6, n_add=None, Wall=None):
     """Default solver: screening (:func:`_screen`), then batched log-barrier Newton ascent of tr M(p)^{1/2} on
     the working set (:func:`_barrier_step`, one host sync per ``chunk`` steps), certified against all N
     vectors (:func:`_certificate_reg`); violated vectors are swapped in (:func:`_swap_in`). Problems still
@@ -528,9 +602,11 @@ def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_ad
     W, mask = W.reshape(-1, n, d), mask.reshape(-1, n)
     B, dt, dev = W.shape[0], W.dtype, W.device
     if k is None:
-        k = 4 * (d * (d + 1) // 2)
+        k = _K_FACTOR * (d * (d + 1) // 2)
     k = min(k, n)
-    Wt = W.transpose(-1, -2).contiguous()
+    screen_steps = _SCREEN_STEPS if screen_steps is None else screen_steps
+    n_add = min(_N_ADD if n_add is None else n_add, k)
+    Wt = _all_rows(W) if Wall is None else Wall
     start, (lo0, up0, Y0) = _screen(W, Wt, mask, k, screen_steps)
     out_Y, out_upper, out_lower = Y0, up0, lo0
     st = _barrier_state(W, start, tol)
@@ -538,9 +614,11 @@ def _solve_barrier(W, mask, tol, max_iter, screen_steps=2, k=None, chunk=6, n_ad
     Wk, Wtk, mk = W, Wt, mask
     it = 0
     while gidx.numel() > 0:
-        for _ in range(chunk):
+        # a small remaining batch costs the same per step as one problem: check it more often
+        ch = chunk if 8 * gidx.numel() > B else _TAIL_CHUNK
+        for _ in range(ch):
             _barrier_step(st)
-        it += chunk
+        it += ch
         last = it >= max_iter
         ready = torch.ones_like(st["ready"]) if last else st["ready"] | (st["mu"] <= st["mu_chk"])
         rows = ready.nonzero().squeeze(-1)                          # the one host sync per chunk
@@ -668,9 +746,11 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     sc = (W * W).sum(-1).amax(-1).sqrt().clamp_min(torch.finfo(W.dtype).tiny)   # (...)
     Wn = W / sc.unsqueeze(-1).unsqueeze(-1)
     nan = torch.full(batch, math.nan, dtype=W.dtype, device=W.device)
+    Wall = None
     if solver == "dual":
         if method == "barrier":
-            Y, upper, lower, gap, it = _solve_barrier(Wn, mask, tol, max_iter=min(max_iter, 240))
+            Wall = _all_rows(Wn.reshape(-1, n, d)) if d <= _QUAD_D else None
+            Y, upper, lower, gap, it = _solve_barrier(Wn, mask, tol, max_iter=min(max_iter, 240), Wall=Wall)
         else:
             Y, upper, lower, gap, it = _solve_dual(Wn, mask, tol, max_iter, check_every, rho, prune, newton_steps)
         lower = lower * sc * sc
@@ -681,7 +761,16 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     Z = torch.linalg.solve_triangular(La.transpose(-1, -2), Y, upper=True)
     X = torch.linalg.solve_triangular(La.transpose(-1, -2), Z.transpose(-1, -2), upper=True)
     X = _sym(X) * (sc * sc).unsqueeze(-1).unsqueeze(-1)
-    X, s = _post_scale(V, X, mask)
+    if Wall is None:
+        X, s = _post_scale(V, X, mask)
+    else:   # the same q = max_m v_m^T X^-1 v_m, as w_m^T G w_m with G = (La^T X La / sc^2)^-1 (no pass over V)
+        Xw = La.transpose(-1, -2) @ X @ La / (sc * sc).unsqueeze(-1).unsqueeze(-1)
+        G = torch.cholesky_inverse(torch.linalg.cholesky(_sym(Xw)))
+        q = _forms_q(G, Wall.reshape(*batch, *Wall.shape[-2:]))
+        # relative margin 1e-12 (far below tol, far above the rounding of this or a direct check on V), so
+        # that X stays feasible however q is evaluated
+        s = (torch.where(mask, q, torch.zeros_like(q)).amax(-1) * (1 + 1e-12)).clamp(min=1.0)
+        X = X * s.unsqueeze(-1).unsqueeze(-1)
     opt = (A * X).sum((-1, -2))
     if solver == "dual":
         gap = opt / lower - 1
