@@ -93,6 +93,12 @@ def scale_table(res: dict) -> str:
               "", "| mechanism | s per trial | x (generate + fit) |", "| --- | --- | --- |"]
     for m in c["mechanisms"]:
         lines.append(f"| {m} | {_f(pm['seconds_per_trial'][m])} | {_f(pm['ratio_to_generate_and_fit'][m])} |")
+    if res.get("cli_sweeps"):
+        lines += ["", "The issue's command end to end (a fresh process, imports, summary and plot included):", "",
+                  "| command | wall (s) | s per trial | peak RSS (GiB) |", "| --- | --- | --- | --- |"]
+        for r in res["cli_sweeps"]:
+            lines.append(f"| `{r['command']}` | {_f(r['wall_s'])} | {_f(r['seconds_per_trial'])} | "
+                         f"{_f(r['peak_rss_bytes'] / 2**30)} |")
     return "\n".join(lines)
 
 

@@ -81,6 +81,9 @@ def rows(results: Path) -> list[tuple[str, str, str, str]]:
                     ", ".join(f"{m} {_fmt(pm['seconds_per_trial'][m])} s ({_fmt(pm['ratio_to_generate_and_fit'][m], 2)}x)"
                               for m in c["mechanisms"]),
                     "target: kl <= 0.004 s and <= 3x", la))
+        for r in sc.get("cli_sweeps") or []:
+            out.append((f"`{r['command']}` (end to end)", f"{_fmt(r['wall_s'])} s ({_fmt(r['seconds_per_trial'])} s/trial)",
+                        f"peak RSS {_fmt(r['peak_rss_bytes'] / 2**30)} GiB; target well under 15 s for 2,000 trials", la))
     em = _load(results / "bench_em.json")
     if em:
         c = em["config"]

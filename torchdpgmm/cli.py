@@ -141,6 +141,9 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, default=100)
     p.add_argument("--chunk-size", type=int, default=None,
                    help="trials per chunk file / task (default: sized by --memory-budget)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads of the local backend (default 1: a trial block's batched problems are "
+                        "small, so more threads mostly add contention; rows do not depend on it)")
     p.add_argument("--memory-budget", type=_bytes, default=None,
                    help="bytes one chunk may hold, e.g. 2e9, 512MiB or 4GB (default 1 GiB); ignored with "
                         "--chunk-size. Summaries stream over the chunk files, so memory stays that of one chunk")
@@ -478,6 +481,11 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
 
     spec = _sweep_spec(args)
     _warn_as_published(args)
+    if args.threads < 1:
+        raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    import torch
+
+    torch.set_num_threads(args.threads)
     if not args.resume:
         _new_folder(args.out, created)
     res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,

@@ -22,6 +22,7 @@ Steinke (2020, Cor. 13): ``delta = min_{a > 1} exp((a-1)(a rho - eps)) / (a-1) *
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -222,9 +223,23 @@ def zcdp_epsilon(rho: Any, delta: Any) -> Any:
 
 
 def zcdp_rho(epsilon: Any, delta: Any) -> Any:
-    """Largest rho such that rho-zCDP is (epsilon, delta)-DP under :func:`zcdp_delta` (bisection, safe side)."""
+    """Largest rho such that rho-zCDP is (epsilon, delta)-DP under :func:`zcdp_delta` (bisection, safe side).
+
+    Python-number calls are memoised (a pure function of two public floats; a sweep calls it once per
+    release with the same few values)."""
     check_epsilon(epsilon)
     check_delta(delta)
+    if not torch.is_tensor(epsilon) and not torch.is_tensor(delta):
+        return _zcdp_rho_float(float(epsilon), float(delta))
+    return _zcdp_rho(epsilon, delta)
+
+
+@functools.lru_cache(maxsize=4096)
+def _zcdp_rho_float(epsilon: float, delta: float) -> float:
+    return _zcdp_rho(epsilon, delta)
+
+
+def _zcdp_rho(epsilon: Any, delta: Any) -> Any:
     (eps, dl), is_t = _prepare(epsilon, delta)
     L = torch.log(1 / dl)
     lo = (torch.sqrt(L + eps) - torch.sqrt(L)) ** 2  # Bun & Steinke 2016, Prop. 1.3: feasible
