@@ -65,7 +65,7 @@ def sweep_run(trials: int, mechanisms, epsilons, threads: int, block_size: int, 
     out = subprocess.run([sys.executable, "-c", _CHILD.format(threads=threads), json.dumps(spec)], env=env,
                          check=True, capture_output=True, text=True)
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    res.update(trials=trials, seconds_per_trial=res["wall_s"] / trials)
+    res.update(trials=trials, seconds_per_trial=res["wall_s"] / trials, peak_rss_gib=res["peak_rss_bytes"] / 2**30)
     return res
 
 
@@ -95,7 +95,8 @@ def cli_sweep(trials: int, threads: int, extra: list[str]) -> dict:
     if res["rc"] != 0:
         raise RuntimeError(f"torchdpgmm {' '.join(args)} exited {res['rc']}: {proc.stderr[-500:]}")
     return {"command": "torchdpgmm " + " ".join(args), "trials": trials, "wall_s": res["wall_s"],
-            "seconds_per_trial": res["wall_s"] / trials, "peak_rss_bytes": res["peak_rss_bytes"]}
+            "seconds_per_trial": res["wall_s"] / trials, "peak_rss_bytes": res["peak_rss_bytes"],
+            "peak_rss_gib": res["peak_rss_bytes"] / 2**30}
 
 
 def per_mechanism_cost(trials: int, mechanisms, epsilons, block_size: int, device: str = "cpu") -> dict:
