@@ -4,11 +4,16 @@ import json
 from pathlib import Path
 
 
-def test_bench_sdp_quick(tmp_path):
+def _bench_sdp():
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sdp.py"
     spec = importlib.util.spec_from_file_location("bench_sdp", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_sdp_quick(tmp_path):
+    mod = _bench_sdp()
     out = tmp_path / "b.json"
     mod.main(["--quick", "--out", str(out)])
     data = json.loads(out.read_text())
@@ -23,10 +28,7 @@ def test_bench_sdp_quick(tmp_path):
 
 
 def test_bench_sdp_kl_speed_quick(tmp_path):
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sdp.py"
-    spec = importlib.util.spec_from_file_location("bench_sdp", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _bench_sdp()
     out = tmp_path / "b.json"
     mod.main(["--quick", "--kl-speed", "--out", str(out)])
     r = json.loads(out.read_text())["kl_speed"]
