@@ -132,3 +132,31 @@ def test_running_stats_merge_is_exact_and_quantiles_close():
     for q in (0.05, 0.5, 0.95):
         assert st.quantile(q) == pytest.approx(np.quantile(fin, q), rel=0.03)
     assert st.quantile(0.0) < 0          # the negative value keeps its sign
+
+
+def test_fixed_blocks_make_draws_independent_of_the_memory_budget():
+    """With ``block_size`` every trial's draws depend on (seed, trials, index) only, never on the budget."""
+    from torchdpgmm.montecarlo import run_chunked
+
+    def fn(T, g):
+        return torch.rand(T, generator=g, dtype=torch.float64)
+
+    a = run_chunked(fn, 23, seed=5, bytes_per_trial=1.0, memory_budget=4.0, progress=False, block_size=5)
+    b = run_chunked(fn, 23, seed=5, bytes_per_trial=1.0, memory_budget=1e9, progress=False, block_size=5)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    c = run_chunked(fn, 23, seed=5, bytes_per_trial=1.0, memory_budget=4.0, progress=False)  # budget chunks
+    assert not torch.equal(a, c)
+    with pytest.raises(ValueError, match="block_size"):
+        run_chunked(fn, 3, block_size=0, progress=False)
+
+
+def test_study_kl_sweep_rows_do_not_depend_on_the_memory_budget():
+    from torchdpgmm.experiments.synthetic import MECHANISM_VARIANTS, kl_sweep
+
+    mechs = [m for m in MECHANISM_VARIANTS if m[0] in ("kl/as-published", "gaussian")]
+    args = (50, 40, 2, 2, [0.5, 2.0], 1e-5, 1e-3, mechs, 3)
+    small = kl_sweep(*args, memory_budget=1.6e6, progress=False)  # chunks of 43 trials by budget alone
+    big = kl_sweep(*args, memory_budget=1e9, progress=False)
+    for label in small:
+        for s, b in zip(small[label], big[label]):
+            assert s.n == b.n == 50 and s.mean == b.mean

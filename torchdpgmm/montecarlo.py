@@ -183,17 +183,23 @@ def run_chunked(
     progress: bool | None = None,
     desc: str | None = None,
     combine: Callable[[list[Any]], Any] | None = None,
+    block_size: int | None = None,
 ) -> Any:
     """Run ``fn(chunk_trials, generator)`` over chunks of ``trials`` and combine the results.
 
     Each call gets a fresh ``torch.Generator`` on ``device`` seeded from ``chunk_seeds(seed, C)[c]``.
+    With ``block_size`` the chunks are fixed blocks of that many trials (the last one shorter), whatever the
+    memory budget, so a trial's draws depend only on ``(seed, trials, its index)``: child ``c`` of a
+    ``SeedSequence`` does not depend on how many children are spawned.
     The default ``combine`` concatenates tensors (or dicts / tuples of tensors) along dim 0, so a
     chunked run returns the same shapes as one big call. ``progress`` shows a tqdm bar (default: only
     when there is more than one chunk).
     """
     if not isinstance(trials, int) or trials < 1:
         raise ValueError(f"trials must be a positive int, got {trials!r}")
-    cs = chunk_size_for_budget(trials, bytes_per_trial, memory_budget)
+    if block_size is not None and not (isinstance(block_size, int) and block_size >= 1):
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
+    cs = block_size or chunk_size_for_budget(trials, bytes_per_trial, memory_budget)
     sizes = [cs] * (trials // cs) + ([trials % cs] if trials % cs else [])
     seeds = chunk_seeds(seed, len(sizes))
     if progress is None:

@@ -32,6 +32,8 @@ EPS_GRID = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 N_GRID = (200, 500, 1000, 2000, 5000)
 K_GRID = (2, 3, 4, 5, 6, 8, 10)
 D_GRID = (2, 3, 4, 5, 6, 8, 10)
+#: trials per seeded block of the studies (the sweep's default block size)
+BLOCK_SIZE = 40
 
 # (label, mechanism, variant)
 MECHANISM_VARIANTS: tuple[tuple[str, str, str | None], ...] = (
@@ -73,11 +75,12 @@ def kl_sweep(
     """Realised KL of every mechanism at every epsilon on shared synthetic datasets, streamed.
 
     Returns ``{label: [RunningStats per epsilon]}`` (:class:`torchdpgmm.montecarlo.RunningStats`: exact
-    mean/variance, log-grid quantiles), so memory is that of one chunk whatever ``trials``. Trials run in
-    chunks sized by ``memory_budget`` (bytes, default :data:`~torchdpgmm.montecarlo.DEFAULT_MEMORY_BUDGET`);
-    each chunk draws its data and all its noise from one generator derived from ``seed`` (see
-    :func:`torchdpgmm.montecarlo.run_chunked`). The epsilon values form a leading batch dimension of one
-    ``release`` call per mechanism, so the fit and the SDPs are solved once per dataset.
+    mean/variance, log-grid quantiles), so memory is that of one block whatever ``trials``. Trials run in
+    fixed blocks of ``BLOCK_SIZE`` (smaller only when one block would not fit ``memory_budget``); each block
+    draws its data and all its noise from one generator seeded from ``(seed, block index)`` (see
+    :func:`torchdpgmm.montecarlo.run_chunked`), so a trial's draws do not depend on the memory budget. The
+    epsilon values form a leading batch dimension of one ``release`` call per mechanism, so the fit and the
+    SDPs are solved once per dataset.
     """
     from tqdm.auto import tqdm
 
@@ -86,7 +89,8 @@ def kl_sweep(
     E = len(epsilons)
     budget = memory_budget or DEFAULT_MEMORY_BUDGET
     bpt = _bytes_per_trial(n, k, d, E)
-    n_chunks = -(-trials // chunk_size_for_budget(trials, bpt, budget))
+    block = min(BLOCK_SIZE, chunk_size_for_budget(trials, bpt, budget))
+    n_chunks = -(-trials // block)
     if progress is None:  # a bar on long runs: many trials or several chunks
         progress = trials >= 50 or n_chunks > 1
     bar = tqdm(total=n_chunks * len(mechanisms), desc=f"N={n} K={k} d={d}", unit="mechanism x chunk",
@@ -102,7 +106,7 @@ def kl_sweep(
 
     try:
         run_chunked(one_chunk, trials, seed=seed, bytes_per_trial=bpt, memory_budget=budget, device=device,
-                    progress=False, combine=lambda parts: None)
+                    progress=False, combine=lambda parts: None, block_size=block)
     finally:
         bar.close()
     return stats
