@@ -268,3 +268,13 @@ def test_sweep_memory_budget_flag_sets_the_chunking_and_bad_values_are_refused(t
     proc = subprocess.run([sys.executable, "-m", "torchdpgmm.cli", "sweep", "--memory-budget", "0", "--out", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "--memory-budget" in proc.stderr and not out.exists()
+
+
+def test_sweep_without_a_bound_names_both_ways_out(tmp_path):
+    """The default (sound) sweep without --clip-bound: one line naming --clip-bound and --mode as-published."""
+    out = tmp_path / "s"
+    proc = subprocess.run([sys.executable, "-m", "torchdpgmm.cli", "sweep", "--mechanisms", "kl", "--trials", "2",
+                           "--out", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 2 and not out.exists()
+    line = [x for x in proc.stderr.splitlines() if "error" in x][-1]
+    assert "--clip-bound" in line and "--mode as-published" in line

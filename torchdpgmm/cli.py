@@ -454,6 +454,9 @@ def _sweep_spec(args: argparse.Namespace):
     unknown = sorted(set(args.mechanisms) - set(MECHANISMS))
     if unknown:
         raise UsageError(f"--mechanisms: unknown {', '.join(unknown)} (choose from {', '.join(MECHANISMS)})")
+    if args.mode == "sound" and args.clip_bound is None:
+        raise UsageError("sound mode (the default) needs --clip-bound B, a public L2 bound on every synthetic "
+                         "record; the paper's label-level mechanisms (not record-level DP) are --mode as-published")
     check_privacy_flags(args, need_classes=False)
     check_device(args.device)
     fields = {f.name for f in dataclasses.fields(SweepSpec)}
