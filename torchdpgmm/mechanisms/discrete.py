@@ -150,7 +150,8 @@ def discrete_laplace_noise(shape: torch.Size | tuple, scale: float, generator: t
 
 def _laplace_candidates(n: int, t: int, s: int, generator, device) -> tuple[torch.Tensor, torch.Tensor]:
     """One pass of Algorithm 2 for ``n`` i.i.d. candidates: ``(values, accepted)``."""
-    U = torch.randint(0, t, (n,), generator=generator, dtype=torch.int64, device=device)
+    # exact uniform on {0..t-1} (torch.randint(0, t) reduces a 32/64-bit draw modulo t: a tiny bias)
+    U = _uniform_below(torch.full((n,), t, dtype=torch.int64, device=device), generator)
     D = bernoulli_exp_neg(U, t, generator)
     V = _geometric_exp_neg1(n, generator, device)
     Y = (U + t * V) // s
