@@ -175,3 +175,17 @@ def test_errors_before_noise():
     with pytest.raises(ValueError, match="X"):
         fit_dp_msnm(Xn, 2, 1.0, generator=g)
     assert torch.equal(g.get_state(), state)
+
+
+def test_clip_rows_l1_matches_numpy_and_per_dataset_bounds():
+    """L1 clipping through the noise layer: rows scaled by min(1, R/||x||_1), computed here with numpy."""
+    import numpy as np
+
+    g = torch.Generator().manual_seed(2)
+    X = torch.randn(3, 20, 4, generator=g, dtype=torch.float64) * 2
+    R = torch.tensor([0.5, 3.0, 100.0], dtype=torch.float64)
+    got = clip_rows_l1(X, R[:, None, None]).numpy()
+    x = X.numpy()
+    n1 = np.abs(x).sum(-1, keepdims=True)
+    ref = x * np.minimum(1.0, R.numpy()[:, None, None] / n1)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)

@@ -112,12 +112,16 @@ def normalise_weights_minmax(w: torch.Tensor, zeta: float = 1e-3) -> torch.Tenso
 
 
 def clip_rows_l1(X: torch.Tensor, R: Any) -> torch.Tensor:
-    """Scale each row so that ``||x||_1 <= R`` (rows already inside are unchanged).
+    """Scale each row so that ``||x||_1 <= R`` (rows already inside are unchanged), through the noise
+    layer's :func:`torchdpgmm.mechanisms.clip_records` (float64, ``norm="l1"``).
 
-    ``R`` broadcasts against ``X[..., :1]`` (pass ``R[..., None, None]`` for a per-batch bound)."""
-    R = torch.as_tensor(R, dtype=X.dtype, device=X.device)
-    n1 = X.abs().sum(-1, keepdim=True)
-    return X * torch.where(n1 > R, R / n1.clamp(min=torch.finfo(X.dtype).tiny), torch.ones_like(n1))
+    ``R`` is one bound or one per dataset (``R[..., None, None]`` broadcasting against ``X[..., :1]`` is
+    accepted too)."""
+    from torchdpgmm.mechanisms import clip_records
+
+    Rt = torch.as_tensor(R, dtype=torch.float64, device=X.device)
+    Rt = Rt.reshape(Rt.shape[:-2]) if Rt.dim() >= 2 else Rt
+    return clip_records(X, Rt, norm="l1").to(X.dtype)
 
 
 def clip_rows_l2(X: torch.Tensor, B: Any) -> torch.Tensor:

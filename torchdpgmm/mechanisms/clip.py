@@ -16,8 +16,10 @@ import torch
 __all__ = ["clip_records"]
 
 
-def clip_records(X: torch.Tensor, clip_bound: Any, *, center: torch.Tensor | None = None) -> torch.Tensor:
-    """``z = (x - center) * min(1, B / ||x - center||_2)`` for the rows of ``X (..., N, d)``, in float64.
+def clip_records(X: torch.Tensor, clip_bound: Any, *, center: torch.Tensor | None = None,
+                 norm: str = "l2") -> torch.Tensor:
+    """``z = (x - center) * min(1, B / ||x - center||)`` for the rows of ``X (..., N, d)``, in float64;
+    ``norm`` ``"l2"`` (default) or ``"l1"`` (the L1-bounded records of DPGMM and DP-MSNM).
 
     Args:
         X: records; any real or integer dtype (cast to float64 first, see module docstring).
@@ -29,6 +31,8 @@ def clip_records(X: torch.Tensor, clip_bound: Any, *, center: torch.Tensor | Non
     """
     if not torch.is_tensor(X):
         raise TypeError(f"X must be a torch.Tensor, got {type(X).__name__}")
+    if norm not in ("l1", "l2"):
+        raise ValueError(f"norm must be 'l1' or 'l2', got {norm!r}")
     X = X.to(torch.float64)
     B = torch.as_tensor(clip_bound, dtype=torch.float64, device=X.device) if not torch.is_tensor(clip_bound) \
         else clip_bound.to(dtype=torch.float64, device=X.device)
@@ -37,6 +41,6 @@ def clip_records(X: torch.Tensor, clip_bound: Any, *, center: torch.Tensor | Non
     if center is not None:
         c = torch.as_tensor(center, dtype=torch.float64, device=X.device)
         X = X - c.unsqueeze(-2)
-    norms = torch.linalg.vector_norm(X, dim=-1, keepdim=True)
+    norms = torch.linalg.vector_norm(X, ord=1 if norm == "l1" else 2, dim=-1, keepdim=True)
     Bb = B.reshape(B.shape + (1, 1)) if B.dim() else B
     return X * torch.clamp(Bb / torch.clamp(norms, min=torch.finfo(torch.float64).tiny), max=1.0)
