@@ -1,8 +1,6 @@
 """Privacy vocabulary of the pipelines: ``NoisedBlock``, ``PrivacyRecord``, ``Adjacency``, GDP calibration.
 
-Uses the accounting package :mod:`torchdpgmm.privacy` when it is installed (the project's contract) and
-falls back to local definitions with the same fields otherwise, so one pipeline record has the same shape
-either way. Gaussian-only pipelines compose exactly in Gaussian differential privacy (Dong, Roth & Su
+The types come from the accounting package :mod:`torchdpgmm.privacy`. Gaussian-only pipelines compose exactly in Gaussian differential privacy (Dong, Roth & Su
 2019): a Gaussian mechanism of L2 sensitivity ``Delta`` and noise ``sigma`` is ``(Delta/sigma)``-GDP and
 ``mu^2`` adds over blocks (also under adaptive composition); ``(eps, delta)`` follows from Balle & Wang
 (2018, Thm. 8) via :func:`torchdpgmm.sound.gdp_epsilon`.
@@ -10,32 +8,16 @@ either way. Gaussian-only pipelines compose exactly in Gaussian differential pri
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
+from torchdpgmm.privacy import NoisedBlock, PrivacyRecord
 from torchdpgmm.sound import gdp_delta, gdp_epsilon, gdp_mu
 
 __all__ = ["ADJACENCIES", "NoisedBlock", "parse_adjacency", "gdp_mu", "gdp_epsilon", "gdp_delta",
            "block_mu", "composed_mu", "make_record"]
 
 ADJACENCIES = ("add-remove", "replace-one")
-
-try:  # the accounting package, once it is on main
-    from torchdpgmm.privacy import NoisedBlock  # type: ignore  # noqa: F401
-    _HAVE_PRIVACY = True
-except Exception:  # pragma: no cover - depends on the branch
-    _HAVE_PRIVACY = False
-
-    @dataclass(frozen=True)
-    class NoisedBlock:  # type: ignore[no-redef]
-        """One noised statistic: ``mechanism`` noise of scale ``noise_scale`` on a query of ``sensitivity``."""
-
-        name: str
-        mechanism: str
-        sensitivity: float
-        noise_scale: float
-        norm: str = "l2"
-        count: int = 1
 
 
 def parse_adjacency(adjacency: Any) -> str:
@@ -65,19 +47,9 @@ def make_record(*, blocks, delta: float, adjacency: str, mechanism: str, covered
     mu = composed_mu(blocks)
     eps = gdp_epsilon(delta, mu)
     accountant = f"Gaussian DP (exact composition of {len(blocks)} Gaussian blocks), mu={mu:.6g}"
-    if _HAVE_PRIVACY:  # pragma: no cover - depends on the branch
-        from torchdpgmm.privacy import PrivacyRecord
-
-        return PrivacyRecord(epsilon=eps, delta=delta, adjacency=adjacency, accountant=accountant, mode="sound",
-                             mechanism=mechanism, blocks=tuple(blocks), covered=covered, notes=tuple(notes),
-                             split=dict(split))
-    from torchdpgmm.accounting import PrivacyRecord
-
-    rec = PrivacyRecord(epsilon=eps, delta=delta, adjacency=adjacency, accountant=accountant, mode="sound",
-                        mechanism=mechanism, split=dict(split), notes=list(notes))
-    rec.blocks = tuple(blocks)  # type: ignore[attr-defined]
-    rec.covered = bool(covered)  # type: ignore[attr-defined]
-    return rec
+    return PrivacyRecord(epsilon=eps, delta=delta, adjacency=adjacency, accountant=accountant, mode="sound",
+                         mechanism=mechanism, blocks=tuple(blocks), covered=covered, notes=tuple(notes),
+                         split=dict(split))
 
 
 def blocks_as_dicts(blocks) -> list[dict[str, Any]]:
