@@ -34,6 +34,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_consistent_length, check_is_fitted, column_or_1d, validate_data
 
+from torchdpgmm._validation import _is_real_scalar, check_clip_bound
+
 __all__ = ["DPGaussianMixture", "AsPublishedWarning", "check_clip_bound"]
 
 _MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
@@ -87,9 +89,6 @@ def _hashable(v: Any) -> Any:
     except TypeError:
         return None
     return v
-
-
-from torchdpgmm._validation import _is_real_scalar, check_clip_bound  # noqa: E402  (one home; light import for the CLI)
 
 
 class DPGaussianMixture(ClassifierMixin, BaseEstimator):

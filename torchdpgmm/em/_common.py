@@ -111,27 +111,24 @@ def normalise_weights_minmax(w: torch.Tensor, zeta: float = 1e-3) -> torch.Tenso
     return (scaled + zeta) / (scaled.sum(-1, keepdim=True) + G * zeta)
 
 
-def clip_rows_l1(X: torch.Tensor, R: Any) -> torch.Tensor:
-    """Scale each row so that ``||x||_1 <= R`` (rows already inside are unchanged), through the noise
-    layer's :func:`torchdpgmm.mechanisms.clip_records` (float64, ``norm="l1"``).
-
-    ``R`` is one bound or one per dataset (``R[..., None, None]`` broadcasting against ``X[..., :1]`` is
-    accepted too)."""
+def _clip_rows(X: torch.Tensor, bound: Any, norm: str) -> torch.Tensor:
+    """The noise layer's :func:`torchdpgmm.mechanisms.clip_records` (float64) for one bound, or one per
+    dataset broadcasting against ``X.shape[:-2]`` (older callers pass ``bound[..., None, None]``)."""
     from torchdpgmm.mechanisms import clip_records
 
-    Rt = torch.as_tensor(R, dtype=torch.float64, device=X.device)
-    Rt = Rt.reshape(Rt.shape[:-2]) if Rt.dim() >= 2 else Rt
-    return clip_records(X, Rt, norm="l1").to(X.dtype)
+    bt = torch.as_tensor(bound, dtype=torch.float64, device=X.device)
+    bt = bt.reshape(bt.shape[:-2]) if bt.dim() >= 2 else bt
+    return clip_records(X, bt, norm=norm).to(X.dtype)
+
+
+def clip_rows_l1(X: torch.Tensor, R: Any) -> torch.Tensor:
+    """Scale each row so that ``||x||_1 <= R`` (rows already inside are unchanged); see :func:`_clip_rows`."""
+    return _clip_rows(X, R, "l1")
 
 
 def clip_rows_l2(X: torch.Tensor, B: Any) -> torch.Tensor:
-    """Scale each row so that ``||x||_2 <= B`` (one bound, or one per dataset broadcasting against
-    ``X.shape[:-2]``), through the noise layer's :func:`torchdpgmm.mechanisms.clip_records` (float64)."""
-    from torchdpgmm.mechanisms import clip_records
-
-    Bt = torch.as_tensor(B, dtype=torch.float64, device=X.device)
-    Bt = Bt.reshape(Bt.shape[:-2]) if Bt.dim() >= 2 else Bt  # older callers pass B[..., None, None]
-    return clip_records(X, Bt).to(X.dtype)
+    """Scale each row so that ``||x||_2 <= B`` (rows already inside are unchanged); see :func:`_clip_rows`."""
+    return _clip_rows(X, B, "l2")
 
 
 def project_l1_ball(v: torch.Tensor, radius: Any) -> torch.Tensor:

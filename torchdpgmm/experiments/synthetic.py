@@ -88,8 +88,7 @@ def kl_sweep(
 
     E = len(epsilons)
     budget = memory_budget or DEFAULT_MEMORY_BUDGET
-    bpt = _bytes_per_trial(n, k, d, E)
-    block = min(BLOCK_SIZE, chunk_size_for_budget(trials, bpt, budget))
+    block = min(BLOCK_SIZE, chunk_size_for_budget(trials, _bytes_per_trial(n, k, d, E), budget))
     n_chunks = -(-trials // block)
     if progress is None:  # a bar on long runs: many trials or several chunks
         progress = trials >= 50 or n_chunks > 1
@@ -105,8 +104,8 @@ def kl_sweep(
             bar.update(1)
 
     try:
-        run_chunked(one_chunk, trials, seed=seed, bytes_per_trial=bpt, memory_budget=budget, device=device,
-                    progress=False, combine=lambda parts: None, block_size=block)
+        run_chunked(one_chunk, trials, seed=seed, device=device, progress=False, combine=lambda parts: None,
+                    block_size=block)  # the budget is already in ``block``
     finally:
         bar.close()
     return stats
