@@ -58,13 +58,18 @@ def _spec(trials: int, mechanisms, epsilons, block_size: int, memory_budget) -> 
             "trials": trials, "chunk_size": None, "block_size": block_size, "memory_budget": memory_budget}
 
 
+def _child(code: str, args: list[str]) -> tuple[dict, str]:
+    """Run ``python -c code *args`` in a fresh process (this checkout first on the path); its last stdout
+    line is JSON. Returns ``(that JSON, stderr)``."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
 def sweep_run(trials: int, mechanisms, epsilons, threads: int, block_size: int, memory_budget) -> dict:
     """One sweep in a fresh process: wall time and peak RSS of that process."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    spec = _spec(trials, mechanisms, epsilons, block_size, memory_budget)
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(threads=threads), json.dumps(spec)], env=env,
-                         check=True, capture_output=True, text=True)
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res, _ = _child(_CHILD.format(threads=threads), [json.dumps(_spec(trials, mechanisms, epsilons, block_size,
+                                                                        memory_budget))])
     res.update(trials=trials, seconds_per_trial=res["wall_s"] / trials, peak_rss_gib=res["peak_rss_bytes"] / 2**30)
     return res
 
@@ -84,16 +89,12 @@ def cli_sweep(trials: int, threads: int, extra: list[str]) -> dict:
     a fresh process: wall time of the whole command (imports included) and that process's peak RSS."""
     import tempfile
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS=str(threads))
     args = ["sweep", "--mechanisms", "kl", "--epsilons", "0.1,0.2,0.5,1,2,5,10", "--trials", str(trials),
-            "--no-progress", *extra]
+            "--threads", str(threads), "--no-progress", *extra]
     with tempfile.TemporaryDirectory(prefix="bench_scale_cli_") as out:
-        proc = subprocess.run([sys.executable, "-c", _CLI_CHILD, *args, "--out", str(Path(out) / "s")], env=env,
-                              check=True, capture_output=True, text=True)
-    res = json.loads(proc.stdout.strip().splitlines()[-1])
+        res, err = _child(_CLI_CHILD, [*args, "--out", str(Path(out) / "s")])
     if res["rc"] != 0:
-        raise RuntimeError(f"torchdpgmm {' '.join(args)} exited {res['rc']}: {proc.stderr[-500:]}")
+        raise RuntimeError(f"torchdpgmm {' '.join(args)} exited {res['rc']}: {err[-500:]}")
     return {"command": "torchdpgmm " + " ".join(args), "trials": trials, "wall_s": res["wall_s"],
             "seconds_per_trial": res["wall_s"] / trials, "peak_rss_bytes": res["peak_rss_bytes"],
             "peak_rss_gib": res["peak_rss_bytes"] / 2**30}

@@ -87,7 +87,7 @@ def scale_table(res: dict) -> str:
              "| trials | wall (s) | s per trial | peak RSS (GiB) |", "| --- | --- | --- | --- |"]
     for r in res["sweeps"]:
         lines.append(f"| {r['trials']:,} | {_f(r['wall_s'])} | {_f(r['seconds_per_trial'])} | "
-                     f"{_f(r.get('peak_rss_gib', r['peak_rss_bytes'] / 2**30))} |")
+                     f"{_f(r['peak_rss_gib'])} |")
     lines += ["", f"Per trial over all epsilons ({pm['trials']} trials, {pm['device']}): generate "
               f"{_f(pm['seconds_per_trial']['generate'])} s + fit {_f(pm['seconds_per_trial']['fit'])} s;",
               "", "| mechanism | s per trial | x (generate + fit) |", "| --- | --- | --- |"]
@@ -98,7 +98,7 @@ def scale_table(res: dict) -> str:
                   "| command | wall (s) | s per trial | peak RSS (GiB) |", "| --- | --- | --- | --- |"]
         for r in res["cli_sweeps"]:
             lines.append(f"| `{r['command']}` | {_f(r['wall_s'])} | {_f(r['seconds_per_trial'])} | "
-                         f"{_f(r.get('peak_rss_gib', r['peak_rss_bytes'] / 2**30))} |")
+                         f"{_f(r['peak_rss_gib'])} |")
     return "\n".join(lines)
 
 

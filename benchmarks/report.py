@@ -74,7 +74,7 @@ def rows(results: Path) -> list[tuple[str, str, str, str]]:
             out.append((f"Fig-2 sweep via `torchdpgmm.sweep`, {r['trials']:,} trials x {len(c['epsilons'])} eps x "
                         f"{len(c['mechanisms'])} mechanisms",
                         f"{_fmt(r['wall_s'])} s ({_fmt(r['seconds_per_trial'])} s/trial)",
-                        f"peak RSS {_fmt(r.get('peak_rss_gib', r['peak_rss_bytes'] / 2**30))} GiB; target < 3 GB at 10^4", la))
+                        f"peak RSS {_fmt(r['peak_rss_gib'])} GiB; target < 3 GB at 10^4", la))
         pm = sc["per_mechanism"]
         out.append((f"Per-trial cost over all {len(c['epsilons'])} eps vs generating + fitting the data "
                     f"({_fmt(pm['generate_and_fit_per_trial'])} s)",
@@ -83,7 +83,7 @@ def rows(results: Path) -> list[tuple[str, str, str, str]]:
                     "target: kl <= 0.004 s and <= 3x", la))
         for r in sc.get("cli_sweeps") or []:
             out.append((f"`{r['command']}` (end to end)", f"{_fmt(r['wall_s'])} s ({_fmt(r['seconds_per_trial'])} s/trial)",
-                        f"peak RSS {_fmt(r.get('peak_rss_gib', r['peak_rss_bytes'] / 2**30))} GiB; target well under 15 s for 2,000 trials", la))
+                        f"peak RSS {_fmt(r['peak_rss_gib'])} GiB; target well under 15 s for 2,000 trials", la))
     em = _load(results / "bench_em.json")
     if em:
         c = em["config"]
