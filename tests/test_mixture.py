@@ -155,6 +155,21 @@ def test_class_moments_ignore_masked_and_out_of_range_rows(gen):
         np.testing.assert_allclose(q[k].numpy(), Xk[yk == k].T @ Xk[yk == k], atol=1e-12)
 
 
+def test_class_moments_many_groups_and_chunks_match_numpy(gen):
+    """Many groups and more rows than one scatter chunk (the CPU path) against numpy, plus the batched path."""
+    from torchdpgmm.mixture import class_moments
+
+    X = torch.randn(1300, 4, generator=gen, dtype=torch.float64)
+    y = torch.randint(-1, 81, (1300,), generator=gen)
+    c, s, q = class_moments(X, y, 80)
+    cb, sb, qb = class_moments(X.unsqueeze(0), y.unsqueeze(0), 80)  # batched: the einsum path
+    Xn, yn = X.numpy(), y.numpy()
+    for k in (0, 17, 79):
+        np.testing.assert_allclose(q[k].numpy(), Xn[yn == k].T @ Xn[yn == k], atol=1e-12)
+        np.testing.assert_allclose(c[k].item(), np.sum(yn == k))
+    np.testing.assert_allclose(qb[0].numpy(), q.numpy(), atol=1e-12)
+
+
 def test_fit_labeled_min_count_zero_tolerates_tiny_classes():
     X = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=torch.float64)
     y = torch.tensor([0, 0, 1])
