@@ -286,10 +286,13 @@ def run(config: ExperimentConfig) -> StudyResult:
              "Fashion-MNIST's training data, and on MNIST are an untouched transfer)"]
     t0 = time.perf_counter()
     _nonprivate(Xtr, ytr, Xte, yte, fit, val, cfg, dev, config.generator(7), rows, notes, quick=config.quick)
+    per_eps = []  # wall time of each epsilon (every release, classifier and the whole DP-SGD grid)
     for eps in eps_list:
+        t_eps = time.perf_counter()
         _release_rows(Xtr, ytr, Xte, yte, eps, o, cfg, dev, config, rows, trials)
         if o.get("dpsgd", "on") == "on":
             _dpsgd_rows(Xtr, ytr, Xte, yte, fit, val, eps, o, cfg, dev, config, rows, trials, notes)
+        per_eps.append({"epsilon": eps, "seconds": time.perf_counter() - t_eps, "load_average_end": os.getloadavg()})
         _write_partial(config.out, rows, trials, eps, time.perf_counter() - t0)
     for r in rows:
         r.setdefault("dataset", ds)
@@ -298,7 +301,8 @@ def run(config: ExperimentConfig) -> StudyResult:
              "source": "DPImageBench (CCS 2025); Dockhorn et al. 2023; as quoted in issue #20"}
             for k, v in PUBLISHED_EPS1.get(ds, {}).items()]
     environment = {"load_average_start": load0, "load_average_end": os.getloadavg(), "threads": torch.get_num_threads(),
-                   "cpu_count": os.cpu_count(), "device": str(dev), "seconds_total": time.perf_counter() - t0}
+                   "cpu_count": os.cpu_count(), "device": str(dev), "seconds_total": time.perf_counter() - t0,
+                   "seconds_per_epsilon": per_eps}
     return StudyResult(rows=rows + refs + trials, notes=notes, plot=_plot,
                        config={"dataset": ds, "epsilons": eps_list, "adjacency": adj, "pipeline": cfg.to_dict(),
                                "dpsgd_grid": o.get("dpsgd_grid", DEFAULT_GRID), "load": environment})
