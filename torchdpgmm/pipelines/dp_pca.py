@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchdpgmm.mechanisms import gaussian
+from torchdpgmm.mechanisms import clip_records, gaussian
 
 from ._privacy import NoisedBlock, parse_adjacency
 
@@ -120,8 +120,7 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     Xd = X.to(torch.float64)
     c = torch.zeros(D, dtype=torch.float64, device=X.device) if center is None else \
         torch.as_tensor(center, dtype=torch.float64, device=X.device)
-    Z = Xd - c
-    Z = Z * torch.clamp(float(clip_bound) / torch.linalg.vector_norm(Z, dim=-1, keepdim=True).clamp_min(1e-300), max=1.0)
+    Z = clip_records(Xd, float(clip_bound), center=c)  # the noise layer's one clipping function
     sens = pca_sensitivities(clip_bound, adjacency)
     # sigma_b = Delta_b / (mu sqrt(w_b)) with Delta_b at add-remove scale: sum_b (Delta_b/sigma_b)^2 = mu^2
     ref = pca_sensitivities(clip_bound, "add-remove") if adjacency == "add-remove" else \
@@ -146,5 +145,4 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
 
 def project_to_ball(X: torch.Tensor, pca: DPPCA, radius: float) -> torch.Tensor:
     """``u = clip(V^T (x - m) / R, 1)``: rows of the unit ball (``R`` public; post-processing of the PCA)."""
-    U = pca.transform(X) / float(radius)
-    return U * torch.clamp(1.0 / torch.linalg.vector_norm(U, dim=-1, keepdim=True).clamp_min(1e-300), max=1.0)
+    return clip_records(pca.transform(X) / float(radius), 1.0)

@@ -98,11 +98,11 @@ class PipelineRelease:
 
 
 def _noisy_mean(X, clip, mu, adjacency, generator):
-    from torchdpgmm.mechanisms import gaussian
+    from torchdpgmm.mechanisms import clip_records, gaussian
 
     from ._privacy import NoisedBlock
 
-    Z = X * torch.clamp(clip / torch.linalg.vector_norm(X, dim=-1, keepdim=True).clamp_min(1e-300), max=1.0)
+    Z = clip_records(X, clip)
     sc, ss = (1.0, clip) if adjacency == "add-remove" else (0.0, 2 * clip)
     sig_c = 1.0 / (mu * math.sqrt(0.2))
     sig_s = (clip if adjacency == "add-remove" else 2 * clip) / (mu * math.sqrt(0.8))
