@@ -48,15 +48,12 @@ def test_sound_utility_quick(tmp_path):
         assert sound[(m, 4.0)]["kl_mean"] < sound[(m, 1.0)]["kl_mean"]
 
 
-def test_privacy_doc_tables_are_generated_from_the_committed_json():
+def test_privacy_doc_tables_are_generated_from_the_committed_json(load_script):
     """docs/privacy.md's generated blocks equal a fresh rendering of docs/results/*.json (no stale numbers)."""
-    import importlib.util
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("privacy_doc", root / "scripts" / "privacy_doc.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("scripts/privacy_doc.py")
     res = root / "docs" / "results"
     doc = (root / "docs" / "privacy.md").read_text()
     assert mod.render(doc, res / "audit.json", res / "sound-utility.json", res / "privacy_records.json",

@@ -1,20 +1,12 @@
 """The generated Xi et al. (2011) tables of docs/bayes.md and docs/results/xi/bayes_tables.json match the
 committed study JSON under docs/results/xi/ (scripts/bayes_tables.py)."""
-import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("bayes_tables", ROOT / "scripts" / "bayes_tables.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_generated_xi_tables_are_up_to_date():
-    assert _module().main(["--check"]) == 0, "run: python scripts/bayes_tables.py --write"
+def test_generated_xi_tables_are_up_to_date(load_script):
+    assert load_script("scripts/bayes_tables.py").main(["--check"]) == 0, "run: python scripts/bayes_tables.py --write"
 
 
 def test_table1_paper_values_match_the_transcription():

@@ -1,15 +1,8 @@
 """Smoke test of benchmarks/bench_fig2.py (no timing assertions)."""
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_bench_fig2_quick(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_fig2", ROOT / "benchmarks" / "bench_fig2.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_bench_fig2_quick(tmp_path, load_script):
+    mod = load_script("benchmarks/bench_fig2.py")
     out = tmp_path / "b.json"
     assert mod.main(["--quick", "--out", str(out)]) == 0
     res = json.loads(out.read_text())

@@ -1,15 +1,8 @@
 """Smoke test of benchmarks/bench_scale.py (no timing assertions)."""
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_bench_scale_quick(tmp_path):
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "benchmarks" / "bench_scale.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_bench_scale_quick(tmp_path, load_script):
+    mod = load_script("benchmarks/bench_scale.py")
     out = tmp_path / "s.json"
     assert mod.main(["--quick", "--threads", "1", "--out", str(out)]) == 0
     res = json.loads(out.read_text())

@@ -1,19 +1,9 @@
 """Smoke test of benchmarks/bench_sdp.py (tiny sizes; no timing assertions)."""
-import importlib.util
 import json
-from pathlib import Path
 
 
-def _bench_sdp():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sdp.py"
-    spec = importlib.util.spec_from_file_location("bench_sdp", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_bench_sdp_quick(tmp_path):
-    mod = _bench_sdp()
+def test_bench_sdp_quick(tmp_path, load_script):
+    mod = load_script("benchmarks/bench_sdp.py")
     out = tmp_path / "b.json"
     mod.main(["--quick", "--out", str(out)])
     data = json.loads(out.read_text())
@@ -27,8 +17,8 @@ def test_bench_sdp_quick(tmp_path):
     assert b["literal_per_trial_s"] > 0 and b["ours_per_trial_s"] > 0
 
 
-def test_bench_sdp_kl_speed_quick(tmp_path):
-    mod = _bench_sdp()
+def test_bench_sdp_kl_speed_quick(tmp_path, load_script):
+    mod = load_script("benchmarks/bench_sdp.py")
     out = tmp_path / "b.json"
     mod.main(["--quick", "--kl-speed", "--out", str(out)])
     r = json.loads(out.read_text())["kl_speed"]

@@ -1,12 +1,8 @@
 """Smoke tests: the EM studies and the EM benchmark run end to end in quick mode."""
 import json
-from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 
 def test_ais_study_quick(tmp_path):
@@ -38,12 +34,8 @@ def test_em_synthetic_study_quick(tmp_path):
     assert all(r["G"] >= 1 for r in out["rows"])
 
 
-def test_bench_em_smoke(tmp_path):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_em", ROOT / "benchmarks" / "bench_em.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_bench_em_smoke(tmp_path, load_script):
+    mod = load_script("benchmarks/bench_em.py")
     out = tmp_path / "bench.json"
     threads = torch.get_num_threads()
     try:

@@ -161,14 +161,8 @@ def test_sweep_refuses_empty_classes_as_published(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-def test_replot_script_from_committed_json(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("replot_synthetic", root / "scripts" / "replot_synthetic.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_replot_script_from_committed_json(tmp_path, load_script):
+    mod = load_script("scripts/replot_synthetic.py")
     (png,) = mod.main(["--out", str(tmp_path), "--studies", "fig2"])
     assert png.read_bytes()[:8] == PNG_MAGIC and stat.S_IMODE(png.stat().st_mode) == 0o644
 

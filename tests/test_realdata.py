@@ -128,7 +128,7 @@ def test_iris_study_quick(tmp_path):
 
 
 @needs_release
-def test_mnist_studies_quick_on_idx_folder(tmp_path, capsys):
+def test_mnist_studies_quick_on_idx_folder(tmp_path, capsys, load_script):
     _write_idx_folder(tmp_path / "idx")
     out = tmp_path / "out"
     assert _cli(["experiment", "mnist", "--out", str(out), "--quick", "--dataset", "mnist",
@@ -147,12 +147,8 @@ def test_mnist_studies_quick_on_idx_folder(tmp_path, capsys):
     assert any("LABELS" in n for n in d["notes"])
     assert (out / "mnist-mlp.md").exists()
     # the docs' table script reads these outputs
-    import runpy
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "realdata_tables.py"
-    ns = runpy.run_path(str(script))
-    ns["main"]([str(out)])
+    tables = load_script("scripts/realdata_tables.py")
+    tables.main([str(out)])
     printed = capsys.readouterr().out
     assert "### mnist\n" in printed and "### mnist-mlp" in printed and "non-private Gaussian classifier" in printed
 

@@ -1,5 +1,4 @@
 """Smoke test of scripts/trace_algorithm1.py, and the closed form of the printed Algorithm 1's fixed point."""
-import importlib.util
 import json
 from pathlib import Path
 
@@ -9,11 +8,8 @@ import torch
 from torchdpgmm.design import design_mechanism
 
 
-def test_trace_script_quick(tmp_path):
-    path = Path(__file__).resolve().parents[1] / "scripts" / "trace_algorithm1.py"
-    spec = importlib.util.spec_from_file_location("trace_algorithm1", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_trace_script_quick(tmp_path, load_script):
+    mod = load_script("scripts/trace_algorithm1.py")
     out = tmp_path / "t.json"
     mod.main(["--trials", "2", "--N", "80", "--K", "3", "--d", "2", "--eps", "0.5", "2.0", "--out", str(out)])
     text = out.read_text()
