@@ -42,6 +42,13 @@ def _pos(name: str, v: float, *, allow_zero: bool = False) -> float:
 class PrivacyEvent:
     """Base class of the events (for ``isinstance`` checks)."""
 
+    def _check(self, positive: tuple[str, ...], nonnegative: tuple[str, ...] = ("sensitivity",)) -> None:
+        """Validate and float-cast the named fields of a frozen event (``ValueError`` naming the field)."""
+        for name in nonnegative:
+            object.__setattr__(self, name, _pos(name, getattr(self, name), allow_zero=True))
+        for name in positive:
+            object.__setattr__(self, name, _pos(name, getattr(self, name)))
+
 
 @dataclass(frozen=True)
 class GaussianEvent(PrivacyEvent):
@@ -52,8 +59,7 @@ class GaussianEvent(PrivacyEvent):
     sigma: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitivity", _pos("sensitivity", self.sensitivity, allow_zero=True))
-        object.__setattr__(self, "sigma", _pos("sigma", self.sigma))
+        self._check(("sigma",))
 
     @property
     def mu(self) -> float:
@@ -69,8 +75,7 @@ class LaplaceEvent(PrivacyEvent):
     scale: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitivity", _pos("sensitivity", self.sensitivity, allow_zero=True))
-        object.__setattr__(self, "scale", _pos("scale", self.scale))
+        self._check(("scale",))
 
     @property
     def epsilon(self) -> float:
@@ -109,8 +114,7 @@ class DiscreteGaussianEvent(PrivacyEvent):
     dim: int = 1
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitivity", _pos("sensitivity", self.sensitivity, allow_zero=True))
-        object.__setattr__(self, "sigma", _pos("sigma", self.sigma))
+        self._check(("sigma",))
         if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim < 1:
             raise ValueError(f"dim must be a positive int, got {self.dim!r}")
 
@@ -129,8 +133,7 @@ class DiscreteLaplaceEvent(PrivacyEvent):
     scale: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitivity", _pos("sensitivity", self.sensitivity, allow_zero=True))
-        object.__setattr__(self, "scale", _pos("scale", self.scale))
+        self._check(("scale",))
 
     @property
     def epsilon(self) -> float:
