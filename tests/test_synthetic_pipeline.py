@@ -150,6 +150,32 @@ def test_pipeline_refuses_bad_input_before_noise():
         release_pipeline(X, y, num_classes=3, epsilon=1.0, delta=1e-5, config=PipelineConfig(covariance_type="dense"))
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_pipeline_drops_bad_rows_without_refusing(m):
+    """A non-finite pixel or a label outside the public classes is dropped at every step (noisy mean, DP PCA,
+    Lloyd steps, cells), never refused: the release equals the one without those rows, same noise draws."""
+    from dataclasses import replace
+
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    X, y = _tiny_images(400)
+    bad_X, bad_y = X.clone(), y.clone()
+    bad_X[3, 5] = float("nan")
+    bad_X[10, 0] = float("inf")
+    bad_y[20], bad_y[30] = 3, -1
+    clean = torch.ones(400, dtype=torch.bool)
+    clean[[3, 10, 20, 30]] = False
+    cfg = replace(PipelineConfig(n_components=4), components_per_class=m)
+    a = release_pipeline(bad_X, bad_y, num_classes=3, epsilon=4.0, delta=1e-5, config=cfg,
+                         generator=torch.Generator().manual_seed(7))
+    b = release_pipeline(X[clean], y[clean], num_classes=3, epsilon=4.0, delta=1e-5, config=cfg,
+                         generator=torch.Generator().manual_seed(7))
+    for ta, tb in ((a.pca.components, b.pca.components), (a.model.means, b.model.means),
+                   (a.model.covariances, b.model.covariances), (a.model.comp_weights, b.model.comp_weights)):
+        assert torch.isfinite(ta).all()
+        torch.testing.assert_close(ta, tb, rtol=1e-9, atol=1e-11)
+
+
 @pytest.mark.parametrize("kind", ["full", "tied", "diag", "spherical"])
 def test_pipeline_classifies_tiny_data(kind):
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline

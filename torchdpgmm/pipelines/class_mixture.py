@@ -161,12 +161,12 @@ def _assign(U, y, centres, metric):
     return score.argmin(-1)
 
 
-def _lloyd_step(U, y, cell, K, m, sigma_c, sigma_s, old, generator):
-    g = y * m + cell
-    counts = torch.zeros(K * m, dtype=U.dtype, device=U.device).index_add_(0, g, torch.ones_like(g, dtype=U.dtype))
-    sums = torch.zeros(K * m, U.shape[1], dtype=U.dtype, device=U.device).index_add_(0, g, U)
-    n = gaussian(counts, sigma_c ** 2, generator=generator).reshape(K, m)
-    s = gaussian(sums, sigma_s ** 2, generator=generator).reshape(K, m, -1)
+def _lloyd_step(U, g, K, m, sigma_c, sigma_s, old, generator):
+    """One noisy Lloyd step on cell labels ``g`` in ``[0, K m]`` (``K m``: a dropped row)."""
+    counts = torch.zeros(K * m + 1, dtype=U.dtype, device=U.device).index_add_(0, g, torch.ones_like(g, dtype=U.dtype))
+    sums = torch.zeros(K * m + 1, U.shape[1], dtype=U.dtype, device=U.device).index_add_(0, g, U)
+    n = gaussian(counts[:-1], sigma_c ** 2, generator=generator).reshape(K, m)
+    s = gaussian(sums[:-1], sigma_s ** 2, generator=generator).reshape(K, m, -1)
     ok = (n > 5 * sigma_s).unsqueeze(-1)  # a cell too small for its noise keeps its centre (post-processing)
     return torch.where(ok, s / n.clamp_min(1.0).unsqueeze(-1), old)
 
@@ -211,6 +211,12 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
                 sq = b.noise_scale
         return stats, sq
 
+    # rows with a label outside [0, K) or a non-finite feature are dropped, branch-free: zero features, and a
+    # label that every stage ignores (the sound release drops it; the Lloyd steps send it to a dropped cell)
+    valid = (y >= 0) & (y < K) & torch.isfinite(U.sum(-1))  # U is in the unit ball: its sum cannot overflow
+    U = torch.where(valid.unsqueeze(-1), U, torch.zeros((), dtype=U.dtype, device=U.device))
+    ys = torch.where(valid, y, torch.zeros_like(y))  # a safe index for the per-class metric
+    y = torch.where(valid, y, torch.full_like(y, -1))
     mu_class = float(mu) * math.sqrt(split["class"] / tot)
     cls, sq_cls = sound(y, K, mu_class, "class")
     cov_k = cls["covariances"]
@@ -227,13 +233,15 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
             sc, ss = ({"add-remove": (1.0, 1.0), "replace-one": (math.sqrt(2), 2.0)})[adjacency]
             sig_c, sig_s = math.sqrt(2) * sc / mu_step, math.sqrt(2) * ss / mu_step  # half of mu_step^2 each
             for t in range(lloyd_steps):
-                cell = _assign(U, y, centres, metric)
-                centres = _lloyd_step(U, y, cell, K, m, sig_c, sig_s, centres, generator)
+                cell = _assign(U, ys, centres, metric)
+                g = torch.where(valid, ys * m + cell, torch.full_like(cell, K * m))
+                centres = _lloyd_step(U, g, K, m, sig_c, sig_s, centres, generator)
                 blocks += [NoisedBlock(name=f"lloyd{t}-counts", mechanism="gaussian", sensitivity=sc, noise_scale=sig_c),
                            NoisedBlock(name=f"lloyd{t}-sums", mechanism="gaussian", sensitivity=ss, noise_scale=sig_s)]
-        cell = _assign(U, y, centres, metric)
+        cell = _assign(U, ys, centres, metric)
         mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
-        st, sq_c = sound(y * m + cell, K * m, mu_cells, "cells", eig_floor=float("-inf"))
+        st, sq_c = sound(torch.where(valid, ys * m + cell, torch.full_like(cell, -1)), K * m, mu_cells, "cells",
+                         eig_floor=float("-inf"))
         n_c = st["counts"].reshape(K, m)
         means = st["means"].reshape(K, m, d)
         comp_w = n_c / n_c.sum(-1, keepdim=True)

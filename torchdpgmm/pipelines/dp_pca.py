@@ -101,8 +101,9 @@ class DPPCA:
 
 def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, adjacency: str = "add-remove",
            center: torch.Tensor | None = None, split: dict[str, float] | None = None,
-           generator: torch.Generator | None = None) -> DPPCA:
-    """``mu``-GDP PCA of ``X (N, D)`` (module docstring); ``center`` public (default 0)."""
+           mask: torch.Tensor | None = None, generator: torch.Generator | None = None) -> DPPCA:
+    """``mu``-GDP PCA of ``X (N, D)`` (module docstring); ``center`` public (default 0). Rows where the
+    boolean ``mask (N,)`` is False contribute nothing (they may hold anything, even NaN; no branch)."""
     adjacency = parse_adjacency(adjacency)
     if not torch.is_tensor(X) or X.dim() != 2:
         raise ValueError("X must be a tensor of shape (N, D)")
@@ -120,6 +121,8 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     Xd = X.to(torch.float64)
     c = torch.zeros(D, dtype=torch.float64, device=X.device) if center is None else \
         torch.as_tensor(center, dtype=torch.float64, device=X.device)
+    if mask is not None:
+        Xd = torch.where(mask.unsqueeze(-1), Xd, c)  # a masked row becomes the centre: a zero record
     Z = clip_records(Xd, float(clip_bound), center=c)  # the noise layer's one clipping function
     sens = pca_sensitivities(clip_bound, adjacency)
     # sigma_b = Delta_b / (mu sqrt(w_b)) with Delta_b at add-remove scale: sum_b (Delta_b/sigma_b)^2 = mu^2
@@ -128,8 +131,9 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     sig = {b: ref[b] / (float(mu) * math.sqrt(split[b] / tot)) for b in split}
     if adjacency == "replace-one":  # the count does not move; its noise is free, keep it for a fixed shape
         sig["count"] = 1.0 / float(mu)
-    n = gaussian(torch.tensor([float(Z.shape[0])], dtype=torch.float64, device=X.device), sig["count"] ** 2,
-                 generator=generator)[0]
+    count = torch.tensor([float(Z.shape[0])], dtype=torch.float64, device=X.device) if mask is None else \
+        mask.sum().to(torch.float64).reshape(1)
+    n = gaussian(count, sig["count"] ** 2, generator=generator)[0]
     s = gaussian(Z.sum(0), sig["sum"] ** 2, generator=generator)
     Q = Z.T @ Z + symmetric_gaussian_noise(D, sig["second_moment"], generator=generator, device=X.device)
     n_hat = n.clamp_min(1.0)

@@ -97,7 +97,7 @@ class PipelineRelease:
         return self.model.predict(self.features(images))
 
 
-def _noisy_mean(X, clip, mu, adjacency, generator):
+def _noisy_mean(X, clip, mu, adjacency, generator, mask=None):
     from torchdpgmm.mechanisms import clip_records, gaussian
 
     from ._privacy import NoisedBlock
@@ -106,20 +106,26 @@ def _noisy_mean(X, clip, mu, adjacency, generator):
     sc, ss = (1.0, clip) if adjacency == "add-remove" else (0.0, 2 * clip)
     sig_c = 1.0 / (mu * math.sqrt(0.2))
     sig_s = (clip if adjacency == "add-remove" else 2 * clip) / (mu * math.sqrt(0.8))
-    n = gaussian(torch.tensor([float(X.shape[0])], dtype=X.dtype, device=X.device), sig_c ** 2, generator=generator)[0]
-    s = gaussian(Z.sum(0), sig_s ** 2, generator=generator)
+    count = torch.tensor([float(X.shape[0])], dtype=X.dtype, device=X.device) if mask is None else \
+        mask.sum().to(X.dtype).reshape(1)
+    n = gaussian(count, sig_c ** 2, generator=generator)[0]
+    # masked rows (finite: release_pipeline zeroes them) count for nothing; a mask-weighted sum, no branch
+    s = gaussian(Z.sum(0) if mask is None else mask.to(Z.dtype) @ Z, sig_s ** 2, generator=generator)
     blocks = (NoisedBlock("mean-count", "gaussian", sc, sig_c), NoisedBlock("mean-sum", "gaussian", ss, sig_s))
     return s / n.clamp_min(1.0), blocks
 
 
 def private_projection(X: torch.Tensor, mu: float, cfg: PipelineConfig, *, adjacency: str = "add-remove",
-                       generator: torch.Generator | None = None):
+                       mask: torch.Tensor | None = None, generator: torch.Generator | None = None):
     """Noisy mean then DP PCA of transformed records ``X (N, D)`` under ``mu``-GDP in total (split
-    ``mean_fraction : pca_fraction``); returns ``(DPPCA, blocks)``. Also the feature step of DP-SGD."""
+    ``mean_fraction : pca_fraction``); returns ``(DPPCA, blocks)``. Also the feature step of DP-SGD.
+    Rows where ``mask`` is False contribute nothing (they must hold finite values: :func:`release_pipeline`
+    zeroes them first)."""
     fm = cfg.mean_fraction / (cfg.mean_fraction + cfg.pca_fraction)
-    centre, b_mean = _noisy_mean(X, cfg.mean_clip, mu * math.sqrt(fm), adjacency, generator)
+    centre, b_mean = _noisy_mean(X, cfg.mean_clip, mu * math.sqrt(fm), adjacency, generator, mask=mask)
     pca = dp_pca(X, cfg.n_components, clip_bound=cfg.pca_clip, mu=mu * math.sqrt(1 - fm), adjacency=adjacency,
-                 center=centre, split={"count": 0.02, "sum": 0.08, "second_moment": 0.9}, generator=generator)
+                 center=centre, split={"count": 0.02, "sum": 0.08, "second_moment": 0.9}, mask=mask,
+                 generator=generator)
     return pca, tuple(b_mean) + tuple(pca.blocks)
 
 
@@ -142,15 +148,24 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
         raise ValueError("mean_fraction and pca_fraction must be > 0 with sum < 1")
     if not torch.is_tensor(labels) or labels.shape != images.shape[:1]:
         raise ValueError("labels must be a tensor of shape (N,) matching images")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise TypeError(f"labels must hold integer class indices, got dtype {labels.dtype}")
     m = cfg.components_per_class or components_rule(float(epsilon))
     t0 = time.perf_counter()
     mu = gdp_mu(float(epsilon), float(delta)) * (1 - 1e-9)  # safe side of the float rounding
     X = public_transform(images, cfg.transform)
     if not (1 <= cfg.n_components <= X.shape[-1]):
         raise ValueError(f"n_components must be in [1, {X.shape[-1]}], got {cfg.n_components}")
-    pca, b_feat = private_projection(X, mu * math.sqrt(fr), cfg, adjacency=adjacency, generator=generator)
+    # a row with a non-finite feature or a label outside [0, num_classes) is dropped at every step, without a
+    # branch: it is masked out of the noisy mean and the DP PCA, and the mixture ignores it (label -1)
+    labels = labels.to(device=X.device, dtype=torch.int64)
+    # (a row is non-finite iff its sum is, except a finite row whose sum overflows float64: dropped too)
+    keep = torch.isfinite(X.sum(-1)) & (labels >= 0) & (labels < num_classes)
+    X = torch.where(keep.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
+    labels = torch.where(keep, labels, torch.full_like(labels, -1))
+    pca, b_feat = private_projection(X, mu * math.sqrt(fr), cfg, adjacency=adjacency, mask=keep, generator=generator)
     U = project_to_ball(X, pca, cfg.radius)
-    model, b_mix = release_class_mixture(U, labels.to(torch.int64), num_classes, mu=mu * math.sqrt(1 - fr), delta=delta,
+    model, b_mix = release_class_mixture(U, labels, num_classes, mu=mu * math.sqrt(1 - fr), delta=delta,
                                          components_per_class=m, adjacency=adjacency, lloyd_steps=cfg.lloyd_steps,
                                          stage_split=dict(zip(("class", "lloyd", "cells"), cfg.stage_split)),
                                          shrink=cfg.shrink if m == 1 else cfg.mixture_shrink,
