@@ -1,4 +1,4 @@
-"""DPGaussianMixture through scikit-learn's own utilities (check_estimator, Pipeline, cross_val_score,
+"""DPGaussianMixture (and DPSyntheticClassifier) through scikit-learn's own utilities (check_estimator, Pipeline, cross_val_score,
 GridSearchCV) and against sklearn.mixture.GaussianMixture as the reference for the density formulas."""
 import warnings
 
@@ -11,7 +11,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from torchdpgmm.estimator import AsPublishedWarning, DPGaussianMixture
+from torchdpgmm.estimator import AsPublishedWarning, DPGaussianMixture, DPSyntheticClassifier
 
 # Checks waived for the sound mode, and why. Each one feeds labels outside the estimator's *public* class
 # set or expects ``classes_ == np.unique(y)``; the sound mode takes the class set from the user, never from
@@ -43,7 +43,11 @@ def _blobs(n=300, seed=0):
     return X, y
 
 
-@parametrize_with_checks([DPGaussianMixture(classes=[0, 1, 2], clip_bound=10.0)],
+# the synthetic-data pipeline's front door (raw columns, one PCA component: the checks' data are 1-D to 10-D)
+# waives the same checks for the same reasons: its class set is public too, and its bad rows are dropped
+@parametrize_with_checks([DPGaussianMixture(classes=[0, 1, 2], clip_bound=10.0),
+                          DPSyntheticClassifier(5.0, classes=[0, 1, 2], image_transform="none", n_components=1,
+                                                mean_clip=20.0, pca_clip=20.0, radius=10.0, components_per_class=1)],
                          expected_failed_checks=lambda est: WAIVED)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)

@@ -378,3 +378,59 @@ def test_several_components_compose_to_the_target_mu():
         assert math.isclose(composed_mu(blocks), 1.3, rel_tol=1e-6)
         assert model.means.shape == (3, 4, 4)
         assert bool((torch.linalg.eigvalsh(model.covariances) > 0).all())
+
+
+def test_synthetic_classifier_estimator_on_tiny_images():
+    """The scikit-learn front door of the pipeline: public classes (strings here), a Bayes rule that learns,
+    synthetic data in the released feature space, one privacy record, reproducible with a seed."""
+    import warnings
+
+    from sklearn.base import clone
+
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    X, y = _tiny_images(900)
+    names = np.array(["coat", "bag", "shoe"])
+    est = DPSyntheticClassifier(8.0, 1e-5, classes=["bag", "coat", "shoe"], n_components=4,
+                                components_per_class=2, random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X.numpy(), names[y.numpy()])
+        twin = clone(est).fit(X.numpy(), names[y.numpy()])
+    Xt, yt = _tiny_images(300, seed=5)
+    pred = est.predict(Xt.numpy())
+    assert set(pred) <= set(names) and np.mean(pred == names[yt.numpy()]) > 0.9
+    proba = est.predict_proba(Xt.numpy())
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
+    assert list(est.classes_) == ["bag", "coat", "shoe"] and est.components_per_class_ == 2
+    np.testing.assert_array_equal(est.classes_[proba.argmax(1)], pred)
+    Zs, ys = est.sample(200)
+    assert Zs.shape == (200, 4) and set(ys) <= set(names)
+    assert est.transform(Xt.numpy()).shape == (300, 4)
+    assert est.privacy_.epsilon <= 8.0 * (1 + 1e-9) and est.privacy_.adjacency == "add-remove"
+    assert any("seed" in n for n in est.privacy_.notes)
+    np.testing.assert_array_equal(twin.model_.means.numpy(), est.model_.means.numpy())
+
+
+def test_synthetic_classifier_estimator_refuses_bad_parameters_and_drops_bad_rows():
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    X, y = _tiny_images(300)
+    Xn, yn = X.numpy(), y.numpy()
+    for kw, match in (({}, "public class set"), ({"classes": [0, 1, 2], "image_transform": "fft"}, "image_transform"),
+                      ({"classes": [0, 1, 2], "n_components": 500}, "n_components"),
+                      ({"classes": [0, 1, 2], "radius": -1.0}, "radius"),
+                      ({"classes": [0, 1, 2], "components_per_class": 0}, "components_per_class")):
+        with pytest.raises(ValueError, match=match):
+            DPSyntheticClassifier(**kw).fit(Xn, yn)
+    with pytest.raises(ValueError, match="784"):
+        DPSyntheticClassifier(classes=[0, 1, 2]).fit(Xn[:, :100], yn)
+    bad_X, bad_y = Xn.copy(), yn.astype(object)
+    bad_X[4, 7] = np.nan
+    bad_y[9] = "unknown"
+    keep = np.ones(300, dtype=bool)
+    keep[[4, 9]] = False
+    kw = dict(classes=[0, 1, 2], n_components=4, random_state=0)
+    a = DPSyntheticClassifier(4.0, **kw).fit(bad_X, bad_y)
+    b = DPSyntheticClassifier(4.0, **kw).fit(Xn[keep], yn[keep])
+    np.testing.assert_allclose(a.model_.means.numpy(), b.model_.means.numpy(), rtol=1e-9, atol=1e-11)

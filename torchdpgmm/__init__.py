@@ -26,6 +26,7 @@ _LAZY = {
     "release": "torchdpgmm.release",
     "Release": "torchdpgmm.release",
     "DPGaussianMixture": "torchdpgmm.estimator",
+    "DPSyntheticClassifier": "torchdpgmm.estimator",
 }
 _SUBMODULES = {
     "mixture", "kl", "mechanisms", "accounting", "design", "release", "em", "bayes", "data",
