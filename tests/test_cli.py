@@ -278,3 +278,63 @@ def test_sweep_without_a_bound_names_both_ways_out(tmp_path):
     assert proc.returncode == 2 and not out.exists()
     line = [x for x in proc.stderr.splitlines() if "error" in x][-1]
     assert "--clip-bound" in line and "--mode as-published" in line
+
+
+def _idx_training_folder(folder, n=600):
+    """Tiny MNIST-layout IDX files: three classes of 28x28 uint8 images, one bright block each."""
+    from torchdpgmm.data.idx import write_idx
+
+    g = torch.Generator().manual_seed(0)
+    y = (torch.arange(n) % 3).to(torch.uint8)
+    imgs = (20 * torch.rand(n, 28, 28, generator=g)).to(torch.uint8)
+    for k in range(3):
+        imgs[y == k, 4 + 7 * k: 11 + 7 * k, 6:20] = 220
+    folder.mkdir(parents=True, exist_ok=True)
+    write_idx(folder / "train-images-idx3-ubyte.gz", imgs)
+    write_idx(folder / "train-labels-idx1-ubyte.gz", y)
+    return imgs, y
+
+
+def test_synthesize_writes_the_release_and_synthetic_rows_from_an_idx_folder(tmp_path, capsys):
+    import json
+
+    imgs, y = _idx_training_folder(tmp_path / "idx")
+    out = tmp_path / "rel"
+    assert main(["synthesize", "--data", str(tmp_path / "idx"), "--classes", "0,1,2", "--epsilon", "4",
+                 "--delta", "1e-5", "--n-components", "6", "--components-per-class", "2", "-n", "300",
+                 "--seed", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr()
+    assert "2 component(s) per class" in printed.out and "seed" in printed.err
+    rel = json.loads((out / "release.json").read_text())
+    assert rel["privacy"]["epsilon"] <= 4.0 * (1 + 1e-9) and rel["privacy"]["adjacency"] == "add-remove"
+    assert {b["name"] for b in rel["privacy"]["blocks"]} >= {"pca-second_moment", "class-second-moments",
+                                                             "cells-second-moments"}
+    assert np.asarray(rel["mixture"]["means"]).shape == (3, 2, 6)
+    assert np.asarray(rel["pca"]["components"]).shape == (6, 196)
+    with open(out / "synthetic.csv") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == [f"z{i}" for i in range(6)] + ["label"] and len(rows) == 301
+    assert {r[-1] for r in rows[1:]} <= {"0", "1", "2"}
+    # the released Bayes rule separates the three blocks: a check that the release learnt from the data
+    from torchdpgmm.pipelines.class_mixture import ClassMixture
+    from torchdpgmm.pipelines.dp_pca import lowfreq_dct
+
+    t = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+    mix = ClassMixture(*(t(rel["mixture"][k]) for k in ("weights", "comp_weights", "means", "covariances")))
+    U = (lowfreq_dct(imgs.reshape(600, -1).double() / 255) - t(rel["pca"]["mean"])) @ t(rel["pca"]["components"]).T / 5.0
+    U = U / U.norm(dim=1, keepdim=True).clamp_min(1.0)
+    assert float((mix.predict(U) == y.long()).double().mean()) > 0.9
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--classes", "0,1,2", "--epsilon", "-1"], "epsilon"),
+    (["--classes", "0,0,2", "--epsilon", "1"], "twice"),
+    (["--classes", "0,1,2", "--epsilon", "1", "-n", "0"], "-n"),
+    (["--classes", "0,1,2", "--epsilon", "1", "--n-components", "500"], "n_components"),
+])
+def test_synthesize_bad_input_one_line_and_nothing_written(tmp_path, capsys, args, match):
+    _idx_training_folder(tmp_path / "idx", n=60)
+    out = tmp_path / "rel"
+    assert main(["synthesize", "--data", str(tmp_path / "idx"), "--delta", "1e-5", *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and match in err[0] and not out.exists()

@@ -126,6 +126,38 @@ def _add_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="CSV file to write")
 
 
+def _add_synthesize(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "synthesize",
+        help="release the accounted image pipeline (DP PCA + class mixture) and write DP synthetic training data",
+        description=(
+            "Run the synthetic-data pipeline of docs/realdata.md on private training images (public DCT, noisy mean, "
+            "DP PCA, unit ball, sound class-mixture release; one privacy record for all of it) and write "
+            "DIR/release.json (the released projection and mixture with the record) and, with -n, DIR/synthetic.csv "
+            "(synthetic rows in the released feature space). Record-level DP; nothing is written on bad input."),
+    )
+    p.add_argument("--data", type=Path, required=True,
+                   help="a folder of IDX files in MNIST's layout (train-images-idx3-ubyte, train-labels-idx1-ubyte), "
+                        "or a .npz (arrays X, y) / .csv table with one 28x28 image per row")
+    p.add_argument("--label-column", help="name of the label column (CSV)")
+    p.add_argument("--classes", type=_csv_list(str), required=True,
+                   help="the public class set, comma separated (for IDX labels: 0,1,...,9); never read from the data")
+    p.add_argument("--epsilon", type=float, required=True)
+    p.add_argument("--delta", type=float, required=True)
+    p.add_argument("--adjacency", default="add-remove", choices=ADJACENCIES)
+    p.add_argument("--components-per-class", type=int, default=None,
+                   help="Gaussians per class (default: the public rule, 1 below epsilon 3, 8 from there)")
+    p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"])
+    p.add_argument("--image-transform", default="dct14", choices=["dct14", "none"],
+                   help="fixed public transform: dct14 (28x28 images) or none (raw columns)")
+    p.add_argument("--n-components", type=int, default=40, help="dimension d of the DP PCA")
+    p.add_argument("-n", type=int, default=None, help="also write this many synthetic rows to DIR/synthetic.csv")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed (default: fresh OS entropy; a seeded release is reproducible but its noise is not "
+                        "secret: the record says so)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (created; must not hold a release already)")
+
+
 def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep", help="run a resumable grid of synthetic releases (mechanism x epsilon x N x K x d), locally or on Ray",
@@ -185,7 +217,7 @@ def _add_study(sub: argparse._SubParsersAction, name: str, study: Any, *, comman
     sp.set_defaults(study=name)
 
 
-_LIGHT_COMMANDS = ("release", "sample", "sweep")
+_LIGHT_COMMANDS = ("release", "sample", "synthesize", "sweep")
 
 
 def build_parser(*, studies: bool = True) -> argparse.ArgumentParser:
@@ -199,6 +231,7 @@ def build_parser(*, studies: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_release(sub)
     _add_sample(sub)
+    _add_synthesize(sub)
     _add_sweep(sub)
     if not studies:
         return parser
@@ -236,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(studies=not (argv and argv[0] in _LIGHT_COMMANDS))
         args = parser.parse_args(argv)
         if args.command is None:
-            raise UsageError("torchdpgmm: error: choose a command: release, sample, sweep, experiment, audit "
+            raise UsageError("torchdpgmm: error: choose a command: release, sample, synthesize, sweep, experiment, audit "
                              "(torchdpgmm --help)")
         command = f"torchdpgmm {args.command}"
         with warnings.catch_warnings():
@@ -291,6 +324,8 @@ def _dispatch(args: argparse.Namespace, created: list[Path]) -> int:
         return _cmd_release(args)
     if args.command == "sample":
         return _cmd_sample(args)
+    if args.command == "synthesize":
+        return _cmd_synthesize(args, created)
     return _cmd_sweep(args, created)
 
 
@@ -442,6 +477,55 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         x, y, _ = model.sample_counts(counts, g)
     write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column)
     print(f"wrote {args.out}: {args.n} rows")
+    return 0
+
+
+def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
+    import json
+    from dataclasses import replace as _replace
+
+    import torch
+
+    from torchdpgmm._validation import check_privacy_params
+    from torchdpgmm.datafile import check_class_list, read_labeled_images, write_labeled_csv
+    from torchdpgmm.modelfile import atomic_write_text
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    check_privacy_params(args.epsilon, args.delta)  # every public check before the data are read
+    classes = check_class_list(args.classes)
+    if args.n is not None and args.n < 1:
+        raise UsageError("torchdpgmm synthesize: error: -n must be >= 1")
+    if args.components_per_class is not None and args.components_per_class < 1:
+        raise UsageError("torchdpgmm synthesize: error: --components-per-class must be >= 1")
+    if args.out.exists() and (not args.out.is_dir() or (args.out / "release.json").exists()):
+        raise UsageError(f"torchdpgmm synthesize: error: --out {args.out} is a file or already holds a release")
+    cfg = PipelineConfig(transform=args.image_transform, n_components=args.n_components,
+                         covariance_type=args.covariance_type, components_per_class=args.components_per_class)
+    table = read_labeled_images(args.data, classes, args.label_column)
+    rel = release_pipeline(table.X, table.y, num_classes=len(classes), epsilon=args.epsilon, delta=args.delta,
+                           adjacency=args.adjacency, config=cfg, generator=_generator(args.seed))
+    privacy = rel.privacy
+    if args.seed is not None:
+        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+
+        print(f"torchdpgmm synthesize: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
+        privacy = _replace(privacy, notes=tuple(privacy.notes) + (SEEDED_NOISE_NOTE,))
+    m, d = rel.model, rel.pca.components.shape[0]
+    payload = {"format": "torchdpgmm-synthetic-pipeline", "format_version": 1, "class_names": classes,
+               "config": rel.config.to_dict(), "privacy": privacy.to_dict(),
+               "pca": {"mean": rel.pca.mean.tolist(), "components": rel.pca.components.tolist()},
+               "mixture": {"weights": m.weights.tolist(), "comp_weights": m.comp_weights.tolist(),
+                           "means": m.means.tolist(), "covariances": m.covariances.tolist()}}
+    _new_folder(args.out, created)
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out / "release.json", json.dumps(payload, indent=1, default=float))
+    if args.n is not None:
+        x, y = m.sample(args.n, generator=_generator(None if args.seed is None else args.seed + 1))
+        write_labeled_csv(args.out / "synthetic.csv", x, y, classes, [f"z{i}" for i in range(d)])
+    rec = privacy.to_dict()
+    print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
+          f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, adjacency={rec['adjacency']}"
+          + ("" if args.n is None else f", {args.n} synthetic rows"))
     return 0
 
 

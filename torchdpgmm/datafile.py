@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-__all__ = ["LabeledTable", "read_labeled_table", "write_labeled_csv"]
+__all__ = ["LabeledTable", "read_labeled_table", "read_labeled_images", "write_labeled_csv"]
 
 
 @dataclass
@@ -165,6 +165,35 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
     if any(lab == "" or lab.lower() == "nan" for lab in labels):
         raise ValueError(f"{path}: missing or NaN labels in column {label_column!r}")
     return _finish(X, labels, list(feature_columns), str(path), None, classes, private)
+
+
+def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: str | None = None) -> LabeledTable:
+    """Private training images for the synthetic-data pipeline: a folder of IDX files in MNIST's layout
+    (``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte``, raw or ``.gz``; uint8 pixels scaled to
+    [0, 1]) or a table that :func:`read_labeled_table` reads (``.npz`` / ``.csv``, one image per row).
+    Labels are matched by their text against the public ``classes``; a row whose label is not among them
+    gets index -1 (dropped by the release, never refused). Errors name no row and no value."""
+    path = Path(path)
+    if not path.is_dir():
+        return read_labeled_table(path, label_column, None, classes=classes, private=True)
+    from torchdpgmm.data.idx import find_idx_file, read_idx
+    from torchdpgmm.data.loaders import MNIST_FILES
+
+    img_stem, lab_stem = MNIST_FILES["train"]
+    try:
+        images = read_idx(find_idx_file(path, img_stem, ("raw", "MNIST/raw", "FashionMNIST/raw")))
+        labels = read_idx(find_idx_file(path, lab_stem, ("raw", "MNIST/raw", "FashionMNIST/raw")))
+    except FileNotFoundError as exc:
+        raise ValueError(f"{path}: no IDX training files ({exc})") from None
+    if images.dim() != 3 or labels.dim() != 1 or labels.shape[0] != images.shape[0]:
+        raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each, got "
+                         f"{tuple(images.shape)} and {tuple(labels.shape)}")
+    X = images.reshape(images.shape[0], -1).to(torch.float64)
+    X = X / 255.0 if images.dtype == torch.uint8 else X
+    names = check_class_list(classes)
+    index = {c: i for i, c in enumerate(names)}
+    y = torch.tensor([index.get(str(int(v)), -1) for v in labels.tolist()], dtype=torch.long)
+    return LabeledTable(X, y, names, [f"pixel{i}" for i in range(X.shape[1])])
 
 
 def write_labeled_csv(path: str | Path, X: torch.Tensor, y: torch.Tensor, class_names: Sequence[str],
