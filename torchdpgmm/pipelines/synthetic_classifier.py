@@ -132,7 +132,11 @@ def private_projection(X: torch.Tensor, mu: float, cfg: PipelineConfig, *, adjac
 def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes: int, epsilon: float, delta: float,
                      adjacency: str = "add-remove", config: PipelineConfig | None = None,
                      generator: torch.Generator | None = None) -> PipelineRelease:
-    """Run the whole pipeline (module docstring) on private ``images (N, ...)`` and ``labels (N,)``."""
+    """Run the whole pipeline (module docstring) on private ``images (N, ...)`` and integer ``labels (N,)``.
+
+    Every check is on public inputs and comes before any noise. A row with a non-finite value or a label
+    outside ``[0, num_classes)`` is dropped at every step without a branch (never refused: an error would
+    reveal it); the release then equals the release without that row."""
     from torchdpgmm._validation import check_delta, check_epsilon
 
     cfg = config or PipelineConfig()
