@@ -331,6 +331,7 @@ def test_synthesize_writes_the_release_and_synthetic_rows_from_an_idx_folder(tmp
     (["--classes", "0,0,2", "--epsilon", "1"], "twice"),
     (["--classes", "0,1,2", "--epsilon", "1", "-n", "0"], "-n"),
     (["--classes", "0,1,2", "--epsilon", "1", "--n-components", "500"], "n_components"),
+    (["--classes", "0,1,2", "--epsilon", "1", "--radius", "0"], "--radius"),
 ])
 def test_synthesize_bad_input_one_line_and_nothing_written(tmp_path, capsys, args, match):
     _idx_training_folder(tmp_path / "idx", n=60)

@@ -11,6 +11,7 @@ with a one-line hint to ``--resume``).
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import warnings
@@ -151,6 +152,11 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--image-transform", default="dct14", choices=["dct14", "none"],
                    help="fixed public transform: dct14 (28x28 images) or none (raw columns)")
     p.add_argument("--n-components", type=int, default=40, help="dimension d of the DP PCA")
+    p.add_argument("--mean-clip", type=float, default=14.0,
+                   help="public L2 bound of the transformed records for the noisy mean (default suits pixels in [0, 1])")
+    p.add_argument("--pca-clip", type=float, default=10.0, help="public L2 bound of the centred records for the DP PCA")
+    p.add_argument("--radius", type=float, default=5.0, help="public radius: projected records are divided by it "
+                                                              "and clipped into the unit ball")
     p.add_argument("-n", type=int, default=None, help="also write this many synthetic rows to DIR/synthetic.csv")
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: fresh OS entropy; a seeded release is reproducible but its noise is not "
@@ -499,8 +505,13 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError("torchdpgmm synthesize: error: --components-per-class must be >= 1")
     if args.out.exists() and (not args.out.is_dir() or (args.out / "release.json").exists()):
         raise UsageError(f"torchdpgmm synthesize: error: --out {args.out} is a file or already holds a release")
-    cfg = PipelineConfig(transform=args.image_transform, n_components=args.n_components,
-                         covariance_type=args.covariance_type, components_per_class=args.components_per_class)
+    for flag in ("mean_clip", "pca_clip", "radius"):
+        v = getattr(args, flag)
+        if not (math.isfinite(v) and v > 0):
+            raise UsageError(f"torchdpgmm synthesize: error: --{flag.replace('_', '-')} must be a positive finite number")
+    cfg = PipelineConfig(transform=args.image_transform, n_components=args.n_components, mean_clip=args.mean_clip,
+                         pca_clip=args.pca_clip, radius=args.radius, covariance_type=args.covariance_type,
+                         components_per_class=args.components_per_class)
     table = read_labeled_images(args.data, classes, args.label_column)
     rel = release_pipeline(table.X, table.y, num_classes=len(classes), epsilon=args.epsilon, delta=args.delta,
                            adjacency=args.adjacency, config=cfg, generator=_generator(args.seed))
