@@ -176,6 +176,25 @@ def test_pipeline_drops_bad_rows_without_refusing(m):
         torch.testing.assert_close(ta, tb, rtol=1e-9, atol=1e-11)
 
 
+def test_pipeline_replace_one_counts_do_not_see_an_unusable_row():
+    """Under replace-one the noisy mean's and the PCA's counts have recorded sensitivity 0, so replacing a
+    record by an unusable one (NaN pixel, unknown label) must leave them exactly where they were."""
+    from dataclasses import replace
+
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    X, y = _tiny_images(300)
+    cfg = replace(PipelineConfig(n_components=4), components_per_class=1)
+    nan_X, bad_y = X.clone(), y.clone()
+    nan_X[0, 0] = float("nan")
+    bad_y[1] = 9
+    runs = [release_pipeline(a, b, num_classes=3, epsilon=2.0, delta=1e-5, adjacency="replace-one", config=cfg,
+                             generator=torch.Generator().manual_seed(11)) for a, b in ((X, y), (nan_X, y), (X, bad_y))]
+    for r in runs[1:]:
+        assert r.pca.count == runs[0].pca.count and torch.isfinite(r.model.means).all()
+    assert {b.name: b.sensitivity for b in runs[0].privacy.blocks}["mean-count"] == 0.0
+
+
 @pytest.mark.parametrize("kind", ["full", "tied", "diag", "spherical"])
 def test_pipeline_classifies_tiny_data(kind):
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline

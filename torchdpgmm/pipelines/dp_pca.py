@@ -102,8 +102,9 @@ class DPPCA:
 def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, adjacency: str = "add-remove",
            center: torch.Tensor | None = None, split: dict[str, float] | None = None,
            mask: torch.Tensor | None = None, generator: torch.Generator | None = None) -> DPPCA:
-    """``mu``-GDP PCA of ``X (N, D)`` (module docstring); ``center`` public (default 0). Rows where the
-    boolean ``mask (N,)`` is False contribute nothing (they may hold anything, even NaN; no branch)."""
+    """``mu``-GDP PCA of ``X (N, D)`` (module docstring); ``center`` public (default 0). A row where the
+    boolean ``mask (N,)`` is False is a zero record (it may hold anything, even NaN; no branch), counted only
+    under replace-one (whose count is the public N), so under add/remove it is as if absent."""
     adjacency = parse_adjacency(adjacency)
     if not torch.is_tensor(X) or X.dim() != 2:
         raise ValueError("X must be a tensor of shape (N, D)")
@@ -131,8 +132,9 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     sig = {b: ref[b] / (float(mu) * math.sqrt(split[b] / tot)) for b in split}
     if adjacency == "replace-one":  # the count does not move; its noise is free, keep it for a fixed shape
         sig["count"] = 1.0 / float(mu)
-    count = torch.tensor([float(Z.shape[0])], dtype=torch.float64, device=X.device) if mask is None else \
-        mask.sum().to(torch.float64).reshape(1)
+    # a masked row is a zero record; it is counted under replace-one, where the count is public (sensitivity 0)
+    count = torch.tensor([float(Z.shape[0])], dtype=torch.float64, device=X.device) \
+        if mask is None or adjacency == "replace-one" else mask.sum().to(torch.float64).reshape(1)
     n = gaussian(count, sig["count"] ** 2, generator=generator)[0]
     s = gaussian(Z.sum(0), sig["sum"] ** 2, generator=generator)
     Q = Z.T @ Z + symmetric_gaussian_noise(D, sig["second_moment"], generator=generator, device=X.device)

@@ -97,20 +97,28 @@ class PipelineRelease:
         return self.model.predict(self.features(images))
 
 
+def _count(n_rows, mask, adjacency, like):
+    """The count a noisy mean or PCA releases: under add/remove the unmasked rows (a dropped row is a removed
+    one); under replace-one the public number of rows, a masked row being a zero record (replacing a record
+    by an unusable one must not move a count whose sensitivity is recorded as 0)."""
+    if mask is None or adjacency == "replace-one":
+        return torch.tensor([float(n_rows)], dtype=torch.float64, device=like.device)
+    return mask.sum().to(torch.float64).reshape(1)
+
+
 def _noisy_mean(X, clip, mu, adjacency, generator, mask=None):
     from torchdpgmm.mechanisms import clip_records, gaussian
 
     from ._privacy import NoisedBlock
 
+    if mask is not None:  # a masked row is a zero record (it may hold anything, even NaN; no branch)
+        X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     Z = clip_records(X, clip)
     sc, ss = (1.0, clip) if adjacency == "add-remove" else (0.0, 2 * clip)
     sig_c = 1.0 / (mu * math.sqrt(0.2))
     sig_s = (clip if adjacency == "add-remove" else 2 * clip) / (mu * math.sqrt(0.8))
-    count = torch.tensor([float(X.shape[0])], dtype=X.dtype, device=X.device) if mask is None else \
-        mask.sum().to(X.dtype).reshape(1)
-    n = gaussian(count, sig_c ** 2, generator=generator)[0]
-    # masked rows (finite: release_pipeline zeroes them) count for nothing; a mask-weighted sum, no branch
-    s = gaussian(Z.sum(0) if mask is None else mask.to(Z.dtype) @ Z, sig_s ** 2, generator=generator)
+    n = gaussian(_count(X.shape[0], mask, adjacency, X), sig_c ** 2, generator=generator)[0]
+    s = gaussian(Z.sum(0), sig_s ** 2, generator=generator)
     blocks = (NoisedBlock("mean-count", "gaussian", sc, sig_c), NoisedBlock("mean-sum", "gaussian", ss, sig_s))
     return s / n.clamp_min(1.0), blocks
 
@@ -119,8 +127,8 @@ def private_projection(X: torch.Tensor, mu: float, cfg: PipelineConfig, *, adjac
                        mask: torch.Tensor | None = None, generator: torch.Generator | None = None):
     """Noisy mean then DP PCA of transformed records ``X (N, D)`` under ``mu``-GDP in total (split
     ``mean_fraction : pca_fraction``); returns ``(DPPCA, blocks)``. Also the feature step of DP-SGD.
-    Rows where ``mask`` is False contribute nothing (they must hold finite values: :func:`release_pipeline`
-    zeroes them first)."""
+    Rows where ``mask`` is False are zero records (they may hold anything, even NaN); under add/remove they
+    are not counted either, so the result equals the one without them."""
     fm = cfg.mean_fraction / (cfg.mean_fraction + cfg.pca_fraction)
     centre, b_mean = _noisy_mean(X, cfg.mean_clip, mu * math.sqrt(fm), adjacency, generator, mask=mask)
     pca = dp_pca(X, cfg.n_components, clip_bound=cfg.pca_clip, mu=mu * math.sqrt(1 - fm), adjacency=adjacency,
@@ -136,7 +144,7 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
 
     Every check is on public inputs and comes before any noise. A row with a non-finite value or a label
     outside ``[0, num_classes)`` is dropped at every step without a branch (never refused: an error would
-    reveal it); the release then equals the release without that row."""
+    reveal it); under add/remove the release then equals the release without that row."""
     from torchdpgmm._validation import check_delta, check_epsilon
 
     cfg = config or PipelineConfig()
@@ -161,11 +169,12 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
     if not (1 <= cfg.n_components <= X.shape[-1]):
         raise ValueError(f"n_components must be in [1, {X.shape[-1]}], got {cfg.n_components}")
     # a row with a non-finite feature or a label outside [0, num_classes) is dropped at every step, without a
-    # branch: it is masked out of the noisy mean and the DP PCA, and the mixture ignores it (label -1)
+    # branch: it is masked out of the noisy mean and the DP PCA (a zero record, counted only under
+    # replace-one, where the count is public), and the mixture ignores it (label -1; its features there are
+    # zeroed too)
     labels = labels.to(device=X.device, dtype=torch.int64)
     # (a row is non-finite iff its sum is, except a finite row whose sum overflows float64: dropped too)
     keep = torch.isfinite(X.sum(-1)) & (labels >= 0) & (labels < num_classes)
-    X = torch.where(keep.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     labels = torch.where(keep, labels, torch.full_like(labels, -1))
     pca, b_feat = private_projection(X, mu * math.sqrt(fr), cfg, adjacency=adjacency, mask=keep, generator=generator)
     U = project_to_ball(X, pca, cfg.radius)
