@@ -330,7 +330,7 @@ def test_synthesize_writes_the_release_and_synthetic_rows_from_an_idx_folder(tmp
     (["--classes", "0,1,2", "--epsilon", "-1"], "epsilon"),
     (["--classes", "0,0,2", "--epsilon", "1"], "twice"),
     (["--classes", "0,1,2", "--epsilon", "1", "-n", "0"], "-n"),
-    (["--classes", "0,1,2", "--epsilon", "1", "--n-components", "500"], "n_components"),
+    (["--classes", "0,1,2", "--epsilon", "1", "--n-components", "500"], "--n-components"),
     (["--classes", "0,1,2", "--epsilon", "1", "--radius", "0"], "--radius"),
 ])
 def test_synthesize_bad_input_one_line_and_nothing_written(tmp_path, capsys, args, match):
@@ -339,3 +339,19 @@ def test_synthesize_bad_input_one_line_and_nothing_written(tmp_path, capsys, arg
     assert main(["synthesize", "--data", str(tmp_path / "idx"), "--delta", "1e-5", *args, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and match in err[0] and not out.exists()
+    # public checks come before the data are read: the same error with a data path that does not exist
+    assert main(["synthesize", "--data", str(tmp_path / "missing"), "--delta", "1e-5", *args, "--out", str(out)]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_synthesize_refuses_a_used_out_folder_and_a_wrong_width_without_printing_n(tmp_path, capsys):
+    _idx_training_folder(tmp_path / "idx", n=60)
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "old.csv").write_text("x\n")
+    base = ["synthesize", "--classes", "0,1,2", "--epsilon", "1", "--delta", "1e-5"]
+    assert main(base + ["--data", str(tmp_path / "idx"), "--out", str(tmp_path / "used")]) == 2
+    assert "new or empty folder" in capsys.readouterr().err
+    np.savez(tmp_path / "t.npz", X=np.zeros((37, 10)), y=np.zeros(37, dtype=int))
+    assert main(base + ["--data", str(tmp_path / "t.npz"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "784" in err and "37" not in err and not (tmp_path / "o").exists()

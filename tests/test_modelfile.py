@@ -107,6 +107,22 @@ def test_read_table_errors(tmp_path, content, args, msg):
         read_labeled_table(_write(tmp_path / "d.csv", content), **args)
 
 
+def test_read_table_private_mode_refuses_no_row(tmp_path):
+    """Sound mode (private=True): a malformed row, a non-numeric cell, a missing label and an NPZ label
+    outside class_names become rows the release drops (NaN features / index -1), never errors."""
+    import numpy as np
+
+    csv_text = "a,b,label\n1,2,x\n1,zz,y\n3,4,\n5,6\n7,8,y\n"
+    t = read_labeled_table(_write(tmp_path / "d.csv", csv_text), "label", classes=["x", "y"], private=True)
+    assert t.y.tolist() == [0, 1, -1, -1, 1]
+    assert np.isnan(t.X[1, 1].item()) and np.isnan(t.X[3]).all() and t.X[4].tolist() == [7.0, 8.0]
+    np.savez(tmp_path / "d.npz", X=np.ones((3, 2)), y=np.array([0, 5, 1]), class_names=np.array(["x", "y"]))
+    t = read_labeled_table(tmp_path / "d.npz", classes=["x", "y"], private=True)
+    assert t.y.tolist() == [0, -1, 1]
+    with pytest.raises(ValueError, match="not numeric"):  # outside sound mode the same table is refused
+        read_labeled_table(_write(tmp_path / "e.csv", csv_text), "label")
+
+
 def test_read_table_csv_and_npz(tmp_path):
     t = read_labeled_table(_write(tmp_path / "d.csv", "a,label,b\n1,10,2\n3,2,4\n5,10,6\n"), "label")
     assert t.feature_names == ["a", "b"] and t.class_names == ["2", "10"]

@@ -404,6 +404,16 @@ def _generator(seed: int | None):
     return g
 
 
+def _stream_generator(seed: int | None, stream: int):
+    """Independent streams of one seed (numpy SeedSequence children, as the estimators): the release's noise
+    and the synthetic draws never share numbers; fresh OS entropy without a seed."""
+    if seed is None:
+        return _generator(None)
+    import numpy as np
+
+    return _generator(int(np.random.SeedSequence(seed, spawn_key=(stream,)).generate_state(1, np.uint64)[0] % 2**62))
+
+
 def _cmd_release(args: argparse.Namespace) -> int:
     from torchdpgmm._validation import check_privacy_params
     from torchdpgmm.datafile import check_class_list, read_labeled_table
@@ -503,8 +513,12 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError("torchdpgmm synthesize: error: -n must be >= 1")
     if args.components_per_class is not None and args.components_per_class < 1:
         raise UsageError("torchdpgmm synthesize: error: --components-per-class must be >= 1")
-    if args.out.exists() and (not args.out.is_dir() or (args.out / "release.json").exists()):
-        raise UsageError(f"torchdpgmm synthesize: error: --out {args.out} is a file or already holds a release")
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise UsageError(f"torchdpgmm synthesize: error: --out {args.out} must be a new or empty folder")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError("torchdpgmm synthesize: error: --seed must be >= 0")
+    if args.image_transform == "dct14" and not 1 <= args.n_components <= 196:  # public: checked before any read
+        raise UsageError("torchdpgmm synthesize: error: --n-components must lie in [1, 196] (the 14x14 DCT's width)")
     for flag in ("mean_clip", "pca_clip", "radius"):
         v = getattr(args, flag)
         if not (math.isfinite(v) and v > 0):
@@ -513,8 +527,11 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                          pca_clip=args.pca_clip, radius=args.radius, covariance_type=args.covariance_type,
                          components_per_class=args.components_per_class)
     table = read_labeled_images(args.data, classes, args.label_column)
+    if args.image_transform == "dct14" and table.X.shape[1] != 784:
+        raise UsageError("torchdpgmm synthesize: error: --image-transform dct14 needs 28x28 images (784 columns), "
+                         f"the data have {table.X.shape[1]} columns")
     rel = release_pipeline(table.X, table.y, num_classes=len(classes), epsilon=args.epsilon, delta=args.delta,
-                           adjacency=args.adjacency, config=cfg, generator=_generator(args.seed))
+                           adjacency=args.adjacency, config=cfg, generator=_stream_generator(args.seed, 0))
     privacy = rel.privacy
     if args.seed is not None:
         from torchdpgmm.estimator import SEEDED_NOISE_NOTE
@@ -531,7 +548,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "release.json", json.dumps(payload, indent=1, default=float))
     if args.n is not None:
-        x, y = m.sample(args.n, generator=_generator(None if args.seed is None else args.seed + 1))
+        x, y = m.sample(args.n, generator=_stream_generator(args.seed, 1))
         write_labeled_csv(args.out / "synthetic.csv", x, y, classes, [f"z{i}" for i in range(d)])
     rec = privacy.to_dict()
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "

@@ -55,7 +55,8 @@ def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: s
             class_names: Sequence[str] | None = None, classes: Sequence[str] | None = None,
             private: bool = False) -> LabeledTable:
     if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{source}: need a non-empty N x d feature table, got shape {X.shape}")
+        raise ValueError(f"{source}: need a non-empty N x d feature table, got {X.ndim} dimension(s)"
+                         + ("" if private else f" of shape {X.shape}"))
     if not private and not np.all(np.isfinite(X)):  # sound mode: the release drops such rows branch-free
         rows = np.where(~np.isfinite(X).all(1))[0]
         where = "" if private else f" in {len(rows)} row(s), first at data row {rows[0] + 1}"
@@ -115,10 +116,10 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
         cn = [str(c) for c in data["class_names"]] if "class_names" in data else None
         if cn is not None and np.issubdtype(y.dtype, np.integer):
-            if y.min() < 0 or y.max() >= len(cn):
+            if not private and (y.min() < 0 or y.max() >= len(cn)):
                 raise ValueError(f"{path}: integer labels must index class_names")
-            y = [cn[i] for i in y]
-        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            y = np.array([cn[i] if 0 <= i < len(cn) else "" for i in y.tolist()], dtype=object)  # "": dropped
+        if not private and y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             raise ValueError(f"{path}: y contains NaN or inf labels")
         return _finish(X, list(y), fn, str(path), cn, classes, private)
     if suffix not in (".csv", ".txt", ".tsv"):
@@ -150,19 +151,26 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
     fi = [header.index(c) for c in feature_columns]
     X = np.empty((len(rows), len(fi)), dtype=np.float64)
     labels = []
+    # private (sound) mode refuses nothing that depends on a row: a malformed row, a non-numeric cell or a
+    # missing label becomes a row that the release drops (NaN features / a label outside the classes)
     for r_i, r in enumerate(rows):
         if len(r) != len(header):
-            where = "a data row" if private else f"data row {r_i + 1}"
-            raise ValueError(f"{path}: {where} has {len(r)} fields, header has {len(header)}")
+            if private:
+                labels.append("")
+                X[r_i] = math.nan
+                continue
+            raise ValueError(f"{path}: data row {r_i + 1} has {len(r)} fields, header has {len(header)}")
         labels.append(r[li].strip())
         for j, c in enumerate(fi):
             v = r[c].strip()
             try:
                 X[r_i, j] = float(v) if v != "" else math.nan
             except ValueError:
-                where = "" if private else f" (row {r_i + 1}: {v!r})"
-                raise ValueError(f"{path}: column {header[c]!r} is not numeric{where}") from None
-    if any(lab == "" or lab.lower() == "nan" for lab in labels):
+                if private:
+                    X[r_i, j] = math.nan
+                    continue
+                raise ValueError(f"{path}: column {header[c]!r} is not numeric (row {r_i + 1}: {v!r})") from None
+    if not private and any(lab == "" or lab.lower() == "nan" for lab in labels):
         raise ValueError(f"{path}: missing or NaN labels in column {label_column!r}")
     return _finish(X, labels, list(feature_columns), str(path), None, classes, private)
 
@@ -186,8 +194,7 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     except FileNotFoundError as exc:
         raise ValueError(f"{path}: no IDX training files ({exc})") from None
     if images.dim() != 3 or labels.dim() != 1 or labels.shape[0] != images.shape[0]:
-        raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each, got "
-                         f"{tuple(images.shape)} and {tuple(labels.shape)}")
+        raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each")  # n is private
     X = images.reshape(images.shape[0], -1).to(torch.float64)
     X = X / 255.0 if images.dtype == torch.uint8 else X
     names = check_class_list(classes)
