@@ -444,6 +444,16 @@ def test_synthetic_classifier_estimator_refuses_bad_parameters_and_drops_bad_row
             DPSyntheticClassifier(**kw).fit(Xn, yn)
     with pytest.raises(ValueError, match="784"):
         DPSyntheticClassifier(classes=[0, 1, 2]).fit(Xn[:, :100], yn)
+    with pytest.raises(ValueError, match="epsilon"):  # public checks before the data are looked at
+        DPSyntheticClassifier(-1.0, classes=[0, 1, 2]).fit(np.zeros((0, 3)), [])
+    secret = Xn.astype(object)
+    secret[5, 5] = "secret-value"
+    with pytest.raises(ValueError) as info:  # neither a private value nor the number of rows in the message
+        DPSyntheticClassifier(classes=[0, 1, 2]).fit(secret, yn)
+    assert "secret" not in str(info.value) and "300" not in str(info.value)
+    with pytest.raises(ValueError) as info:
+        DPSyntheticClassifier(classes=[0, 1, 2]).fit(Xn, yn[:-1])
+    assert "300" not in str(info.value) and "299" not in str(info.value)
     bad_X, bad_y = Xn.copy(), yn.astype(object)
     bad_X[4, 7] = np.nan
     bad_y[9] = "unknown"

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_consistent_length, check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from torchdpgmm._validation import _is_real_scalar, check_clip_bound
 
@@ -105,6 +105,20 @@ class _PublicLabelsMixin:
             raise ValueError(f"epsilon must be finite and > 0, got {self.epsilon!r}")
         if not (0 < self.delta < 1):
             raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
+
+    def _read_private_xy(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``validate_data`` for private training data: non-finite values pass (the release drops such rows),
+        and no error message quotes a value or the number of rows (both private under add/remove)."""
+        try:
+            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1, ensure_all_finite=False)
+        except ValueError as exc:
+            if "convert" in str(exc).lower():
+                raise ValueError("X must hold numbers only (a value could not be converted to float)") from None
+            raise
+        y = column_or_1d(np.asarray(y, dtype=object) if np.asarray(y).dtype.kind == "O" else y, warn=True)
+        if len(y) != X.shape[0]:
+            raise ValueError("X and y must have the same number of rows")
+        return X, y
 
     def _public_classes(self) -> np.ndarray | None:
         if self.classes is None:
@@ -285,9 +299,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         public = self._public_classes()
         sound = self.mode == "sound"
         if sound:  # y is matched against the public classes, never checked value by value
-            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1, ensure_all_finite=False)
-            y = column_or_1d(np.asarray(y, dtype=object) if np.asarray(y).dtype.kind == "O" else y, warn=True)
-            check_consistent_length(X, y)
+            X, y = self._read_private_xy(X, y)
         else:
             X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1, y_numeric=False)
             check_classification_targets(y)
@@ -470,8 +482,9 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         tags.classifier_tags.multi_label = False
         return tags
 
-    def _check_params(self, n_features: int) -> "Any":
-        """Every argument is public: checked, and the pipeline's config built, before the data are read."""
+    def _check_params(self, n_features: int | None = None) -> "Any":
+        """Every argument is public: checked (all but the width, ``n_features=None``) before the data are read,
+        then again with the data's width, which builds the pipeline's config."""
         from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig
 
         self._check_budget()
@@ -485,28 +498,28 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         m = self.components_per_class
         if m is not None and (not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1):
             raise ValueError(f"components_per_class must be None or an int >= 1, got {m!r}")
-        width = {"dct14": 784, "none": n_features}.get(self.image_transform)
-        if width is None:
+        if self.image_transform not in ("dct14", "none"):
             raise ValueError(f"image_transform must be 'dct14' or 'none', got {self.image_transform!r}")
-        if n_features != width:
-            raise ValueError(f"image_transform='dct14' needs 28x28 images flattened to 784 columns, got {n_features}")
-        out = 196 if self.image_transform == "dct14" else n_features
-        n = self.n_components
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 1 <= n <= out:
-            raise ValueError(f"n_components must be an int in [1, {out}] (the transformed width), got {n!r}")
         for name in ("radius", "mean_clip", "pca_clip"):
             v = getattr(self, name)
             if not (_is_real_scalar(v) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive finite number (public, not read off the data), got {v!r}")
+        out = 196 if self.image_transform == "dct14" else n_features
+        n = self.n_components
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1 or (out is not None and n > out):
+            raise ValueError(f"n_components must be an int in [1, {out or 'the width'}] (the transformed width), got {n!r}")
+        if n_features is None:
+            return None
+        if self.image_transform == "dct14" and n_features != 784:
+            raise ValueError(f"image_transform='dct14' needs 28x28 images flattened to 784 columns, got {n_features}")
         return PipelineConfig(transform=self.image_transform, mean_clip=float(self.mean_clip), pca_clip=float(self.pca_clip),
                               n_components=int(n), radius=float(self.radius), covariance_type=self.covariance_type,
                               components_per_class=None if m is None else int(m))
 
     def fit(self, X: Any, y: Any) -> "DPSyntheticClassifier":
         """Release the pipeline on ``(X, y)`` (class docstring); returns ``self``."""
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1, ensure_all_finite=False)
-        y = column_or_1d(np.asarray(y, dtype=object) if np.asarray(y).dtype.kind == "O" else y, warn=True)
-        check_consistent_length(X, y)
+        self._check_params()
+        X, y = self._read_private_xy(X, y)
         cfg = self._check_params(X.shape[1])
         classes, idx = self._encode_labels(y, self._public_classes())
         from torchdpgmm.pipelines.synthetic_classifier import release_pipeline
