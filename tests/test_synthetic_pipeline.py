@@ -176,6 +176,21 @@ def test_pipeline_drops_bad_rows_without_refusing(m):
         torch.testing.assert_close(ta, tb, rtol=1e-9, atol=1e-11)
 
 
+def test_private_projection_and_dp_pca_drop_non_finite_rows_without_a_mask():
+    """The feature step (also DP-SGD's) called without a mask: a NaN row is dropped, not refused, and under
+    add/remove the result equals the one without that row (same noise draws)."""
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, private_projection
+
+    X = torch.rand(300, 196, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    bad = X.clone()
+    bad[7, 3] = float("nan")
+    keep = torch.arange(300) != 7
+    a, _ = private_projection(bad, 2.0, PipelineConfig(n_components=4), generator=torch.Generator().manual_seed(4))
+    b, _ = private_projection(X[keep], 2.0, PipelineConfig(n_components=4), generator=torch.Generator().manual_seed(4))
+    torch.testing.assert_close(a.components, b.components, rtol=1e-9, atol=1e-11)
+    torch.testing.assert_close(a.mean, b.mean, rtol=1e-9, atol=1e-11)
+
+
 def test_pipeline_replace_one_counts_do_not_see_an_unusable_row():
     """Under replace-one the noisy mean's and the PCA's counts have recorded sensitivity 0, so replacing a
     record by an unusable one (NaN pixel, unknown label) must leave them exactly where they were."""

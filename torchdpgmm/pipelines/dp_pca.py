@@ -103,8 +103,8 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
            center: torch.Tensor | None = None, split: dict[str, float] | None = None,
            mask: torch.Tensor | None = None, generator: torch.Generator | None = None) -> DPPCA:
     """``mu``-GDP PCA of ``X (N, D)`` (module docstring); ``center`` public (default 0). A row where the
-    boolean ``mask (N,)`` is False is a zero record (it may hold anything, even NaN; no branch), counted only
-    under replace-one (whose count is the public N), so under add/remove it is as if absent."""
+    boolean ``mask (N,)`` is False, or that holds a non-finite value, is a zero record (no branch), counted
+    only under replace-one (whose count is the public N), so under add/remove it is as if absent."""
     adjacency = parse_adjacency(adjacency)
     if not torch.is_tensor(X) or X.dim() != 2:
         raise ValueError("X must be a tensor of shape (N, D)")
@@ -122,8 +122,9 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     Xd = X.to(torch.float64)
     c = torch.zeros(D, dtype=torch.float64, device=X.device) if center is None else \
         torch.as_tensor(center, dtype=torch.float64, device=X.device)
-    if mask is not None:
-        Xd = torch.where(mask.unsqueeze(-1), Xd, c)  # a masked row becomes the centre: a zero record
+    finite = torch.isfinite(Xd.sum(-1))  # a non-finite row is masked too (dropped, never refused)
+    mask = finite if mask is None else mask.to(finite.device) & finite
+    Xd = torch.where(mask.unsqueeze(-1), Xd, c)  # a masked row becomes the centre: a zero record
     Z = clip_records(Xd, float(clip_bound), center=c)  # the noise layer's one clipping function
     sens = pca_sensitivities(clip_bound, adjacency)
     # sigma_b = Delta_b / (mu sqrt(w_b)) with Delta_b at add-remove scale: sum_b (Delta_b/sigma_b)^2 = mu^2
@@ -134,7 +135,7 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
         sig["count"] = 1.0 / float(mu)
     # a masked row is a zero record; it is counted under replace-one, where the count is public (sensitivity 0)
     count = torch.tensor([float(Z.shape[0])], dtype=torch.float64, device=X.device) \
-        if mask is None or adjacency == "replace-one" else mask.sum().to(torch.float64).reshape(1)
+        if adjacency == "replace-one" else mask.sum().to(torch.float64).reshape(1)
     n = gaussian(count, sig["count"] ** 2, generator=generator)[0]
     s = gaussian(Z.sum(0), sig["sum"] ** 2, generator=generator)
     Q = Z.T @ Z + symmetric_gaussian_noise(D, sig["second_moment"], generator=generator, device=X.device)

@@ -101,7 +101,7 @@ def _count(n_rows, mask, adjacency, like):
     """The count a noisy mean or PCA releases: under add/remove the unmasked rows (a dropped row is a removed
     one); under replace-one the public number of rows, a masked row being a zero record (replacing a record
     by an unusable one must not move a count whose sensitivity is recorded as 0)."""
-    if mask is None or adjacency == "replace-one":
+    if adjacency == "replace-one":
         return torch.tensor([float(n_rows)], dtype=torch.float64, device=like.device)
     return mask.sum().to(torch.float64).reshape(1)
 
@@ -111,8 +111,9 @@ def _noisy_mean(X, clip, mu, adjacency, generator, mask=None):
 
     from ._privacy import NoisedBlock
 
-    if mask is not None:  # a masked row is a zero record (it may hold anything, even NaN; no branch)
-        X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
+    finite = torch.isfinite(X.sum(-1))  # a masked or non-finite row is a zero record (no branch)
+    mask = finite if mask is None else mask & finite
+    X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     Z = clip_records(X, clip)
     sc, ss = (1.0, clip) if adjacency == "add-remove" else (0.0, 2 * clip)
     sig_c = 1.0 / (mu * math.sqrt(0.2))
@@ -127,8 +128,8 @@ def private_projection(X: torch.Tensor, mu: float, cfg: PipelineConfig, *, adjac
                        mask: torch.Tensor | None = None, generator: torch.Generator | None = None):
     """Noisy mean then DP PCA of transformed records ``X (N, D)`` under ``mu``-GDP in total (split
     ``mean_fraction : pca_fraction``); returns ``(DPPCA, blocks)``. Also the feature step of DP-SGD.
-    Rows where ``mask`` is False are zero records (they may hold anything, even NaN); under add/remove they
-    are not counted either, so the result equals the one without them."""
+    Rows where ``mask`` is False, or with a non-finite value, are zero records (no branch); under add/remove
+    they are not counted either, so the result equals the one without them."""
     fm = cfg.mean_fraction / (cfg.mean_fraction + cfg.pca_fraction)
     centre, b_mean = _noisy_mean(X, cfg.mean_clip, mu * math.sqrt(fm), adjacency, generator, mask=mask)
     pca = dp_pca(X, cfg.n_components, clip_bound=cfg.pca_clip, mu=mu * math.sqrt(1 - fm), adjacency=adjacency,
