@@ -461,14 +461,18 @@ def test_synthetic_classifier_estimator_refuses_bad_parameters_and_drops_bad_row
         DPSyntheticClassifier(classes=[0, 1, 2]).fit(Xn[:, :100], yn)
     with pytest.raises(ValueError, match="epsilon"):  # public checks before the data are looked at
         DPSyntheticClassifier(-1.0, classes=[0, 1, 2]).fit(np.zeros((0, 3)), [])
-    secret = Xn.astype(object)
-    secret[5, 5] = "secret-value"
-    with pytest.raises(ValueError) as info:  # neither a private value nor the number of rows in the message
-        DPSyntheticClassifier(classes=[0, 1, 2]).fit(secret, yn)
-    assert "secret" not in str(info.value) and "300" not in str(info.value)
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ValueError) as info:  # neither a private value nor the number of rows in a message
         DPSyntheticClassifier(classes=[0, 1, 2]).fit(Xn, yn[:-1])
     assert "300" not in str(info.value) and "299" not in str(info.value)
+    with pytest.raises(ValueError) as info:
+        DPSyntheticClassifier(classes=[0, 1, 2]).fit(Xn[:, 0] * 0 + 0.123456, yn)
+    assert "0.123456" not in str(info.value)
+    secret = Xn.astype(object)
+    secret[5, 5] = "secret-value"  # a cell that is not a number: its row is dropped, never echoed or refused
+    kw5 = dict(classes=[0, 1, 2], n_components=4, random_state=1)
+    c = DPSyntheticClassifier(4.0, **kw5).fit(secret, yn)
+    d = DPSyntheticClassifier(4.0, **kw5).fit(np.delete(Xn, 5, axis=0), np.delete(yn, 5))
+    np.testing.assert_allclose(c.model_.means.numpy(), d.model_.means.numpy(), rtol=1e-9, atol=1e-11)
     bad_X, bad_y = Xn.copy(), yn.astype(object)
     bad_X[4, 7] = np.nan
     bad_y[9] = "unknown"

@@ -81,6 +81,16 @@ class SeededNoiseWarning(UserWarning):
 _FIT_STREAM, _SAMPLE_STREAM = 0, 1
 
 
+def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
+    """An object / string array as float64, a cell that is not a number becoming NaN (no error, no echo)."""
+    def one(v: Any) -> float:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return math.nan
+    return np.vectorize(one, otypes=[np.float64])(a) if a.size else a.astype(np.float64)
+
+
 def _hashable(v: Any) -> Any:
     """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
     v = v.item() if isinstance(v, np.generic) else v
@@ -106,16 +116,38 @@ class _PublicLabelsMixin:
         if not (0 < self.delta < 1):
             raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
 
+    def _check_random_state(self) -> None:
+        rs = self.random_state
+        if not (rs is None or isinstance(rs, np.random.RandomState)
+                or (isinstance(rs, numbers.Integral) and not isinstance(rs, bool))):
+            raise TypeError(f"random_state must be an int, a numpy RandomState or None, got {type(rs).__name__}")
+
     def _read_private_xy(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``validate_data`` for private training data: non-finite values pass (the release drops such rows),
-        and no error message quotes a value or the number of rows (both private under add/remove)."""
+        """``validate_data`` for private training data. Non-finite values pass and a cell that is not a
+        number becomes NaN (the release drops such rows); the errors for malformed input name public facts
+        (dimensions, dtype kinds), never a value or the number of rows (private under add/remove)."""
+        import scipy.sparse
+
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        if not hasattr(X, "iloc") and not scipy.sparse.issparse(X):  # DataFrames keep their column names
+            Xa = np.asarray(X) if hasattr(X, "dtype") else np.asarray(X, dtype=object)
+            if Xa.ndim != 2:
+                raise ValueError(f"Expected 2D array, got {Xa.ndim}-D: X must have one row per record")
+            if Xa.dtype.kind == "c":
+                raise ValueError("Complex data not supported: X must hold real numbers")
+            if Xa.dtype.kind in "OUS":
+                X = _numbers_or_nan(Xa)
         try:
             X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1, ensure_all_finite=False)
         except ValueError as exc:
             if "convert" in str(exc).lower():
                 raise ValueError("X must hold numbers only (a value could not be converted to float)") from None
             raise
-        y = column_or_1d(np.asarray(y, dtype=object) if np.asarray(y).dtype.kind == "O" else y, warn=True)
+        ya = np.asarray(y)
+        if ya.ndim == 2 and ya.shape[1] != 1 or ya.ndim > 2:
+            raise ValueError(f"y must be 1-D (one label per row), got {ya.ndim} dimension(s)")
+        y = column_or_1d(np.asarray(y, dtype=object) if ya.dtype.kind == "O" else y, warn=True)
         if len(y) != X.shape[0]:
             raise ValueError("X and y must have the same number of rows")
         return X, y
@@ -240,6 +272,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     def _check_params(self) -> None:
         """Validate every constructor argument (public values only) before data or noise are touched."""
         self._check_budget()
+        self._check_random_state()
         if self.mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES} (as-published only by name), got {self.mode!r}")
         if self.mechanism not in _MECHANISMS:
@@ -488,9 +521,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig
 
         self._check_budget()
+        self._check_random_state()
         if self.classes is None:
             raise ValueError("DPSyntheticClassifier needs the public class set: pass classes=[...]; it is never "
                              "read from y, which would leak which classes occur")
+        self._public_classes()
         if self.adjacency not in _ADJACENCIES:
             raise ValueError(f"adjacency must be one of {_ADJACENCIES}, got {self.adjacency!r}")
         if self.covariance_type not in _COVARIANCE_TYPES:
