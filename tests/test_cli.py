@@ -351,6 +351,14 @@ def test_synthesize_refuses_a_used_out_folder_and_a_wrong_width_without_printing
     base = ["synthesize", "--classes", "0,1,2", "--epsilon", "1", "--delta", "1e-5"]
     assert main(base + ["--data", str(tmp_path / "idx"), "--out", str(tmp_path / "used")]) == 2
     assert "new or empty folder" in capsys.readouterr().err
+    assert main(base + ["--data", str(tmp_path / "idx"), "-n", str(10 ** 13), "--out", str(tmp_path / "big")]) == 2
+    assert "memory" in capsys.readouterr().err and not (tmp_path / "big").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left
+    (tmp_path / "empty").mkdir()  # an empty folder is accepted and receives the release whole
+    assert main(base + ["--data", str(tmp_path / "idx"), "--n-components", "4", "--out", str(tmp_path / "empty")]) == 0
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == ["release.json"]
+    assert stat.S_IMODE((tmp_path / "empty").stat().st_mode) & 0o055 == 0o055
+    capsys.readouterr()
     np.savez(tmp_path / "t.npz", X=np.zeros((37, 10)), y=np.zeros(37, dtype=int))
     assert main(base + ["--data", str(tmp_path / "t.npz"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err

@@ -544,12 +544,29 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                "pca": {"mean": rel.pca.mean.tolist(), "components": rel.pca.components.tolist()},
                "mixture": {"weights": m.weights.tolist(), "comp_weights": m.comp_weights.tolist(),
                            "means": m.means.tolist(), "covariances": m.covariances.tolist()}}
-    _new_folder(args.out, created)
-    args.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out / "release.json", json.dumps(payload, indent=1, default=float))
-    if args.n is not None:
-        x, y = m.sample(args.n, generator=_stream_generator(args.seed, 1))
-        write_labeled_csv(args.out / "synthetic.csv", x, y, classes, [f"z{i}" for i in range(d)])
+    sample = None
+    if args.n is not None:  # drawn before anything is written
+        try:
+            sample = m.sample(args.n, generator=_stream_generator(args.seed, 1))
+        except (RuntimeError, MemoryError):
+            raise UsageError(f"torchdpgmm synthesize: error: -n {args.n} synthetic rows do not fit in memory") from None
+    # write into a fresh sibling folder, then rename it into place: the output appears whole or not at all
+    import os
+    import tempfile
+
+    if not args.out.parent.exists():
+        _new_folder(args.out.parent, created)
+        args.out.parent.mkdir(parents=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
+    created.append(tmp)
+    atomic_write_text(tmp / "release.json", json.dumps(payload, indent=1, default=float))
+    if sample is not None:
+        write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes, [f"z{i}" for i in range(d)])
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; give it an ordinary new folder's permissions
+    os.replace(tmp, args.out)  # onto a missing or empty folder
+    created.remove(tmp)
     rec = privacy.to_dict()
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, adjacency={rec['adjacency']}"
