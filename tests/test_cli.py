@@ -359,6 +359,13 @@ def test_synthesize_refuses_a_used_out_folder_and_a_wrong_width_without_printing
     assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == ["release.json"]
     assert stat.S_IMODE((tmp_path / "empty").stat().st_mode) & 0o055 == 0o055
     capsys.readouterr()
+    (tmp_path / "bad").mkdir()  # a truncated IDX file: one line that quotes no size (N * 784 bytes is private)
+    header = bytes([0, 0, 8, 3, 0, 0, 0, 37, 0, 0, 0, 28, 0, 0, 0, 28])  # 37 images of 28x28 declared, 100 bytes given
+    (tmp_path / "bad" / "train-images-idx3-ubyte").write_bytes(header + bytes(100))
+    (tmp_path / "bad" / "train-labels-idx1-ubyte").write_bytes(bytes([0, 0, 8, 1, 0, 0, 0, 37]) + bytes(37))
+    assert main(base + ["--data", str(tmp_path / "bad"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not valid IDX" in err and "29008" not in err and "37" not in err
     np.savez(tmp_path / "t.npz", X=np.zeros((37, 10)), y=np.zeros(37, dtype=int))
     assert main(base + ["--data", str(tmp_path / "t.npz"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err

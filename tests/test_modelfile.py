@@ -123,6 +123,27 @@ def test_read_table_private_mode_refuses_no_row(tmp_path):
         read_labeled_table(_write(tmp_path / "e.csv", csv_text), "label")
 
 
+def test_read_table_private_mode_one_line_is_one_record(tmp_path):
+    """No record's content changes how many records there are: a blank line, a stray quote, bytes that are
+    not UTF-8 and a huge field each stay one (dropped) record; the delimiter comes from the header alone."""
+    import csv as _csv
+
+    import numpy as np
+
+    big = "9" * (_csv.field_size_limit() + 10)
+    raw = (b"a,b,label\n1,2,x\n\n3,\"4,y\n5,6,y\n\xff\xfe,1,x\n" + f"{big},1,x\n".encode() + b"7,8,y\n")
+    (tmp_path / "d.csv").write_bytes(raw)
+    t = read_labeled_table(tmp_path / "d.csv", "label", classes=["x", "y"], private=True)
+    assert t.X.shape[0] == 7 and t.y.tolist() == [0, -1, -1, 1, 0, -1, 1]
+    assert t.X[3].tolist() == [5.0, 6.0] and t.X[6].tolist() == [7.0, 8.0] and np.isnan(t.X[4, 0].item())
+    (tmp_path / "t.csv").write_text("a\tb\tlabel\n1\t\"2,5\"\tx\n3\t4\ty\n")
+    t = read_labeled_table(tmp_path / "t.csv", "label", classes=["x", "y"], private=True)
+    assert t.y.tolist() == [0, 1] and np.isnan(t.X[0, 1].item())
+    np.savez(tmp_path / "s.npz", X=np.array([["1", "2"], ["x", "4"]]), y=np.array([1.0, 0.0]))
+    t = read_labeled_table(tmp_path / "s.npz", classes=["0", "1"], private=True)
+    assert t.y.tolist() == [1, 0] and np.isnan(t.X[1, 0].item()) and t.X[0].tolist() == [1.0, 2.0]
+
+
 def test_read_table_csv_and_npz(tmp_path):
     t = read_labeled_table(_write(tmp_path / "d.csv", "a,label,b\n1,10,2\n3,2,4\n5,10,6\n"), "label")
     assert t.feature_names == ["a", "b"] and t.class_names == ["2", "10"]

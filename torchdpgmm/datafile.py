@@ -90,6 +90,22 @@ def _is_number(s: str) -> bool:
         return False
 
 
+def _float_or_nan(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _one_line_record(line: str, delim: str) -> list[str]:
+    """One physical line as a record's fields; a line the csv module cannot parse gives no fields (the
+    record is then dropped by the release as a malformed row)."""
+    try:
+        return next(csv.reader([line], delimiter=delim), [])
+    except csv.Error:
+        return []
+
+
 def read_labeled_table(path: str | Path, label_column: str | None = None,
                        feature_columns: Sequence[str] | None = None, *, classes: Sequence[str] | None = None,
                        private: bool = False) -> LabeledTable:
@@ -109,8 +125,15 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         for key in ("X", "y"):
             if key not in data:
                 raise ValueError(f"{path}: NPZ must contain arrays 'X' and 'y' (found {sorted(data.files)})")
-        X = np.asarray(data["X"], dtype=np.float64)
+        X = data["X"]
+        if X.dtype.kind in "OUS":  # the dtype is public; a cell that is not a number never reaches an error
+            if not private:
+                raise ValueError(f"{path}: X must hold numbers, got dtype {X.dtype}")
+            X = np.vectorize(_float_or_nan, otypes=[np.float64])(X) if X.size else X.astype(np.float64)
+        X = np.asarray(X, dtype=np.float64)
         y = data["y"]
+        if y.dtype.kind == "f":  # integral float labels (1.0) name the class "1", as integer labels do
+            y = np.array([str(int(v)) if math.isfinite(v) and v == int(v) else str(v) for v in y.tolist()], dtype=object)
         if y.ndim != 1 or len(y) != len(X):
             raise ValueError(f"{path}: y must be a vector with one label per row of X")
         fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
@@ -119,23 +142,29 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
             if not private and (y.min() < 0 or y.max() >= len(cn)):
                 raise ValueError(f"{path}: integer labels must index class_names")
             y = np.array([cn[i] if 0 <= i < len(cn) else "" for i in y.tolist()], dtype=object)  # "": dropped
-        if not private and y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        if not private and any(v in ("nan", "inf", "-inf") for v in np.asarray(y, dtype=object).tolist()):
             raise ValueError(f"{path}: y contains NaN or inf labels")
         return _finish(X, list(y), fn, str(path), cn, classes, private)
     if suffix not in (".csv", ".txt", ".tsv"):
         raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")
     if label_column is None:
         raise ValueError("--label-column is required for CSV input")
-    with open(path, newline="") as fh:
-        sample = fh.read(4096)
-        fh.seek(0)
-        delim = "\t" if suffix == ".tsv" or ("\t" in sample and "," not in sample) else ","
-        reader = csv.reader(fh, delimiter=delim)
-        try:
-            header = [h.strip() for h in next(reader)]
-        except StopIteration:
-            raise ValueError(f"{path}: empty file") from None
-        rows = [r for r in reader if any(c.strip() for c in r)]
+    # private (sound) mode: bytes that are not UTF-8 are replaced, and every physical line after the header is
+    # one record, parsed on its own, so that no record's content (a stray quote, a blank line, a huge field)
+    # changes how many records there are or how the others are read
+    with open(path, newline="", encoding="utf-8", errors="replace" if private else "strict") as fh:
+        lines = fh.read().splitlines()
+    if not lines:
+        raise ValueError(f"{path}: empty file")
+    delim = "\t" if suffix == ".tsv" or ("\t" in lines[0] and "," not in lines[0]) else ","  # the header decides
+    try:
+        header = [h.strip() for h in next(csv.reader([lines[0]], delimiter=delim))]
+        if not private:
+            rows = [r for r in csv.reader(lines[1:], delimiter=delim) if any(c.strip() for c in r)]
+    except csv.Error as exc:
+        raise ValueError(f"{path}: cannot parse the CSV ({exc})") from None
+    if private:
+        rows = [_one_line_record(line, delim) for line in lines[1:]]
     dup = sorted({h for h in header if header.count(h) > 1})
     if dup:
         raise ValueError(f"{path}: the header names column(s) {', '.join(map(repr, dup))} more than once; "
@@ -189,10 +218,13 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
 
     img_stem, lab_stem = MNIST_FILES["train"]
     try:
-        images = read_idx(find_idx_file(path, img_stem, ("raw", "MNIST/raw", "FashionMNIST/raw")))
-        labels = read_idx(find_idx_file(path, lab_stem, ("raw", "MNIST/raw", "FashionMNIST/raw")))
+        files = [find_idx_file(path, stem, ("raw", "MNIST/raw", "FashionMNIST/raw")) for stem in (img_stem, lab_stem)]
     except FileNotFoundError as exc:
         raise ValueError(f"{path}: no IDX training files ({exc})") from None
+    try:
+        images, labels = (read_idx(f) for f in files)
+    except (ValueError, OSError, EOFError):  # their messages may quote sizes (N * 784 bytes): N is private
+        raise ValueError(f"{path}: the IDX training files are not valid IDX (bad header, type or length)") from None
     if images.dim() != 3 or labels.dim() != 1 or labels.shape[0] != images.shape[0]:
         raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each")  # n is private
     X = images.reshape(images.shape[0], -1).to(torch.float64)
