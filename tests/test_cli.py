@@ -351,6 +351,9 @@ def test_synthesize_refuses_a_used_out_folder_and_a_wrong_width_without_printing
     base = ["synthesize", "--classes", "0,1,2", "--epsilon", "1", "--delta", "1e-5"]
     assert main(base + ["--data", str(tmp_path / "idx"), "--out", str(tmp_path / "used")]) == 2
     assert "new or empty folder" in capsys.readouterr().err
+    (tmp_path / "afile").write_text("x")  # refused before the data are read (a missing data path is not reached)
+    assert main(base + ["--data", str(tmp_path / "missing"), "--out", str(tmp_path / "afile" / "o")]) == 2
+    assert "not a folder" in capsys.readouterr().err
     assert main(base + ["--data", str(tmp_path / "idx"), "-n", str(10 ** 13), "--out", str(tmp_path / "big")]) == 2
     assert "memory" in capsys.readouterr().err and not (tmp_path / "big").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary folder left

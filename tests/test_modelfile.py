@@ -136,6 +136,11 @@ def test_read_table_private_mode_one_line_is_one_record(tmp_path):
     t = read_labeled_table(tmp_path / "d.csv", "label", classes=["x", "y"], private=True)
     assert t.X.shape[0] == 7 and t.y.tolist() == [0, -1, -1, 1, 0, -1, 1]
     assert t.X[3].tolist() == [5.0, 6.0] and t.X[6].tolist() == [7.0, 8.0] and np.isnan(t.X[4, 0].item())
+    (tmp_path / "u.csv").write_text("\ufeffa,b,label\n1,2,x\u2028z\n3\f,4,y\n5,6,y\n", encoding="utf-8")
+    t = read_labeled_table(tmp_path / "u.csv", "label", classes=["x", "y"], private=True)  # BOM; only \n ends a record
+    assert t.X.shape[0] == 3 and t.y.tolist() == [-1, 1, 1]
+    (tmp_path / "q.csv").write_text('a,b,label\n1,2,"x\ny"\n3,4,z\n')  # outside sound mode: csv's own records
+    assert read_labeled_table(tmp_path / "q.csv", "label").class_names == ["x\ny", "z"]
     (tmp_path / "t.csv").write_text("a\tb\tlabel\n1\t\"2,5\"\tx\n3\t4\ty\n")
     t = read_labeled_table(tmp_path / "t.csv", "label", classes=["x", "y"], private=True)
     assert t.y.tolist() == [0, 1] and np.isnan(t.X[0, 1].item())

@@ -513,8 +513,11 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError("torchdpgmm synthesize: error: -n must be >= 1")
     if args.components_per_class is not None and args.components_per_class < 1:
         raise UsageError("torchdpgmm synthesize: error: --components-per-class must be >= 1")
-    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+    if args.out.is_symlink() or (args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir()))):
         raise UsageError(f"torchdpgmm synthesize: error: --out {args.out} must be a new or empty folder")
+    parent = next((p for p in args.out.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir():
+        raise UsageError(f"torchdpgmm synthesize: error: --out {args.out}: {parent} is not a folder")
     if args.seed is not None and args.seed < 0:
         raise UsageError("torchdpgmm synthesize: error: --seed must be >= 0")
     if args.image_transform == "dct14" and not 1 <= args.n_components <= 196:  # public: checked before any read
@@ -548,8 +551,9 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     if args.n is not None:  # drawn before anything is written
         try:
             sample = m.sample(args.n, generator=_stream_generator(args.seed, 1))
-        except (RuntimeError, MemoryError):
-            raise UsageError(f"torchdpgmm synthesize: error: -n {args.n} synthetic rows do not fit in memory") from None
+        except (RuntimeError, MemoryError) as exc:
+            raise UsageError(f"torchdpgmm synthesize: error: could not draw -n {args.n} synthetic rows "
+                             f"({type(exc).__name__}; out of memory?)") from None
     # write into a fresh sibling folder, then rename it into place: the output appears whole or not at all
     import os
     import tempfile
@@ -566,7 +570,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     os.umask(umask)
     tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; give it an ordinary new folder's permissions
     os.replace(tmp, args.out)  # onto a missing or empty folder
-    created.remove(tmp)
+    created.clear()
     rec = privacy.to_dict()
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, adjacency={rec['adjacency']}"

@@ -17,7 +17,9 @@ refused as schema errors.
 from __future__ import annotations
 
 import csv
+import io
 import math
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -90,6 +92,11 @@ def _is_number(s: str) -> bool:
         return False
 
 
+def _label_text(v) -> str:
+    """A numeric label as the text ``--classes`` names it: integral values as integers (``1.0`` -> ``"1"``)."""
+    return str(int(v)) if isinstance(v, (int, float)) and math.isfinite(v) and v == int(v) else str(v)
+
+
 def _float_or_nan(v) -> float:
     try:
         return float(v)
@@ -133,7 +140,7 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         X = np.asarray(X, dtype=np.float64)
         y = data["y"]
         if y.dtype.kind == "f":  # integral float labels (1.0) name the class "1", as integer labels do
-            y = np.array([str(int(v)) if math.isfinite(v) and v == int(v) else str(v) for v in y.tolist()], dtype=object)
+            y = np.array([_label_text(v) for v in y.ravel().tolist()], dtype=object).reshape(y.shape)
         if y.ndim != 1 or len(y) != len(X):
             raise ValueError(f"{path}: y must be a vector with one label per row of X")
         fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
@@ -152,15 +159,24 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
     # private (sound) mode: bytes that are not UTF-8 are replaced, and every physical line after the header is
     # one record, parsed on its own, so that no record's content (a stray quote, a blank line, a huge field)
     # changes how many records there are or how the others are read
-    with open(path, newline="", encoding="utf-8", errors="replace" if private else "strict") as fh:
-        lines = fh.read().splitlines()
+    try:
+        with open(path, newline="", encoding="utf-8-sig", errors="replace" if private else "strict") as fh:
+            text = fh.read()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    # a record ends at "\n" only (str.splitlines would also split at \v, \f, \u2028, ... inside a record)
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last record; it does not start one
     if not lines:
         raise ValueError(f"{path}: empty file")
     delim = "\t" if suffix == ".tsv" or ("\t" in lines[0] and "," not in lines[0]) else ","  # the header decides
     try:
         header = [h.strip() for h in next(csv.reader([lines[0]], delimiter=delim))]
-        if not private:
-            rows = [r for r in csv.reader(lines[1:], delimiter=delim) if any(c.strip() for c in r)]
+        if not private:  # the csv module's own record splitting (quoted newlines inside a field are kept)
+            reader = csv.reader(io.StringIO(text), delimiter=delim)
+            next(reader)
+            rows = [r for r in reader if any(c.strip() for c in r)]
     except csv.Error as exc:
         raise ValueError(f"{path}: cannot parse the CSV ({exc})") from None
     if private:
@@ -223,7 +239,7 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
         raise ValueError(f"{path}: no IDX training files ({exc})") from None
     try:
         images, labels = (read_idx(f) for f in files)
-    except (ValueError, OSError, EOFError):  # their messages may quote sizes (N * 784 bytes): N is private
+    except (ValueError, OSError, EOFError, zlib.error):  # their messages may quote sizes (N * 784 bytes)
         raise ValueError(f"{path}: the IDX training files are not valid IDX (bad header, type or length)") from None
     if images.dim() != 3 or labels.dim() != 1 or labels.shape[0] != images.shape[0]:
         raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each")  # n is private
@@ -231,7 +247,7 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     X = X / 255.0 if images.dtype == torch.uint8 else X
     names = check_class_list(classes)
     index = {c: i for i, c in enumerate(names)}
-    y = torch.tensor([index.get(str(int(v)), -1) for v in labels.tolist()], dtype=torch.long)
+    y = torch.tensor([index.get(_label_text(v), -1) for v in labels.tolist()], dtype=torch.long)
     return LabeledTable(X, y, names, [f"pixel{i}" for i in range(X.shape[1])])
 
 

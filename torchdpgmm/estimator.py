@@ -121,6 +121,8 @@ class _PublicLabelsMixin:
         if not (rs is None or isinstance(rs, np.random.RandomState)
                 or (isinstance(rs, numbers.Integral) and not isinstance(rs, bool))):
             raise TypeError(f"random_state must be an int, a numpy RandomState or None, got {type(rs).__name__}")
+        if isinstance(rs, numbers.Integral) and rs < 0:
+            raise ValueError(f"random_state must be >= 0, got {rs}")
 
     def _read_private_xy(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         """``validate_data`` for private training data. Non-finite values pass and a cell that is not a
@@ -134,6 +136,8 @@ class _PublicLabelsMixin:
             Xa = np.asarray(X) if hasattr(X, "dtype") else np.asarray(X, dtype=object)
             if Xa.ndim != 2:
                 raise ValueError(f"Expected 2D array, got {Xa.ndim}-D: X must have one row per record")
+            if Xa.shape[1] == 0:
+                raise ValueError("X has 0 feature(s) (columns); at least one is required")
             if Xa.dtype.kind == "c":
                 raise ValueError("Complex data not supported: X must hold real numbers")
             if Xa.dtype.kind in "OUS":
