@@ -113,49 +113,39 @@ def _one_line_record(line: str, delim: str) -> list[str]:
         return []
 
 
-def read_labeled_table(path: str | Path, label_column: str | None = None,
-                       feature_columns: Sequence[str] | None = None, *, classes: Sequence[str] | None = None,
-                       private: bool = False) -> LabeledTable:
-    """Read ``path`` (``.csv`` or ``.npz``); raises ``ValueError`` with a one-line reason on bad input.
+def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> LabeledTable:
+    """The NPZ branch of :func:`read_labeled_table` (arrays ``X``, ``y``; optional names)."""
+    try:
+        data = np.load(path, allow_pickle=False)
+    except Exception as exc:
+        raise ValueError(f"{path}: cannot read NPZ ({exc})") from None
+    for key in ("X", "y"):
+        if key not in data:
+            raise ValueError(f"{path}: NPZ must contain arrays 'X' and 'y' (found {sorted(data.files)})")
+    X = data["X"]
+    if X.dtype.kind in "OUS":  # the dtype is public; a cell that is not a number never reaches an error
+        if not private:
+            raise ValueError(f"{path}: X must hold numbers, got dtype {X.dtype}")
+        X = np.vectorize(_float_or_nan, otypes=[np.float64])(X) if X.size else X.astype(np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    y = data["y"]
+    if y.dtype.kind == "f":  # integral float labels (1.0) name the class "1", as integer labels do
+        y = np.array([_label_text(v) for v in y.ravel().tolist()], dtype=object).reshape(y.shape)
+    if y.ndim != 1 or len(y) != len(X):
+        raise ValueError(f"{path}: y must be a vector with one label per row of X")
+    fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
+    cn = [str(c) for c in data["class_names"]] if "class_names" in data else None
+    if cn is not None and np.issubdtype(y.dtype, np.integer):
+        if not private and (y.min() < 0 or y.max() >= len(cn)):
+            raise ValueError(f"{path}: integer labels must index class_names")
+        y = np.array([cn[i] if 0 <= i < len(cn) else "" for i in y.tolist()], dtype=object)  # "": dropped
+    if not private and any(v in ("nan", "inf", "-inf") for v in np.asarray(y, dtype=object).tolist()):
+        raise ValueError(f"{path}: y contains NaN or inf labels")
+    return _finish(X, list(y), fn, str(path), cn, classes, private)
 
-    ``classes``: the public class set (module docstring). ``private``: no row numbers or values in errors.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"no such file: {path}")
-    suffix = path.suffix.lower()
-    if suffix == ".npz":
-        try:
-            data = np.load(path, allow_pickle=False)
-        except Exception as exc:
-            raise ValueError(f"{path}: cannot read NPZ ({exc})") from None
-        for key in ("X", "y"):
-            if key not in data:
-                raise ValueError(f"{path}: NPZ must contain arrays 'X' and 'y' (found {sorted(data.files)})")
-        X = data["X"]
-        if X.dtype.kind in "OUS":  # the dtype is public; a cell that is not a number never reaches an error
-            if not private:
-                raise ValueError(f"{path}: X must hold numbers, got dtype {X.dtype}")
-            X = np.vectorize(_float_or_nan, otypes=[np.float64])(X) if X.size else X.astype(np.float64)
-        X = np.asarray(X, dtype=np.float64)
-        y = data["y"]
-        if y.dtype.kind == "f":  # integral float labels (1.0) name the class "1", as integer labels do
-            y = np.array([_label_text(v) for v in y.ravel().tolist()], dtype=object).reshape(y.shape)
-        if y.ndim != 1 or len(y) != len(X):
-            raise ValueError(f"{path}: y must be a vector with one label per row of X")
-        fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
-        cn = [str(c) for c in data["class_names"]] if "class_names" in data else None
-        if cn is not None and np.issubdtype(y.dtype, np.integer):
-            if not private and (y.min() < 0 or y.max() >= len(cn)):
-                raise ValueError(f"{path}: integer labels must index class_names")
-            y = np.array([cn[i] if 0 <= i < len(cn) else "" for i in y.tolist()], dtype=object)  # "": dropped
-        if not private and any(v in ("nan", "inf", "-inf") for v in np.asarray(y, dtype=object).tolist()):
-            raise ValueError(f"{path}: y contains NaN or inf labels")
-        return _finish(X, list(y), fn, str(path), cn, classes, private)
-    if suffix not in (".csv", ".txt", ".tsv"):
-        raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")
-    if label_column is None:
-        raise ValueError("--label-column is required for CSV input")
+
+def _csv_records(path: Path, suffix: str, private: bool) -> tuple[list[str], list[list[str]]]:
+    """The header and the records of a CSV/TSV file (the parsing part of :func:`read_labeled_table`)."""
     # private (sound) mode: bytes that are not UTF-8 are replaced, and every physical line after the header is
     # one record, parsed on its own, so that no record's content (a stray quote, a blank line, a huge field)
     # changes how many records there are or how the others are read
@@ -181,6 +171,27 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         raise ValueError(f"{path}: cannot parse the CSV ({exc})") from None
     if private:
         rows = [_one_line_record(line, delim) for line in lines[1:]]
+    return header, rows
+
+
+def read_labeled_table(path: str | Path, label_column: str | None = None,
+                       feature_columns: Sequence[str] | None = None, *, classes: Sequence[str] | None = None,
+                       private: bool = False) -> LabeledTable:
+    """Read ``path`` (``.csv`` or ``.npz``); raises ``ValueError`` with a one-line reason on bad input.
+
+    ``classes``: the public class set (module docstring). ``private``: no row numbers or values in errors.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"no such file: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".npz":
+        return _read_npz(path, classes, private)
+    if suffix not in (".csv", ".txt", ".tsv"):
+        raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")
+    if label_column is None:
+        raise ValueError("--label-column is required for CSV input")
+    header, rows = _csv_records(path, suffix, private)
     dup = sorted({h for h in header if header.count(h) > 1})
     if dup:
         raise ValueError(f"{path}: the header names column(s) {', '.join(map(repr, dup))} more than once; "
