@@ -373,3 +373,19 @@ def test_synthesize_refuses_a_used_out_folder_and_a_wrong_width_without_printing
     assert main(base + ["--data", str(tmp_path / "t.npz"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "784" in err and "37" not in err and not (tmp_path / "o").exists()
+
+
+def test_synthesize_interrupted_while_writing_leaves_nothing(tmp_path, monkeypatch, capsys):
+    import torchdpgmm.datafile as datafile
+
+    _idx_training_folder(tmp_path / "idx", n=60)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(datafile, "write_labeled_csv", interrupted)
+    out = tmp_path / "o"
+    assert main(["synthesize", "--data", str(tmp_path / "idx"), "--classes", "0,1,2", "--epsilon", "1",
+                 "--delta", "1e-5", "--n-components", "4", "-n", "10", "--out", str(out)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # neither the output nor a temporary folder

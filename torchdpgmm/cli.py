@@ -562,14 +562,17 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         _new_folder(args.out.parent, created)
         args.out.parent.mkdir(parents=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
-    created.append(tmp)
-    atomic_write_text(tmp / "release.json", json.dumps(payload, indent=1, default=float))
-    if sample is not None:
-        write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes, [f"z{i}" for i in range(d)])
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; give it an ordinary new folder's permissions
-    os.replace(tmp, args.out)  # onto a missing or empty folder
+    try:  # any failure or Ctrl-C while writing removes the temporary folder
+        atomic_write_text(tmp / "release.json", json.dumps(payload, indent=1, default=float))
+        if sample is not None:
+            write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes, [f"z{i}" for i in range(d)])
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; give it an ordinary new folder's permissions
+        os.replace(tmp, args.out)  # onto a missing or empty folder
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     created.clear()
     rec = privacy.to_dict()
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
