@@ -405,13 +405,13 @@ def _generator(seed: int | None):
 
 
 def _stream_generator(seed: int | None, stream: int):
-    """Independent streams of one seed (numpy SeedSequence children, as the estimators): the release's noise
-    and the synthetic draws never share numbers; fresh OS entropy without a seed."""
+    """Stream ``stream`` of ``seed`` (:func:`torchdpgmm.estimator.child_seed`, as the estimators derive theirs):
+    the release's noise and the synthetic draws never share numbers; fresh OS entropy without a seed."""
     if seed is None:
         return _generator(None)
-    import numpy as np
+    from torchdpgmm.estimator import child_seed
 
-    return _generator(int(np.random.SeedSequence(seed, spawn_key=(stream,)).generate_state(1, np.uint64)[0] % 2**62))
+    return _generator(child_seed(seed, stream))
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
@@ -444,12 +444,10 @@ def _cmd_release(args: argparse.Namespace) -> int:
                   mode=args.mode, generator=_generator(args.seed), **kwargs)
     privacy = rel.privacy
     if args.mode == "sound" and args.seed is not None:
-        from dataclasses import replace as _replace
-
-        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+        from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
 
         print(f"torchdpgmm release: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
-        privacy = _replace(privacy, notes=tuple(privacy.notes) + (SEEDED_NOISE_NOTE,))
+        privacy = with_seeded_noise_note(privacy)
     model_to_dict(rel.model, privacy, table.class_names, table.feature_names)  # validate before writing
     save_model(args.out, rel.model, privacy, table.class_names, table.feature_names)
     rec = privacy.to_dict()
@@ -498,13 +496,10 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
 def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     import json
-    from dataclasses import replace as _replace
-
-    import torch
 
     from torchdpgmm._validation import check_privacy_params
     from torchdpgmm.datafile import check_class_list, read_labeled_images, write_labeled_csv
-    from torchdpgmm.modelfile import atomic_write_text
+    from torchdpgmm.modelfile import _umask, atomic_write_text
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
 
     check_privacy_params(args.epsilon, args.delta)  # every public check before the data are read
@@ -537,10 +532,10 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                            adjacency=args.adjacency, config=cfg, generator=_stream_generator(args.seed, 0))
     privacy = rel.privacy
     if args.seed is not None:
-        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+        from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
 
         print(f"torchdpgmm synthesize: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
-        privacy = _replace(privacy, notes=tuple(privacy.notes) + (SEEDED_NOISE_NOTE,))
+        privacy = with_seeded_noise_note(privacy)
     m, d = rel.model, rel.pca.components.shape[0]
     payload = {"format": "torchdpgmm-synthetic-pipeline", "format_version": 1, "class_names": classes,
                "config": rel.config.to_dict(), "privacy": privacy.to_dict(),
@@ -566,9 +561,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         atomic_write_text(tmp / "release.json", json.dumps(payload, indent=1, default=float))
         if sample is not None:
             write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes, [f"z{i}" for i in range(d)])
-        umask = os.umask(0)
-        os.umask(umask)
-        tmp.chmod(0o777 & ~umask)  # mkdtemp makes 0700; give it an ordinary new folder's permissions
+        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions
         os.replace(tmp, args.out)  # onto a missing or empty folder
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

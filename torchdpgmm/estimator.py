@@ -81,6 +81,18 @@ class SeededNoiseWarning(UserWarning):
 _FIT_STREAM, _SAMPLE_STREAM = 0, 1
 
 
+def child_seed(seed: int, stream: int) -> int:
+    """The seed of ``stream`` (:data:`_FIT_STREAM` for the release's noise, :data:`_SAMPLE_STREAM` for synthetic
+    draws) derived from a user seed: independent numpy ``SeedSequence`` children, so the two never share numbers
+    and another seed's streams are unrelated. Used by the estimators and the command line alike."""
+    return int(np.random.SeedSequence(int(seed), spawn_key=(stream,)).generate_state(1, np.uint64)[0] % 2**62)
+
+
+def with_seeded_noise_note(record: Any) -> Any:
+    """The privacy record with :data:`SEEDED_NOISE_NOTE` added (a sound release whose noise came from a seed)."""
+    return replace(record, notes=tuple(record.notes) + (SEEDED_NOISE_NOTE,))
+
+
 def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
     """An object / string array as float64, a cell that is not a number becoming NaN (no error, no echo)."""
     def one(v: Any) -> float:
@@ -186,8 +198,7 @@ class _PublicLabelsMixin:
         if isinstance(rs, np.random.RandomState):
             return int(rs.randint(0, 2**31 - 1))
         if isinstance(rs, numbers.Integral) and not isinstance(rs, bool):
-            child = np.random.SeedSequence(int(rs), spawn_key=(stream,))
-            return int(child.generate_state(1, np.uint64)[0] % 2**62)
+            return child_seed(rs, stream)
         raise TypeError(f"random_state must be an int, a numpy RandomState or None, got {type(rs).__name__}")
 
     def _encode_labels(self, y: np.ndarray, public: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -364,7 +375,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound" and self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
-            self.privacy_ = replace(self.privacy_, notes=tuple(self.privacy_.notes) + (SEEDED_NOISE_NOTE,))
+            self.privacy_ = with_seeded_noise_note(self.privacy_)
         self.classes_ = classes
         self._set_gmm_attributes()
         return self
@@ -570,7 +581,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
         if self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
-            self.privacy_ = replace(self.privacy_, notes=tuple(self.privacy_.notes) + (SEEDED_NOISE_NOTE,))
+            self.privacy_ = with_seeded_noise_note(self.privacy_)
         self.classes_ = classes
         self.components_per_class_ = rel.config.components_per_class
         return self

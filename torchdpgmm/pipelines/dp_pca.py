@@ -84,6 +84,25 @@ def symmetric_gaussian_noise(d: int, sigma: float, *, generator=None, dtype=torc
     return 0.5 * (G + G.transpose(-1, -2))
 
 
+def usable_records(X: torch.Tensor, mask: torch.Tensor | None, fill) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(X with every masked or non-finite row replaced by fill, the boolean mask of usable rows)``, without a
+    branch on the data (a row is non-finite iff its sum is, except a finite row whose sum overflows float64,
+    which is dropped too). ``fill`` is chosen by the caller so that a replaced row is a zero record."""
+    finite = torch.isfinite(X.sum(-1))
+    mask = finite if mask is None else mask.to(finite.device) & finite
+    fill = torch.as_tensor(fill, dtype=X.dtype, device=X.device)
+    return torch.where(mask.unsqueeze(-1), X, fill), mask
+
+
+def record_count(n_rows: int, mask: torch.Tensor, adjacency: str) -> torch.Tensor:
+    """The count a noisy mean or PCA releases, ``(1,)`` float64: under add/remove the usable rows (a dropped
+    row is a removed one); under replace-one the public number of rows, an unusable row being a zero record
+    (replacing a record by an unusable one must not move a count whose sensitivity is recorded as 0)."""
+    if adjacency == "replace-one":
+        return torch.tensor([float(n_rows)], dtype=torch.float64, device=mask.device)
+    return mask.sum().to(torch.float64).reshape(1)
+
+
 @dataclass
 class DPPCA:
     """A privately estimated projection: ``mean (D,)``, ``components (k, D)``, ``eigenvalues (k,)``."""
@@ -122,9 +141,7 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     Xd = X.to(torch.float64)
     c = torch.zeros(D, dtype=torch.float64, device=X.device) if center is None else \
         torch.as_tensor(center, dtype=torch.float64, device=X.device)
-    finite = torch.isfinite(Xd.sum(-1))  # a non-finite row is masked too (dropped, never refused)
-    mask = finite if mask is None else mask.to(finite.device) & finite
-    Xd = torch.where(mask.unsqueeze(-1), Xd, c)  # a masked row becomes the centre: a zero record
+    Xd, mask = usable_records(Xd, mask, c)  # a masked or non-finite row becomes the centre: a zero record
     Z = clip_records(Xd, float(clip_bound), center=c)  # the noise layer's one clipping function
     sens = pca_sensitivities(clip_bound, adjacency)
     # sigma_b = Delta_b / (mu sqrt(w_b)) with Delta_b at add-remove scale: sum_b (Delta_b/sigma_b)^2 = mu^2
@@ -133,10 +150,7 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     sig = {b: ref[b] / (float(mu) * math.sqrt(split[b] / tot)) for b in split}
     if adjacency == "replace-one":  # the count does not move; its noise is free, keep it for a fixed shape
         sig["count"] = 1.0 / float(mu)
-    # a masked row is a zero record; it is counted under replace-one, where the count is public (sensitivity 0)
-    count = torch.tensor([float(Z.shape[0])], dtype=torch.float64, device=X.device) \
-        if adjacency == "replace-one" else mask.sum().to(torch.float64).reshape(1)
-    n = gaussian(count, sig["count"] ** 2, generator=generator)[0]
+    n = gaussian(record_count(Z.shape[0], mask, adjacency), sig["count"] ** 2, generator=generator)[0]
     s = gaussian(Z.sum(0), sig["sum"] ** 2, generator=generator)
     Q = Z.T @ Z + symmetric_gaussian_noise(D, sig["second_moment"], generator=generator, device=X.device)
     n_hat = n.clamp_min(1.0)

@@ -25,7 +25,7 @@ import torch
 
 from ._privacy import composed_mu, gdp_mu, make_record, parse_adjacency
 from .class_mixture import COVARIANCE_TYPES, ClassMixture, release_class_mixture
-from .dp_pca import DPPCA, dp_pca, lowfreq_dct, project_to_ball
+from .dp_pca import DPPCA, dp_pca, lowfreq_dct, project_to_ball, record_count, usable_records
 
 __all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform"]
 
@@ -97,28 +97,17 @@ class PipelineRelease:
         return self.model.predict(self.features(images))
 
 
-def _count(n_rows, mask, adjacency, like):
-    """The count a noisy mean or PCA releases: under add/remove the unmasked rows (a dropped row is a removed
-    one); under replace-one the public number of rows, a masked row being a zero record (replacing a record
-    by an unusable one must not move a count whose sensitivity is recorded as 0)."""
-    if adjacency == "replace-one":
-        return torch.tensor([float(n_rows)], dtype=torch.float64, device=like.device)
-    return mask.sum().to(torch.float64).reshape(1)
-
-
 def _noisy_mean(X, clip, mu, adjacency, generator, mask=None):
     from torchdpgmm.mechanisms import clip_records, gaussian
 
     from ._privacy import NoisedBlock
 
-    finite = torch.isfinite(X.sum(-1))  # a masked or non-finite row is a zero record (no branch)
-    mask = finite if mask is None else mask & finite
-    X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
+    X, mask = usable_records(X, mask, 0.0)  # a masked or non-finite row is a zero record (no branch)
     Z = clip_records(X, clip)
     sc, ss = (1.0, clip) if adjacency == "add-remove" else (0.0, 2 * clip)
     sig_c = 1.0 / (mu * math.sqrt(0.2))
     sig_s = (clip if adjacency == "add-remove" else 2 * clip) / (mu * math.sqrt(0.8))
-    n = gaussian(_count(X.shape[0], mask, adjacency, X), sig_c ** 2, generator=generator)[0]
+    n = gaussian(record_count(X.shape[0], mask, adjacency), sig_c ** 2, generator=generator)[0]
     s = gaussian(Z.sum(0), sig_s ** 2, generator=generator)
     blocks = (NoisedBlock("mean-count", "gaussian", sc, sig_c), NoisedBlock("mean-sum", "gaussian", ss, sig_s))
     return s / n.clamp_min(1.0), blocks
