@@ -63,6 +63,11 @@ VARIATIONS = {
     "components=16,mixture_shrink=16": {"components_per_class": 16, "mixture_shrink": 16.0},
     "components=16,stage_split=0.35/0.06/0.59": {"components_per_class": 16, "stage_split": (0.35, 0.06, 0.59)},
     "components=16,stage_split=0.5/0.12/0.38": {"components_per_class": 16, "stage_split": (0.5, 0.12, 0.38)},
+    "components=8,cell_clip=0.4": {"components_per_class": 8, "cell_clip": 0.4},
+    "components=8,cell_clip=0.5": {"components_per_class": 8, "cell_clip": 0.5},
+    "components=8,cell_clip=0.8": {"components_per_class": 8, "cell_clip": 0.8},
+    "components=8,cell_clip=1": {"components_per_class": 8, "cell_clip": 1.0},
+    "components=8,cell_clip=2": {"components_per_class": 8, "cell_clip": 2.0},
     "covariance=diag": {"covariance_type": "diag"},
     "covariance=tied": {"covariance_type": "tied"},
 }

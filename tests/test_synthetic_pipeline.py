@@ -395,6 +395,45 @@ def test_relative_floor_repairs_in_the_class_whitened_coordinates():
     torch.testing.assert_close(_relative_floor(fine, T, 0.3), fine)
 
 
+def test_cell_stage_is_centred_at_public_centres_and_clipped_to_cell_clip():
+    """The cell stage's blocks have sensitivities (1, c, c^2) for ``cell_clip = c`` (add-remove), checked by
+    brute force on records centred at fixed public centres; and with negligible noise and a clip that never
+    binds, the components' weighted mean is each class's empirical mean (the centres are added back)."""
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+
+    rng = np.random.default_rng(3)
+    c, C = 0.4, rng.normal(size=(4, 3)) * 0.3  # cell_clip, public centres
+    U = _clip(rng.normal(size=(40, 3)), 1.0)
+    cells = rng.integers(0, 4, size=40)
+
+    def stats(U, cells):
+        n = np.zeros(4); s = np.zeros((4, 3)); q = np.zeros((4, 3, 3))
+        for u, k in zip(U, cells):
+            z = _clip((u - C[k])[None], c)[0]
+            n[k] += 1; s[k] += z; q[k] += np.outer(z, z)
+        return n, s, q
+
+    n0, s0, q0 = stats(U, cells)
+    worst = np.zeros(3)
+    for _ in range(500):
+        u = _clip(rng.normal(size=(1, 3)) * 5, 1.0)
+        n1, s1, q1 = stats(np.vstack([U, u]), np.append(cells, rng.integers(0, 4)))
+        worst = np.maximum(worst, [np.linalg.norm(n1 - n0), np.linalg.norm(s1 - s0), np.linalg.norm(q1 - q0)])
+    assert np.all(worst <= np.array([1, c, c * c]) + 1e-12) and worst[2] > 0.9 * c * c
+
+    g = torch.Generator().manual_seed(2)
+    V = torch.randn(6000, 3, dtype=torch.float64, generator=g)
+    V = V / (2 * (1 + V.norm(dim=-1, keepdim=True)))
+    y = torch.randint(0, 2, (6000,), generator=g)
+    _, blocks = release_class_mixture(V, y, 2, mu=1.0, delta=1e-5, components_per_class=3, cell_clip=c, generator=g)
+    sens = {b.name: b.sensitivity for b in blocks if b.name.startswith("cells-")}
+    assert sens["cells-sums"] == pytest.approx(c) and sens["cells-second-moments"] == pytest.approx(c * c)
+    model, _ = release_class_mixture(V, y, 2, mu=1e7, delta=1e-5, components_per_class=3, cell_clip=2.0, generator=g)
+    mixed = (model.comp_weights.unsqueeze(-1) * model.means).sum(1)
+    emp = torch.stack([V[y == k].mean(0) for k in range(2)])
+    torch.testing.assert_close(mixed, emp, atol=1e-5, rtol=0)
+
+
 def test_several_components_compose_to_the_target_mu():
     """Class stage + Lloyd steps + cells: the blocks' composed GDP mu equals the mixture's mu."""
     import math

@@ -15,7 +15,10 @@ with public-range labels ``y``. All noise is Gaussian, so the stages compose exa
    full metric ``Sigma_k^{-1}`` magnifies the centres' noise along the small-variance directions. Every record
    lies in exactly one cell, so each step is one Gaussian mechanism on the whole partition (parallel
    composition inside a block); sensitivities add-remove (1, 1), replace-one (sqrt 2, 2).
-3. **Cell stage**: the sound release again, on labels ``k*m + cell`` (``K*m`` groups), without the sound
+3. **Cell stage**: the sound release again, on labels ``k*m + cell`` (``K*m`` groups), of the records
+   centred at their cell's released centre ``c`` and clipped to ``||x - c|| <= cell_clip`` (a public radius
+   below the unit ball's: the second-moment sensitivity is ``cell_clip^2``, so the noise on a cell's covariance
+   shrinks by ``1 / cell_clip^2`` while a record's distance to its own centre is mostly under it), without the sound
    release's PSD repair at the noise level (that floor, ``~ sqrt(d) sigma_Q / n``, sits above most of a small
    cell's true eigenvalues and would make every cell nearly isotropic in its minor directions).
 
@@ -175,7 +178,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
                           adjacency: str = "add-remove", stage_split: dict[str, float] | None = None,
                           moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, lloyd_rank: int = 5,
                           shrink: float = 1.0, min_shrinkage: float = 0.0, cell_min_shrinkage: float = 0.0,
-                          cell_floor: float = 0.3, covariance_type: str = "full",
+                          cell_floor: float = 0.3, cell_clip: float = 0.6, covariance_type: str = "full",
                           generator: torch.Generator | None = None):
     """Release a :class:`ClassMixture` of ``U (N, d)`` (unit ball), ``y (N,)`` under ``mu``-GDP.
 
@@ -189,8 +192,9 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     m = int(components_per_class)
     if m < 1:
         raise ValueError(f"components_per_class must be >= 1, got {components_per_class!r}")
-    if not (int(lloyd_rank) >= 1 and cell_floor > 0):
-        raise ValueError(f"lloyd_rank must be >= 1 and cell_floor > 0, got {lloyd_rank!r}, {cell_floor!r}")
+    if not (int(lloyd_rank) >= 1 and cell_floor > 0 and 0 < cell_clip < math.inf):
+        raise ValueError(f"lloyd_rank must be >= 1, cell_floor > 0 and cell_clip finite > 0, got {lloyd_rank!r}, "
+                         f"{cell_floor!r}, {cell_clip!r}")
     K, d = int(num_classes), U.shape[-1]
     split = {"class": 1.0, "lloyd": 0.0, "cells": 0.0} if m == 1 else \
         dict(stage_split or {"class": 0.5, "lloyd": 0.06, "cells": 0.44})
@@ -198,11 +202,12 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
     blocks: list = []
 
-    def sound(labels, groups, mu_stage, name, **kw):
+    def sound(labels, groups, mu_stage, name, data=None, clip=1.0, **kw):
         import dataclasses
 
         eps_s = gdp_epsilon(delta, mu_stage)
-        stats, rec = sound_statistics(U, labels, groups, eps_s, delta, clip_bound=1.0, generator=generator,
+        stats, rec = sound_statistics(U if data is None else data, labels, groups, eps_s, delta, clip_bound=clip,
+                                      generator=generator,
                                       adjacency=adjacency, mechanism="gaussian", split=mom, noise="continuous", **kw)
         sq = None
         for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
@@ -240,10 +245,11 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
                            NoisedBlock(name=f"lloyd{t}-sums", mechanism="gaussian", sensitivity=ss, noise_scale=sig_s)]
         cell = _assign(U, ys, centres, metric)
         mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
-        st, sq_c = sound(torch.where(valid, ys * m + cell, torch.full_like(cell, -1)), K * m, mu_cells, "cells",
-                         eig_floor=float("-inf"))
+        g = torch.where(valid, ys * m + cell, torch.full_like(cell, -1))
+        Z = U - centres.reshape(K * m, d)[ys * m + cell]  # centred at the cell's released centre (public)
+        st, sq_c = sound(g, K * m, mu_cells, "cells", data=Z, clip=float(cell_clip), eig_floor=float("-inf"))
+        means = st["means"].reshape(K, m, d) + centres
         n_c = st["counts"].reshape(K, m)
-        means = st["means"].reshape(K, m, d)
         comp_w = n_c / n_c.sum(-1, keepdim=True)
         covs, lam = _shrink(st["covariances"].reshape(K, m, d, d), cov_k.unsqueeze(1).expand(K, m, d, d), n_c, sq_c,
                             d, shrink, max(min_shrinkage, cell_min_shrinkage))

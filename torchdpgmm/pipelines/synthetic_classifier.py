@@ -54,6 +54,7 @@ class PipelineConfig:
     lloyd_steps: int = 2
     lloyd_rank: int = 5
     cell_floor: float = 0.3
+    cell_clip: float = 0.6
     stage_split: tuple[float, float, float] = (0.5, 0.06, 0.44)
 
     def to_dict(self) -> dict:
@@ -63,11 +64,11 @@ class PipelineConfig:
 def components_rule(epsilon: float) -> int:
     """Public rule for the number of Gaussians per class, chosen on Fashion-MNIST's validation split.
 
-    On that split (N = 50,000, d = 40; ``scripts/synth_validation.py``) one Gaussian per class was best at
-    eps = 1, tied with eight components at eps = 2, and eight components per class won at eps = 5; the switch
-    sits between the validated budgets.
+    On that split (N = 50,000, d = 40; ``scripts/synth_validation.py``, cells centred and clipped to
+    ``cell_clip``) one Gaussian per class tied with eight components at eps = 1, and eight components per class
+    won at eps = 2 and 5; the switch sits between the validated budgets 1 and 2.
     """
-    return 1 if epsilon < 3.0 else 8
+    return 1 if epsilon < 1.5 else 8
 
 
 def public_transform(images: torch.Tensor, transform: str) -> torch.Tensor:
@@ -173,7 +174,7 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
                                          stage_split=dict(zip(("class", "lloyd", "cells"), cfg.stage_split)),
                                          shrink=cfg.shrink if m == 1 else cfg.mixture_shrink,
                                          min_shrinkage=cfg.min_shrinkage, cell_min_shrinkage=cfg.cell_min_shrinkage,
-                                         lloyd_rank=cfg.lloyd_rank, cell_floor=cfg.cell_floor,
+                                         lloyd_rank=cfg.lloyd_rank, cell_floor=cfg.cell_floor, cell_clip=cfg.cell_clip,
                                          covariance_type=cfg.covariance_type, generator=generator)
     blocks = tuple(b_feat) + tuple(b_mix)
     notes = [f"record-level DP, adjacency {adjacency}; every private-data step is a Gaussian block below",
