@@ -73,6 +73,20 @@ VARIATIONS = {
 }
 
 
+def _geometry(X, y, eps: float) -> dict:
+    """Where the training records sit in the unit ball of the default release (seed 1000): quantiles of ``||u||``
+    and of the distance from ``u`` to the nearest released component mean of its own class (the scale that
+    ``cell_clip`` has to cover)."""
+    from torchdpgmm.pipelines.synthetic_classifier import release_pipeline
+
+    rel = release_pipeline(X, y, num_classes=10, epsilon=eps, delta=1e-5, generator=torch.Generator().manual_seed(1000))
+    U = rel.features(X)
+    dist = (U.unsqueeze(1) - rel.model.means[y]).norm(dim=-1).min(1).values
+    qs = torch.tensor([0.1, 0.5, 0.9, 0.99], dtype=U.dtype)
+    return {"epsilon": eps, "components_per_class": rel.extras["components_per_class"], "quantiles": qs.tolist(),
+            "norm": torch.quantile(U.norm(dim=-1), qs).tolist(), "distance_to_nearest_mean": torch.quantile(dist, qs).tolist()}
+
+
 def main(argv=None) -> None:
     from torchdpgmm.data import load_fashion_mnist
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
@@ -84,6 +98,9 @@ def main(argv=None) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--only", default="", help="semicolon list of variation names (default all)")
     p.add_argument("--suffix", default="", help="file name suffix: DIR/synth-validation<SUFFIX>.json")
+    p.add_argument("--geometry", action="store_true",
+                   help="also record, for the default release at each epsilon, quantiles of the records' norms in the "
+                        "unit ball and of their distance to the nearest released component mean of their class")
     a = p.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
     X, y = load_fashion_mnist(a.data_dir, split="train")
@@ -105,9 +122,11 @@ def main(argv=None) -> None:
                          "components_per_class": rel.extras["components_per_class"], "release_seconds": sum(secs) / len(secs),
                          "config": cfg.to_dict()})
             print(f"{name:20s} eps={eps:g} val={rows[-1]['val_accuracy']:.4f}", flush=True)
+    geometry = [_geometry(X[fit], y[fit], eps) for eps in (float(e) for e in a.epsilons.split(","))] \
+        if a.geometry else None
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"synth-validation{a.suffix}.json").write_text(json.dumps(
-        {"rows": rows, "split": "Fashion-MNIST train, permutation seed 12345, first 10000 rows = validation",
+        {"rows": rows, "geometry": geometry, "split": "Fashion-MNIST train, permutation seed 12345, first 10000 rows = validation",
          "load_average": os.getloadavg(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=1))
 
 

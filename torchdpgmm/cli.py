@@ -147,7 +147,7 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--adjacency", default="add-remove", choices=ADJACENCIES)
     p.add_argument("--components-per-class", type=int, default=None,
-                   help="Gaussians per class (default: the public rule, 1 below epsilon 3, 8 from there)")
+                   help="Gaussians per class (default: the public rule, 1 below epsilon 1.5, 8 from there)")
     p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"])
     p.add_argument("--image-transform", default="dct14", choices=["dct14", "none"],
                    help="fixed public transform: dct14 (28x28 images) or none (raw columns)")

@@ -490,7 +490,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     ``fit`` runs :func:`torchdpgmm.pipelines.synthetic_classifier.release_pipeline`: a fixed public transform
     ``image_transform`` (``"dct14"``: the 14x14 low-frequency DCT of 28x28 images, so ``X`` has 784 columns; ``"none"``: the raw
     columns), a noisy mean, DP PCA to ``n_components``, scaling by ``radius`` into the unit ball, and the sound
-    release of ``components_per_class`` Gaussians per class (None: the public rule, one below eps = 3, eight
+    release of ``components_per_class`` Gaussians per class (None: the public rule, one below eps = 1.5, eight
     from there). Every step that reads the data is a Gaussian block of ONE privacy record (``privacy_``);
     record-level DP under ``adjacency``. The defaults were chosen on Fashion-MNIST's validation split; the
     clip bounds ``mean_clip`` / ``pca_clip`` (L2, after the transform) suit pixel values in [0, 1].
