@@ -321,6 +321,7 @@ def test_synthetic_classifier_study_smoke(tmp_path, load_script):
             assert r["adjacency"] == "replace-one" and r["accounted"] is True
     assert {r["adjacency"] for r in d["rows"] if r["kind"] == "dpsgd-config"} == {"replace-one"}
     assert (out / "synthetic-classifier.csv").exists() and (out / "synthetic-classifier.png").exists()
+    assert not (out / "synthetic-classifier.partial.json").exists()  # the checkpoint is superseded
     # the docs' table script reads this output
     tables = load_script("scripts/realdata_tables.py")
     merged = tables._merge_synthetic([out])

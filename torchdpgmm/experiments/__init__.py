@@ -161,6 +161,7 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
         },
     }
     (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    (out / f"{name}.partial.json").unlink(missing_ok=True)  # a long study's checkpoint, superseded now
     rows = payload["rows"]
     if rows:
         keys: list[str] = []

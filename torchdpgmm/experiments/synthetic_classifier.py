@@ -246,7 +246,7 @@ def _dpsgd_rows(Xtr, ytr, Xte, yte, fit, val, eps, o, cfg, dev, config, rows, tr
 
 def _write_partial(out, rows, trials, eps, seconds) -> None:
     """Rows so far, after each epsilon (``DIR/synthetic-classifier.partial.json``): a long run that is cut off
-    still leaves every finished epsilon on disk."""
+    still leaves every finished epsilon on disk; removed once the final JSON is written."""
     import json
 
     from torchdpgmm.experiments import _jsonable
