@@ -2,7 +2,13 @@
 split carved from Fashion-MNIST's TRAINING set (never the test set), one factor at a time around the
 defaults of ``PipelineConfig``.
 
-    python scripts/synth_validation.py --out DIR [--epsilons 1,5] [--seeds 2] [--data-dir DIR]
+    python scripts/synth_validation.py --out DIR [--epsilons 1,5] [--seeds 2] [--data-dir DIR] [--only A;B]
+        [--suffix=-NAME] [--geometry]
+
+``synth-validation-cellclip.json`` (the cell clip and the components rule) was written by
+``--epsilons 1,2,5 --seeds 4 --suffix=-cellclip --geometry --only "default;components=1;components=4;
+components=8;components=16;components=8,cell_clip=0.4;components=8,cell_clip=0.5;components=8,cell_clip=0.8;
+components=8,cell_clip=1;components=8,cell_clip=2"`` with ``TORCH_THREADS=2``.
 
 Writes ``DIR/synth-validation<SUFFIX>.json``: one row per (setting, epsilon) with the mean validation accuracy over
 release seeds. The split rule (a fixed public permutation, the first 10,000 rows held out) is the one the

@@ -398,8 +398,9 @@ def test_relative_floor_repairs_in_the_class_whitened_coordinates():
 
 def test_cell_stage_is_centred_at_public_centres_and_clipped_to_cell_clip():
     """The cell stage's blocks have sensitivities (1, c, c^2) for ``cell_clip = c`` (add-remove), checked by
-    brute force on records centred at fixed public centres; and with negligible noise and a clip that never
-    binds, the components' weighted mean is each class's empirical mean (the centres are added back)."""
+    brute force on records centred at fixed public centres; and with negligible noise and a clip that binds
+    about the origin but not about the cells' centres, the components' weighted mean is each class's empirical
+    mean (the records are centred before clipping, and the centres are added back)."""
     from torchdpgmm.pipelines.class_mixture import release_class_mixture
 
     rng = np.random.default_rng(3)
@@ -423,13 +424,15 @@ def test_cell_stage_is_centred_at_public_centres_and_clipped_to_cell_clip():
     assert np.all(worst <= np.array([1, c, c * c]) + 1e-12) and worst[2] > 0.9 * c * c
 
     g = torch.Generator().manual_seed(2)
-    V = torch.randn(6000, 3, dtype=torch.float64, generator=g)
-    V = V / (2 * (1 + V.norm(dim=-1, keepdim=True)))
     y = torch.randint(0, 2, (6000,), generator=g)
+    # each class a tight blob at norm 0.8: within 0.3 of any centre inside it, but beyond 0.3 from the origin, so
+    # the clip binds unless the records are centred first
+    V = torch.tensor([[0.8, 0.0, 0.0], [0.0, -0.8, 0.0]], dtype=torch.float64)[y]
+    V = V + 0.02 * torch.randn(6000, 3, dtype=torch.float64, generator=g)
     _, blocks = release_class_mixture(V, y, 2, mu=1.0, delta=1e-5, components_per_class=3, cell_clip=c, generator=g)
     sens = {b.name: b.sensitivity for b in blocks if b.name.startswith("cells-")}
     assert sens["cells-sums"] == pytest.approx(c) and sens["cells-second-moments"] == pytest.approx(c * c)
-    model, _ = release_class_mixture(V, y, 2, mu=1e7, delta=1e-5, components_per_class=3, cell_clip=2.0, generator=g)
+    model, _ = release_class_mixture(V, y, 2, mu=1e7, delta=1e-5, components_per_class=3, cell_clip=0.3, generator=g)
     mixed = (model.comp_weights.unsqueeze(-1) * model.means).sum(1)
     emp = torch.stack([V[y == k].mean(0) for k in range(2)])
     torch.testing.assert_close(mixed, emp, atol=1e-5, rtol=0)

@@ -17,8 +17,9 @@ with public-range labels ``y``. All noise is Gaussian, so the stages compose exa
    composition inside a block); sensitivities add-remove (1, 1), replace-one (sqrt 2, 2).
 3. **Cell stage**: the sound release again, on labels ``k*m + cell`` (``K*m`` groups), of the records
    centred at their cell's released centre ``c`` and clipped to ``||x - c|| <= cell_clip`` (a public radius
-   below the unit ball's: the second-moment sensitivity is ``cell_clip^2``, so the noise on a cell's covariance
-   shrinks by ``1 / cell_clip^2`` while a record's distance to its own centre is mostly under it), without the sound
+   below the unit ball's: the second-moment sensitivity is ``cell_clip^2``, so the noise scale on a cell's
+   covariance is ``cell_clip^2`` times the unclipped one, while a record's distance to its own centre is mostly
+   under it); the centres are added back to the released means (covariances are shift-free), without the sound
    release's PSD repair at the noise level (that floor, ``~ sqrt(d) sigma_Q / n``, sits above most of a small
    cell's true eigenvalues and would make every cell nearly isotropic in its minor directions).
 

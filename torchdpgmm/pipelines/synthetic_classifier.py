@@ -36,7 +36,9 @@ class PipelineConfig:
 
     ``shrink`` is the shrinkage strength of the one-Gaussian model; ``mixture_shrink`` the one used at the
     class and the cell level when several components per class are released (the cells need the class
-    covariances pulled harder toward the pooled one, because they are shrunk toward them in turn)."""
+    covariances pulled harder toward the pooled one, because they are shrunk toward them in turn). ``cell_clip``
+    is the public radius around each cell's released centre to which the cells' records are clipped
+    (:func:`~torchdpgmm.pipelines.class_mixture.release_class_mixture`, step 3)."""
 
     transform: str = "dct14"
     mean_clip: float = 14.0
