@@ -148,6 +148,17 @@ def test_pipeline_refuses_bad_input_before_noise():
         release_pipeline(X, y, num_classes=3, epsilon=-1.0, delta=1e-5)
     with pytest.raises(ValueError):
         release_pipeline(X, y, num_classes=3, epsilon=1.0, delta=1e-5, config=PipelineConfig(covariance_type="dense"))
+    # every bad setting is refused before any noise is drawn (the generator is untouched)
+    bad = [dict(cell_clip=0.0), dict(cell_clip=float("inf")), dict(radius=-1.0), dict(pca_clip=float("nan")),
+           dict(components_per_class=-2), dict(lloyd_rank=0), dict(lloyd_steps=-1), dict(cell_floor=0.0),
+           dict(stage_split=(0.5, 0.0, 0.5)), dict(stage_split=(0.5, 0.5)), dict(min_shrinkage=2.0),
+           dict(mixture_shrink=-1.0), dict(transform="fft"), dict(n_components=0), dict(mean_fraction=0.0)]
+    for kw in bad:
+        g = torch.Generator().manual_seed(0)
+        before = g.get_state()
+        with pytest.raises(ValueError, match=next(iter(kw)).split("_")[0]):
+            release_pipeline(X, y, num_classes=3, epsilon=1.0, delta=1e-5, config=PipelineConfig(**kw), generator=g)
+        assert torch.equal(g.get_state(), before), kw
 
 
 @pytest.mark.parametrize("m", [1, 3])

@@ -62,6 +62,38 @@ class PipelineConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def check(self) -> None:
+        """Refuse a bad setting in one line (``ValueError``); public values only, called before any noise."""
+        def pos(name):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf):
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+
+        for name in ("mean_clip", "pca_clip", "radius", "cell_floor", "cell_clip"):
+            pos(name)
+        if self.transform not in ("dct14", "none"):
+            raise ValueError(f"transform must be 'dct14' or 'none', got {self.transform!r}")
+        if self.covariance_type not in COVARIANCE_TYPES:
+            raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}")
+        if not (0 < self.mean_fraction and 0 < self.pca_fraction and self.mean_fraction + self.pca_fraction < 1):
+            raise ValueError("mean_fraction and pca_fraction must be > 0 with sum < 1")
+        ints = {"n_components": 1, "lloyd_steps": 0, "lloyd_rank": 1}
+        if self.components_per_class is not None:
+            ints["components_per_class"] = 1
+        for name, low in ints.items():
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= low):
+                raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+        if not all(0 <= getattr(self, n) < math.inf for n in ("shrink", "mixture_shrink")):
+            raise ValueError(f"shrink and mixture_shrink must be finite and >= 0, got {self.shrink!r}, {self.mixture_shrink!r}")
+        if not all(0 <= getattr(self, n) <= 1 for n in ("min_shrinkage", "cell_min_shrinkage")):
+            raise ValueError("min_shrinkage and cell_min_shrinkage must be in [0, 1]")
+        sp = tuple(self.stage_split)
+        if not (len(sp) == 3 and all(0 <= f < math.inf for f in sp) and sp[0] > 0 and sp[2] > 0
+                and (sp[1] > 0 or self.lloyd_steps == 0)):
+            raise ValueError("stage_split must be three fractions (class, lloyd, cells) >= 0, class and cells > 0, "
+                             f"lloyd > 0 when lloyd_steps > 0; got {self.stage_split!r}")
+
 
 def components_rule(epsilon: float) -> int:
     """Public rule for the number of Gaussians per class, chosen on Fashion-MNIST's validation split.
@@ -146,11 +178,8 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
     check_delta(float(delta))
     if not (isinstance(num_classes, int) and num_classes >= 1):
         raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
-    if cfg.covariance_type not in COVARIANCE_TYPES:
-        raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {cfg.covariance_type!r}")
+    cfg.check()
     fr = cfg.mean_fraction + cfg.pca_fraction
-    if not (0 < cfg.mean_fraction and 0 < cfg.pca_fraction and fr < 1):
-        raise ValueError("mean_fraction and pca_fraction must be > 0 with sum < 1")
     if not torch.is_tensor(labels) or labels.shape != images.shape[:1]:
         raise ValueError("labels must be a tensor of shape (N,) matching images")
     if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
