@@ -203,12 +203,11 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
     blocks: list = []
 
-    def sound(labels, groups, mu_stage, name, data=None, clip=1.0, **kw):
+    def sound(data, labels, groups, mu_stage, name, clip=1.0, **kw):
         import dataclasses
 
         eps_s = gdp_epsilon(delta, mu_stage)
-        stats, rec = sound_statistics(U if data is None else data, labels, groups, eps_s, delta, clip_bound=clip,
-                                      generator=generator,
+        stats, rec = sound_statistics(data, labels, groups, eps_s, delta, clip_bound=clip, generator=generator,
                                       adjacency=adjacency, mechanism="gaussian", split=mom, noise="continuous", **kw)
         sq = None
         for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
@@ -224,7 +223,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     ys = torch.where(valid, y, torch.zeros_like(y))  # a safe index for the per-class metric
     y = torch.where(valid, y, torch.full_like(y, -1))
     mu_class = float(mu) * math.sqrt(split["class"] / tot)
-    cls, sq_cls = sound(y, K, mu_class, "class")
+    cls, sq_cls = sound(U, y, K, mu_class, "class")
     cov_k = cls["covariances"]
     pooled = (cls["counts"][:, None, None] * cov_k).sum(0) / cls["counts"].sum()
     cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink, min_shrinkage)
@@ -248,7 +247,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
         mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
         g = torch.where(valid, ys * m + cell, torch.full_like(cell, -1))
         Z = U - centres.reshape(K * m, d)[ys * m + cell]  # centred at the cell's released centre (public)
-        st, sq_c = sound(g, K * m, mu_cells, "cells", data=Z, clip=float(cell_clip), eig_floor=float("-inf"))
+        st, sq_c = sound(Z, g, K * m, mu_cells, "cells", clip=float(cell_clip), eig_floor=float("-inf"))
         means = st["means"].reshape(K, m, d) + centres
         n_c = st["counts"].reshape(K, m)
         comp_w = n_c / n_c.sum(-1, keepdim=True)
