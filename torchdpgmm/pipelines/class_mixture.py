@@ -44,6 +44,7 @@ from torchdpgmm.mechanisms import gaussian
 from torchdpgmm.sound import gdp_epsilon, sound_statistics
 
 from ._privacy import NoisedBlock, parse_adjacency
+from .dp_pca import usable_records
 
 __all__ = ["ClassMixture", "release_class_mixture", "COVARIANCE_TYPES"]
 
@@ -218,8 +219,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
 
     # rows with a label outside [0, K) or a non-finite feature are dropped, branch-free: zero features, and a
     # label that every stage ignores (the sound release drops it; the Lloyd steps send it to a dropped cell)
-    valid = (y >= 0) & (y < K) & torch.isfinite(U.sum(-1))  # U is in the unit ball: its sum cannot overflow
-    U = torch.where(valid.unsqueeze(-1), U, torch.zeros((), dtype=U.dtype, device=U.device))
+    U, valid = usable_records(U, (y >= 0) & (y < K), 0.0)  # U is in the unit ball: its sum cannot overflow
     ys = torch.where(valid, y, torch.zeros_like(y))  # a safe index for the per-class metric
     y = torch.where(valid, y, torch.full_like(y, -1))
     mu_class = float(mu) * math.sqrt(split["class"] / tot)
