@@ -1,0 +1,257 @@
+"""Public per-feature bounds: the affine map of a table into the unit box and back.
+
+A record-level DP release needs a public bound on every record. For a table the natural public facts
+are per-column ranges that a user knows without looking at the data (heights of adults lie in
+[100, 230] cm, a probability in [0, 1]); diffprivlib calls them ``bounds=(lower, upper)``,
+smartnoise-synth's min-max transformer and OpenDP's cuts use the same idea. :class:`Bounds` holds them
+and maps a table affinely into the unit box ``[0, 1]^d``:
+
+    u = (x - lower) / (upper - lower),   clipped to [0, 1] (a record outside the bounds is moved to the
+                                          nearest point of the box, never dropped and never refused)
+
+The release runs in the unit box, centred at its middle ``c = (1/2, ..., 1/2)`` with the clip bound
+``B = sqrt(d)/2`` (the ball that just holds the box, so nothing inside the bounds is clipped again).
+A Gaussian released there maps back exactly: ``mu_x = lower + s * mu_u`` and
+``Sigma_x = diag(s) Sigma_u diag(s)`` with ``s = upper - lower``. Synthetic rows are mapped back and
+clipped into the bounds.
+
+Bounds are public: they are given by the user, never read from the data, and every check here is a
+check of those public values (a bad bound raises one line before any data is read). Non-finite cells
+stay non-finite through :meth:`Bounds.to_unit` so that the sound release drops their rows.
+"""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["Bounds", "parse_bounds_text"]
+
+
+def _real(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.floating, np.integer)):
+        raise ValueError(f"{what} must be a real number, got {v!r}")
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError(f"{what} must be finite, got {v!r}")
+    return f
+
+
+class Bounds:
+    """Public box ``[lower_j, upper_j]`` per feature, with the affine map into the unit box.
+
+    Parameters
+    ----------
+    lower, upper : sequences of d finite reals with ``lower_j < upper_j``.
+    names : optional sequence of d column names (kept for tables written back in the user's units).
+    """
+
+    def __init__(self, lower: Sequence[float], upper: Sequence[float], names: Sequence[str] | None = None) -> None:
+        lo = [_real(v, f"lower bound of feature {j}") for j, v in enumerate(lower)]
+        hi = [_real(v, f"upper bound of feature {j}") for j, v in enumerate(upper)]
+        if len(lo) != len(hi) or not lo:
+            raise ValueError(f"bounds need one (lower, upper) pair per feature, got {len(lo)} lower and {len(hi)} upper")
+        label = (lambda j: repr(str(names[j]))) if names is not None else (lambda j: str(j))
+        if names is not None and len(names) != len(lo):
+            raise ValueError(f"bounds name {len(names)} columns for {len(lo)} features")
+        for j, (a, b) in enumerate(zip(lo, hi)):
+            if not a < b:
+                raise ValueError(f"bounds of feature {label(j)} must satisfy lower < upper, got ({a:g}, {b:g})")
+        self.lower = np.asarray(lo, dtype=np.float64)
+        self.upper = np.asarray(hi, dtype=np.float64)
+        self.names = tuple(str(n) for n in names) if names is not None else None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def parse(cls, bounds: Any, n_features: int | None = None, names: Sequence[str] | None = None) -> "Bounds":
+        """Bounds from what a user passes (public values only).
+
+        ``bounds`` may be a :class:`Bounds`; one pair ``(lower, upper)`` for every feature (needs
+        ``n_features``); a sequence of d pairs; a dict ``{column: (lower, upper)}`` (needs ``names``, the
+        table's columns, and must name each of them); or an ``(lower_array, upper_array)`` pair of arrays.
+        """
+        if isinstance(bounds, Bounds):
+            out = bounds
+        elif isinstance(bounds, dict):
+            if names is None:
+                raise ValueError("bounds given as {column: (lower, upper)} need a table with column names")
+            missing = [str(n) for n in names if n not in bounds]
+            extra = [str(k) for k in bounds if k not in set(names)]
+            if missing:
+                raise ValueError(f"bounds name no range for column(s) {', '.join(missing)}")
+            if extra:
+                raise ValueError(f"bounds name column(s) {', '.join(extra)} that the table does not have")
+            pairs = [cls._pair(bounds[n], f"bounds of column {n!r}") for n in names]
+            out = cls([p[0] for p in pairs], [p[1] for p in pairs], names)
+        else:
+            if isinstance(bounds, (str, bytes)) or not hasattr(bounds, "__len__"):
+                raise ValueError(f"bounds must be (lower, upper), a list of pairs or a dict, got {bounds!r}")
+            arr = np.asarray(bounds, dtype=object)
+            if arr.ndim == 1 and len(arr) == 2 and all(np.ndim(v) == 0 for v in arr):
+                if n_features is None:
+                    raise ValueError("one (lower, upper) pair for all features needs the number of features")
+                a, b = cls._pair(bounds, "bounds")
+                out = cls([a] * n_features, [b] * n_features, names)
+            elif len(bounds) == 2 and all(np.ndim(v) == 1 for v in bounds) and len(bounds[0]) == len(bounds[1]) \
+                    and n_features is not None and len(bounds[0]) == n_features and n_features != 2:
+                out = cls(list(bounds[0]), list(bounds[1]), names)
+            else:
+                pairs = [cls._pair(p, f"bounds of feature {j}") for j, p in enumerate(bounds)]
+                out = cls([p[0] for p in pairs], [p[1] for p in pairs], names)
+        if n_features is not None and out.dim != n_features:
+            raise ValueError(f"bounds cover {out.dim} features but the data have {n_features}")
+        if names is not None and out.names is None:
+            out = cls(out.lower, out.upper, names)
+        return out
+
+    @staticmethod
+    def _pair(p: Any, what: str) -> tuple[float, float]:
+        if isinstance(p, (str, bytes)) or not hasattr(p, "__len__") or len(p) != 2:
+            raise ValueError(f"{what} must be a (lower, upper) pair, got {p!r}")
+        return _real(p[0], f"{what}: lower"), _real(p[1], f"{what}: upper")
+
+    @classmethod
+    def from_schema(cls, path: str | Path, names: Sequence[str] | None = None) -> "Bounds":
+        """Bounds from a JSON schema file: ``{"columns": {"Ht": [140, 210], "Wt": [30, 150]}}`` (or the
+        dict without the ``columns`` key). ``names`` (the columns used, in order) picks and orders them."""
+        try:
+            spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ValueError(f"cannot read the schema file {str(path)!r}: {exc.strerror or exc}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ValueError(f"the schema file {str(path)!r} is not valid JSON") from None
+        cols = spec.get("columns", spec) if isinstance(spec, dict) else None
+        if not isinstance(cols, dict) or not cols:
+            raise ValueError(f"the schema file {str(path)!r} must hold {{\"columns\": {{name: [lower, upper]}}}}")
+        if names is None:
+            names = list(cols)
+        missing = [str(n) for n in names if n not in cols]
+        if missing:
+            raise ValueError(f"the schema file gives no range for column(s) {', '.join(missing)}")
+        pairs = [cls._pair(cols[n], f"schema range of column {n!r}") for n in names]
+        return cls([p[0] for p in pairs], [p[1] for p in pairs], list(names))
+
+    # ------------------------------------------------------------------ the map
+    @property
+    def dim(self) -> int:
+        return int(self.lower.shape[0])
+
+    @property
+    def scale(self) -> np.ndarray:
+        return self.upper - self.lower
+
+    @property
+    def unit_center(self) -> torch.Tensor:
+        """The middle of the unit box, the public centre of the release there."""
+        return torch.full((self.dim,), 0.5, dtype=torch.float64)
+
+    @property
+    def unit_clip_bound(self) -> float:
+        """``sqrt(d)/2``: the smallest ball about the unit box's middle that holds the whole box."""
+        return math.sqrt(self.dim) / 2.0
+
+    def _like(self, v: np.ndarray, X: Any):
+        if torch.is_tensor(X):
+            return torch.as_tensor(v, dtype=torch.float64, device=X.device)
+        return v
+
+    def to_unit(self, X: Any) -> Any:
+        """``clip((X - lower) / (upper - lower), 0, 1)`` per column; non-finite cells stay NaN (their rows
+        are dropped by the sound release). Works on numpy arrays and torch tensors (last dim d)."""
+        lo, s = self._like(self.lower, X), self._like(self.scale, X)
+        if torch.is_tensor(X):
+            X = X.to(torch.float64)
+            U = (X - lo) / s
+            return torch.where(torch.isfinite(X), U.clamp(0.0, 1.0), torch.full_like(U, float("nan")))
+        X = np.asarray(X, dtype=np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            U = (X - lo) / s
+        return np.where(np.isfinite(X), np.clip(U, 0.0, 1.0), np.nan)
+
+    def from_unit(self, U: Any, *, clip: bool = True) -> Any:
+        """``lower + (upper - lower) * U``, with ``U`` clipped into the unit box first (so the rows lie
+        within the bounds) unless ``clip=False``."""
+        lo, s = self._like(self.lower, U), self._like(self.scale, U)
+        if torch.is_tensor(U):
+            U = U.to(torch.float64)
+            return lo + s * (U.clamp(0.0, 1.0) if clip else U)
+        U = np.asarray(U, dtype=np.float64)
+        return lo + s * (np.clip(U, 0.0, 1.0) if clip else U)
+
+    def means_from_unit(self, means: torch.Tensor) -> torch.Tensor:
+        """Means released in the unit box, in the user's units (no clipping: a mean is a parameter)."""
+        return self.from_unit(means, clip=False)
+
+    def covariances_from_unit(self, cov: torch.Tensor) -> torch.Tensor:
+        """``diag(s) Sigma diag(s)`` for covariances ``(..., d, d)`` released in the unit box."""
+        s = torch.as_tensor(self.scale, dtype=cov.dtype, device=cov.device)
+        return cov * s.unsqueeze(-1) * s.unsqueeze(-2)
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"lower": self.lower.tolist(), "upper": self.upper.tolist()}
+        if self.names is not None:
+            d["names"] = list(self.names)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "Bounds":
+        if not isinstance(d, dict) or "lower" not in d or "upper" not in d:
+            raise ValueError("bounds must be an object with 'lower' and 'upper' lists")
+        lo, hi = d["lower"], d["upper"]
+        if not isinstance(lo, list) or not isinstance(hi, list):
+            raise ValueError("bounds 'lower' and 'upper' must be lists of numbers")
+        names = d.get("names")
+        if names is not None and (not isinstance(names, list) or not all(isinstance(n, str) for n in names)):
+            raise ValueError("bounds 'names' must be a list of strings")
+        if names is not None and len(set(names)) != len(names):
+            raise ValueError("bounds 'names' must not repeat a column")
+        return cls(lo, hi, names)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Bounds) and np.array_equal(self.lower, other.lower)
+                and np.array_equal(self.upper, other.upper) and self.names == other.names)
+
+    def __repr__(self) -> str:
+        cols = self.names or [str(j) for j in range(self.dim)]
+        body = ", ".join(f"{n}=[{a:g}, {b:g}]" for n, a, b in zip(cols, self.lower, self.upper))
+        return f"Bounds({body})"
+
+
+def parse_bounds_text(text: str, names: Sequence[str] | None = None, n_features: int | None = None) -> Bounds:
+    """The command line's ``--bounds``: ``LOW:HIGH`` for every column, or ``COL=LOW:HIGH,COL=LOW:HIGH``
+    naming every used column (``names``, in the order of the features)."""
+    text = text.strip()
+
+    def pair(s: str, what: str) -> tuple[float, float]:
+        parts = s.split(":")
+        if len(parts) != 2:
+            raise ValueError(f"{what} must be LOW:HIGH, got {s!r}")
+        try:
+            a, b = float(parts[0]), float(parts[1])
+        except ValueError:
+            raise ValueError(f"{what} must be LOW:HIGH with numbers, got {s!r}") from None
+        return a, b
+
+    if "=" not in text:
+        a, b = pair(text, "--bounds")
+        if n_features is None:
+            n_features = len(names) if names is not None else None
+        return Bounds.parse((a, b), n_features=n_features, names=names)
+    spec: dict[str, tuple[float, float]] = {}
+    for item in text.split(","):
+        if "=" not in item:
+            raise ValueError(f"--bounds entries must be COLUMN=LOW:HIGH, got {item!r}")
+        col, rng = item.split("=", 1)
+        col = col.strip()
+        if col in spec:
+            raise ValueError(f"--bounds names column {col!r} twice")
+        spec[col] = pair(rng.strip(), f"--bounds for {col!r}")
+    if names is None:
+        names = list(spec)
+    return Bounds.parse(spec, names=list(names))
