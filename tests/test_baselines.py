@@ -1,4 +1,4 @@
-"""Baselines of paper 000 Sec. V-A: sensitivities (brute force), projections, label-flip differences."""
+"""Baselines of Liu, Scaglione & Peisert 2025, Sec. V-A: sensitivities (brute force), projections, label-flip differences."""
 import itertools
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Algorithm 1 (paper 000) and its variants against literal, unbatched numpy/cvxpy computations."""
+"""Algorithm 1 (Liu, Scaglione & Peisert 2025) and its variants against literal, unbatched numpy/cvxpy computations."""
 import itertools
 import math
 

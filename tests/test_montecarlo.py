@@ -1,4 +1,4 @@
-"""Monte Carlo engine: Sec. V-A generator and chunked runner (paper 000, Sec. V-A)."""
+"""Monte Carlo engine: Sec. V-A generator and chunked runner (Liu, Scaglione & Peisert 2025, Sec. V-A)."""
 import math
 
 import numpy as np

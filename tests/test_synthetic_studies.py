@@ -1,4 +1,4 @@
-"""Studies fig1..fig5 (paper 000 Sec. V-A): smoke runs through the CLI and row contents."""
+"""Studies fig1..fig5 (Liu, Scaglione & Peisert 2025, Sec. V-A): smoke runs through the CLI and row contents."""
 import json
 
 import pytest
