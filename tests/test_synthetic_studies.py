@@ -50,3 +50,34 @@ def test_study_is_reproducible(tmp_path):
 
 def test_unknown_mechanism_flag_is_an_error(tmp_path):
     assert main(["experiment", "fig2", "--quick", "--out", str(tmp_path), "--mechanisms", "nope"]) == 2
+
+
+def test_fig2_draws_exactly_the_json_intervals(tmp_path, monkeypatch):
+    """Every plotted number is in the JSON: the error bars read back from the matplotlib artists equal the
+    rows' ``ci_low_log``/``ci_high_log``, which are the delta-method interval ``m exp(+-h/m)`` recomputed
+    here from the linear Student-t interval (``h = (ci_high - ci_low)/2``)."""
+    import math
+
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    figs, orig = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **kw: (figs.append(self), orig(self, *a, **kw))[1])
+    args = ["experiment", "fig2", "--out", str(tmp_path), "--quick", "--seed", "3", "--mechanisms", "laplace,gaussian"]
+    assert main(args) == 0
+    rows = json.loads((tmp_path / "fig2.json").read_text())["rows"]
+    for r in rows:
+        h = (r["ci_high"] - r["ci_low"]) / 2
+        assert r["ci_low_log"] == pytest.approx(r["mean"] * math.exp(-h / r["mean"]), rel=1e-12)
+        assert r["ci_high_log"] == pytest.approx(r["mean"] * math.exp(h / r["mean"]), rel=1e-12)
+    (fig,) = figs
+    ax = fig.axes[0]
+    assert "nats" in ax.get_ylabel()
+    drawn = []
+    for cont in ax.containers:                        # ErrorbarContainer: (line, caps, (LineCollection,))
+        xs, ms = cont.lines[0].get_data()
+        for x, m, seg in zip(xs, ms, cont.lines[2][0].get_segments()):
+            drawn.append((float(x), float(m), float(seg[:, 1].min()), float(seg[:, 1].max())))
+    stored = [(r["epsilon"], r["mean"], r["ci_low_log"], r["ci_high_log"]) for r in rows]
+    assert len(drawn) == len(stored) == 4
+    assert np.allclose(sorted(drawn), sorted(stored), rtol=1e-12, atol=0)

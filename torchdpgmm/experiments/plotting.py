@@ -23,7 +23,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["VARIANT_NOTES", "plot_curves", "log_interval", "settings_caption", "series_from_rows"]
+__all__ = ["VARIANT_NOTES", "plot_curves", "log_interval", "log_interval_columns", "settings_caption",
+           "series_from_rows"]
 
 _ALG1 = "Algorithm 1 of Liu, Scaglione & Peisert (2025)"
 VARIANT_NOTES: dict[str, str] = {
@@ -63,9 +64,12 @@ def settings_caption(settings: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def series_from_rows(rows: Iterable[Mapping[str, Any]], x: str, label: str = "label") -> list[dict[str, Any]]:
+def series_from_rows(rows: Iterable[Mapping[str, Any]], x: str, label: str = "label",
+                     drawn: tuple[str, str] | None = None) -> list[dict[str, Any]]:
     """Group summary rows (``mean``, ``ci_low``, ``ci_high``) by ``row[label]`` into series sorted by ``x``,
-    in order of first appearance."""
+    in order of first appearance. ``drawn=(lo_key, hi_key)`` names row keys holding the interval to draw as
+    it is (``lower``/``upper`` of the series, e.g. the stored ``ci_low_log``/``ci_high_log``), so the
+    figure shows exactly the numbers of the JSON."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault(str(r[label]), []).append(r)
@@ -74,16 +78,29 @@ def series_from_rows(rows: Iterable[Mapping[str, Any]], x: str, label: str = "la
         rs = sorted(rs, key=lambda r: r[x])
         out.append({"label": lab, "x": [r[x] for r in rs], "mean": [r["mean"] for r in rs],
                     "ci_low": [r.get("ci_low") for r in rs], "ci_high": [r.get("ci_high") for r in rs]})
+        if drawn is not None:
+            out[-1].update(lower=[r.get(drawn[0]) for r in rs], upper=[r.get(drawn[1]) for r in rs])
     return out
+
+
+def log_interval_columns(mean: float, ci_low: float | None, ci_high: float | None) -> dict[str, float | None]:
+    """``{"ci_low_log", "ci_high_log"}``: the interval a log-axis figure draws (:func:`log_interval`), or
+    ``None`` twice when the mean cannot be drawn on a log axis. Studies store it in their rows."""
+    if mean is None or not (math.isfinite(mean) and mean > 0):
+        return {"ci_low_log": None, "ci_high_log": None}
+    lo, hi = log_interval(mean, ci_low, ci_high)
+    return {"ci_low_log": lo, "ci_high_log": hi}
 
 
 def _intervals(s: Mapping[str, Any], logy: bool) -> tuple[list, list, list, list, int]:
     xs, ms, lo, hi, dropped = [], [], [], [], 0
-    for x, m, a, b in zip(s["x"], s["mean"], s["ci_low"], s["ci_high"]):
+    given = "lower" in s and "upper" in s      # an interval computed (and stored) by the caller: drawn as is
+    a_s, b_s = (s["lower"], s["upper"]) if given else (s["ci_low"], s["ci_high"])
+    for x, m, a, b in zip(s["x"], s["mean"], a_s, b_s):
         if m is None or not math.isfinite(m) or (logy and not m > 0):
             dropped += 1
             continue
-        if logy:
+        if logy and not given:
             a, b = log_interval(m, a, b)
         else:
             a = m if a is None else a

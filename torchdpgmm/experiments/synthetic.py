@@ -14,7 +14,9 @@ over trials, with a Student-t 95% confidence interval.
 The paper prints no grids; ours are the ``*_GRID`` constants below (overridable by flags). Every
 mechanism sees the same datasets within a study (common random numbers), so differences between
 mechanisms are paired. Rows carry ``mechanism``, ``variant``, the swept parameter and the fixed ones,
-``mean``, ``ci_low``, ``ci_high``, ``trials``.
+``mean``, ``ci_low``, ``ci_high`` (linear Student-t interval), ``ci_low_log``, ``ci_high_log`` (the
+interval the log-scale figure draws: delta method on the log mean, see
+:mod:`torchdpgmm.experiments.plotting`), ``trials``.
 """
 from __future__ import annotations
 
@@ -46,6 +48,9 @@ MECHANISM_VARIANTS: tuple[tuple[str, str, str | None], ...] = (
     ("r1smg", "r1smg", None),
 )
 KL_ONLY = tuple(m for m in MECHANISM_VARIANTS if m[1] == "kl")
+
+#: the metric and its unit (KL with natural logarithms) on every figure of this module
+Y_LABEL = "KL(released || fitted) in nats, log scale"
 
 DEFAULTS = {"n": 1000, "k": 5, "d": 3, "delta": 1e-5, "lam": 1e-3, "epsilon": 1.0}
 
@@ -121,7 +126,7 @@ def _chunk_kls(T, n, k, d, epsilons, delta, lam, mechanisms, solver, device, g):
     eps = torch.tensor(list(epsilons), dtype=X.dtype, device=X.device)[:, None]
     base_design = None
     for label, mech, variant in mechanisms:
-        kw: dict[str, Any] = {"mechanism": mech, "generator": g}
+        kw: dict[str, Any] = {"mechanism": mech, "mode": "as-published", "generator": g}
         if mech == "kl":
             kw.update(variant=variant, solver=solver, lam=lam)
             if base_design is not None:
@@ -134,6 +139,8 @@ def _chunk_kls(T, n, k, d, epsilons, delta, lam, mechanisms, solver, device, g):
 
 
 def _rows(stats: dict[str, list], mechanisms, x_name: str, x_values, fixed: dict[str, Any]):
+    from torchdpgmm.experiments.plotting import log_interval_columns
+
     rows = []
     for label, mech, variant in mechanisms:
         for j, x in enumerate(x_values):
@@ -145,6 +152,9 @@ def _rows(stats: dict[str, list], mechanisms, x_name: str, x_values, fixed: dict
             row.update({kk: vv for kk, vv in fixed.items() if kk != x_name})
             row.update(mean=s["mean"], ci_low=s["ci_low"], ci_high=s["ci_high"], median=s["median"],
                        q05=s["q05"], q95=s["q95"], nonfinite=s["nonfinite"], trials=s["n"] + s["nonfinite"])
+            # the interval the log-scale figure draws (delta method on log mean), stored so that every
+            # plotted number is in the JSON; ci_low/ci_high is the linear Student-t interval
+            row.update(log_interval_columns(float(s["mean"]), float(s["ci_low"]), float(s["ci_high"])))
             rows.append(row)
     return rows
 
@@ -159,9 +169,10 @@ def _plot_factory(x_name: str, title: str, logx: bool):
         settings = {k: first[k] for k in ("n", "k", "d", "epsilon", "delta", "lam") if k in first and k != x_name}
         settings.update(trials=max((int(r["trials"]) for r in rows), default=0), mode="as-published",
                         adjacency="label-flip")
-        plot_curves(series_from_rows(rows, x_name), path, x_label={"epsilon": "epsilon", "n": "N", "k": "K",
-                    "d": "d"}[x_name], y_label="KL(released || fitted)", title=title, settings=settings,
-                    logx=logx, logy=True)
+        return plot_curves(series_from_rows(rows, x_name, drawn=("ci_low_log", "ci_high_log")), path,
+                           x_label={"epsilon": "epsilon (privacy budget, unitless)", "n": "N (records)",
+                                    "k": "K (classes)", "d": "d (dimension)"}[x_name],
+                           y_label=Y_LABEL, title=title, settings=settings, logx=logx, logy=True)
 
     return plot
 
