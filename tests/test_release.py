@@ -33,9 +33,9 @@ def _np_fit(X, y, K):
 @pytest.mark.parametrize("mech", BASELINES)
 def test_baseline_shapes_seeding_and_record(data, mech):
     X, y = data
-    r1 = release(X, y, 3, 1.0, 1e-5, mechanism=mech, generator=_g(5))
-    r2 = release(X, y, 3, 1.0, 1e-5, mechanism=mech, generator=_g(5))
-    r3 = release(X, y, 3, 1.0, 1e-5, mechanism=mech, generator=_g(6))
+    r1 = release(X, y, 3, 1.0, 1e-5, mechanism=mech, mode="as-published", generator=_g(5))
+    r2 = release(X, y, 3, 1.0, 1e-5, mechanism=mech, mode="as-published", generator=_g(5))
+    r3 = release(X, y, 3, 1.0, 1e-5, mechanism=mech, mode="as-published", generator=_g(6))
     assert r1.model.batch_shape == (3,) and r1.kl.shape == (3,)
     assert r1.model.means.shape == (3, 3, 3) and r1.model.covariances.shape == (3, 3, 3, 3)
     assert torch.equal(r1.model.means, r2.model.means) and torch.equal(r1.kl, r2.kl)
@@ -43,7 +43,7 @@ def test_baseline_shapes_seeding_and_record(data, mech):
     assert bool(torch.isfinite(r1.kl).all()) and bool((r1.kl > 0).all())
     # the same dataset in two trials of one batch gets independent noise
     Xr, yr = _replicated(X, y, 2)
-    rr = release(Xr, yr, 3, 1.0, 1e-5, mechanism=mech, generator=_g(5))
+    rr = release(Xr, yr, 3, 1.0, 1e-5, mechanism=mech, mode="as-published", generator=_g(5))
     assert not torch.allclose(rr.model.means[0], rr.model.means[1])
     assert not torch.allclose(rr.model.covariances[0], rr.model.covariances[1])
     # the KL is the labeled-GMM KL of the released vs the non-private model (independent numpy check)
@@ -76,7 +76,7 @@ def test_baseline_shapes_seeding_and_record(data, mech):
 @pytest.mark.parametrize("mech", BASELINES)
 def test_projection_invariants(data, mech):
     X, y = data
-    r = release(X, y, 3, 0.3, 1e-5, mechanism=mech, generator=_g(1), cov_floor=1e-4)
+    r = release(X, y, 3, 0.3, 1e-5, mechanism=mech, mode="as-published", generator=_g(1), cov_floor=1e-4)
     w = r.model.weights
     assert torch.allclose(w.sum(-1), torch.ones(3, dtype=w.dtype))
     assert bool((w >= 1.0 / 150 - 1e-12).all())
@@ -88,7 +88,7 @@ def test_projection_invariants(data, mech):
 def test_epsilon_grid_broadcasts_in_front(data):
     X, y = data
     eps = torch.tensor([[0.5], [2.0]], dtype=torch.float64)
-    r = release(X, y, 3, eps, 1e-5, mechanism="gaussian", generator=_g(2))
+    r = release(X, y, 3, eps, 1e-5, mechanism="gaussian", mode="as-published", generator=_g(2))
     assert r.kl.shape == (2, 3) and r.model.batch_shape == (2, 3)
     assert torch.equal(r.fitted.means[0], r.fitted.means[1])  # one fit per dataset
     # noise std scales as 1/eps: the realised means' deviation is larger at eps = 0.5 on average
@@ -104,7 +104,7 @@ def test_laplace_noise_scale_matches_wu_sensitivities(data):
     X, y = data
     Xr, yr = _replicated(X, y, 4000)
     eps = 1.5
-    r = release(Xr, yr, 3, eps, 1e-5, mechanism="laplace", generator=_g(3))
+    r = release(Xr, yr, 3, eps, 1e-5, mechanism="laplace", mode="as-published", generator=_g(3))
     n, K = 150, 3
     R = float(np.abs(X[0].numpy()).sum(1).max())
     b_mean = 4 * K * R / n / (eps / 3)
@@ -121,7 +121,7 @@ def test_gaussian_noise_std_matches_paper_rule(data):
     X, y = data
     Xr, yr = _replicated(X, y, 4000)
     eps, delta = 2.0, 1e-5
-    r = release(Xr, yr, 3, eps, delta, mechanism="gaussian", generator=_g(4))
+    r = release(Xr, yr, 3, eps, delta, mechanism="gaussian", mode="as-published", generator=_g(4))
     n, K = 150, 3
     R = float(np.abs(X[0].numpy()).sum(1).max())
     sigma = (4 * K * R / n) * math.sqrt(2 * math.log(2 / (delta / 3))) / (eps / 3)
@@ -134,7 +134,7 @@ def test_r1smg_noise_power(data):
     X, y = data
     Xr, yr = _replicated(X, y, 4000)
     eps, delta, d = 1.0, 1e-5, 3
-    r = release(Xr, yr, 3, eps, delta, mechanism="r1smg", generator=_g(7))
+    r = release(Xr, yr, 3, eps, delta, mechanism="r1smg", mode="as-published", generator=_g(7))
     R = float(np.abs(X[0].numpy()).sum(1).max())
     Delta = 4 * 3 * R / 150
     dl, M = delta / 3, d
@@ -148,7 +148,7 @@ def test_colored_noise_meets_condition_10_brute_force():
     b = synthetic_data(1, 40, num_classes=2, dim=2, generator=_g(8))
     X, y = b.X, b.y
     eps, delta = 1.2, 1e-5
-    r = release(X, y, 2, eps, delta, mechanism="colored", generator=_g(9))
+    r = release(X, y, 2, eps, delta, mechanism="colored", mode="as-published", generator=_g(9))
     ncov = r.extras["mean_noise_cov"][0].numpy()
     eps_m, dm = eps / 3, delta / 3
     bound = eps_m**2 / (2 * math.log(2 / dm))
@@ -170,7 +170,7 @@ def test_colored_min_mse_matches_cvxpy():
     cp = pytest.importorskip("cvxpy")
     b = synthetic_data(1, 30, num_classes=2, dim=2, generator=_g(10))
     X, y = b.X, b.y
-    r = release(X, y, 2, 1.0, 1e-5, mechanism="colored", generator=_g(1))
+    r = release(X, y, 2, 1.0, 1e-5, mechanism="colored", mode="as-published", generator=_g(1))
     Xn, yn = X[0].numpy(), y[0].numpy()
     fit = _np_fit(Xn, yn, 2)
     L = 2 * math.log(2 / (1e-5 / 3)) / (1 / 3) ** 2
@@ -189,13 +189,13 @@ def test_colored_min_mse_matches_cvxpy():
 
 def test_user_data_bound_clips_and_has_no_leak_note(data):
     X, y = data
-    r = release(X, y, 3, 1.0, 1e-5, mechanism="laplace", generator=_g(2), data_bound=5.0)
+    r = release(X, y, 3, 1.0, 1e-5, mechanism="laplace", mode="as-published", generator=_g(2), data_bound=5.0)
     assert torch.allclose(r.extras["data_bound"], torch.full((3,), 5.0, dtype=torch.float64))
     clipped = r.extras["fitted_clipped"]
     assert not torch.allclose(clipped.means, r.fitted.means)  # rows beyond R were clipped
     assert not any("leaks" in n for n in r.privacy.notes)
     assert r.extras["data_bound_source"].startswith("user")
-    r2 = release(X, y, 3, 1.0, 1e-5, mechanism="laplace", generator=_g(2), data_bound=500.0)
+    r2 = release(X, y, 3, 1.0, 1e-5, mechanism="laplace", mode="as-published", generator=_g(2), data_bound=500.0)
     assert torch.allclose(r2.extras["fitted_clipped"].means, r2.fitted.means)  # nothing to clip
 
 
@@ -206,8 +206,8 @@ def test_mask_padding_gives_the_same_release():
     yp = torch.cat([y, torch.full((1, 5), 7)], 1)
     mask = torch.cat([torch.ones(1, 60, dtype=torch.bool), torch.zeros(1, 5, dtype=torch.bool)], 1)
     for mech in BASELINES:
-        a = release(X, y, 2, 1.0, 1e-5, mechanism=mech, generator=_g(3))
-        p = release(Xp, yp, 2, 1.0, 1e-5, mechanism=mech, generator=_g(3), mask=mask)
+        a = release(X, y, 2, 1.0, 1e-5, mechanism=mech, mode="as-published", generator=_g(3))
+        p = release(Xp, yp, 2, 1.0, 1e-5, mechanism=mech, mode="as-published", generator=_g(3), mask=mask)
         assert torch.allclose(a.model.means, p.model.means, rtol=1e-6, atol=1e-8), mech
         assert torch.allclose(a.kl, p.kl, rtol=1e-6), mech
 
@@ -246,7 +246,7 @@ def test_validation_errors_before_any_noise(data):
         g = _g(0)
         state = g.get_state().clone()
         with pytest.raises(exc, match=msg):
-            release(generator=g, **args)
+            release(generator=g, **{"mode": "as-published", **args})
         assert torch.equal(g.get_state(), state), over  # no random draw happened
 
 
@@ -324,7 +324,7 @@ def test_evaluate_is_the_explicit_non_private_fit_and_kl(data):
                                              - np.linalg.slogdet(Sp)[1]))
     assert float(ev.kl[1]) == pytest.approx(kl, rel=1e-8)
     # as-published: the Release's own fitted / kl agree with evaluate()
-    ap = release(X, y, 3, 1.0, 1e-5, mechanism="gaussian", generator=_g(0))
+    ap = release(X, y, 3, 1.0, 1e-5, mechanism="gaussian", mode="as-published", generator=_g(0))
     torch.testing.assert_close(evaluate(ap, X, y).kl, ap.kl)
 
 
@@ -358,7 +358,7 @@ def kl_base():
     if not HAS_DESIGN:
         pytest.skip("design_mechanism not merged yet")
     b = synthetic_data(2, 60, num_classes=3, dim=3, generator=_g(21))
-    r = release(b.X, b.y, 3, 1.0, 1e-5, generator=_g(5))
+    r = release(b.X, b.y, 3, 1.0, 1e-5, mode="as-published", generator=_g(5))
     return b.X, b.y, r
 
 
@@ -367,7 +367,7 @@ def test_kl_release_runs_the_design(kl_base):
     assert r.kl.shape == (2,) and r.model.batch_shape == (2,)
     assert r.design is not None and r.design.variant == "as-published"
     assert bool(torch.isfinite(r.kl).all())
-    again = release(X, y, 3, 1.0, 1e-5, generator=_g(5), design=r.design)
+    again = release(X, y, 3, 1.0, 1e-5, mode="as-published", generator=_g(5), design=r.design)
     assert torch.equal(again.model.means, r.model.means)  # design= is equivalent to recomputing it
     assert torch.equal(again.model.covariances, r.model.covariances)
 
@@ -377,9 +377,9 @@ def test_kl_release_batched_seeded_and_recorded(kl_base, variant):
     X, y, base = kl_base
     eps = torch.tensor([[1.0], [1.0]], dtype=torch.float64)  # the same datasets twice: (2, 2) batch
     des = base.design.at(eps, variant=variant)
-    r1 = release(X, y, 3, eps, 1e-5, variant=variant, generator=_g(5), design=des)
-    r2 = release(X, y, 3, eps, 1e-5, variant=variant, generator=_g(5), design=des)
-    r3 = release(X, y, 3, eps, 1e-5, variant=variant, generator=_g(6), design=des)
+    r1 = release(X, y, 3, eps, 1e-5, variant=variant, mode="as-published", generator=_g(5), design=des)
+    r2 = release(X, y, 3, eps, 1e-5, variant=variant, mode="as-published", generator=_g(5), design=des)
+    r3 = release(X, y, 3, eps, 1e-5, variant=variant, mode="as-published", generator=_g(6), design=des)
     assert r1.kl.shape == (2, 2) and r1.model.batch_shape == (2, 2)
     assert torch.equal(r1.model.means, r2.model.means) and torch.equal(r1.kl, r2.kl)
     assert not torch.equal(r1.model.covariances, r3.model.covariances)
@@ -402,13 +402,13 @@ def test_kl_release_batched_seeded_and_recorded(kl_base, variant):
 def test_kl_design_mismatch_is_rejected(kl_base):
     X, y, base = kl_base
     with pytest.raises(ValueError, match="variant"):
-        release(X, y, 3, 1.0, 1e-5, variant="global", design=base.design, generator=_g(0))
+        release(X, y, 3, 1.0, 1e-5, variant="global", design=base.design, mode="as-published", generator=_g(0))
     with pytest.raises(ValueError, match="epsilon"):
-        release(X, y, 3, 2.0, 1e-5, design=base.design, generator=_g(0))
+        release(X, y, 3, 2.0, 1e-5, design=base.design, mode="as-published", generator=_g(0))
     with pytest.raises(ValueError, match="other data"):
-        release(X.flip(0), y.flip(0), 3, 1.0, 1e-5, design=base.design, generator=_g(0))
+        release(X.flip(0), y.flip(0), 3, 1.0, 1e-5, design=base.design, mode="as-published", generator=_g(0))
     with pytest.raises(ValueError, match="only meaningful"):
-        release(X, y, 3, 1.0, 1e-5, mechanism="laplace", design=base.design, generator=_g(0))
+        release(X, y, 3, 1.0, 1e-5, mechanism="laplace", design=base.design, mode="as-published", generator=_g(0))
 
 
 def test_kl_release_noise_matches_design(kl_base):
@@ -416,7 +416,7 @@ def test_kl_release_noise_matches_design(kl_base):
     T = 5000
     eps = torch.ones(T, 1, dtype=torch.float64)  # T independent releases of the same 2 datasets
     des = base.design.at(eps)
-    r = release(X, y, 3, eps, 1e-5, generator=_g(8), design=des)
+    r = release(X, y, 3, eps, 1e-5, mode="as-published", generator=_g(8), design=des)
     noise = (r.model.means - r.fitted.means)[:, 0, 0].numpy()  # (T, d): dataset 0, class 0
     C = base.design.mean_noise_cov[0, 0].numpy()
     sd = np.sqrt(np.outer(np.diag(C), np.diag(C)) / T)
@@ -441,7 +441,8 @@ def test_baseline_covariance_noise_law(data, mech):
     A large epsilon keeps the PSD projection inactive."""
     X, y = data
     Xr, yr = _replicated(X, y, 3000)
-    r = release(Xr, yr, 3, 1e5, 1e-5, mechanism=mech, generator=_g(12))
+    r = release(Xr, yr, 3, 1e5, 1e-5, mechanism=mech, mode="as-published", generator=_g(12),
+                allow_weak_privacy=True)
     E = (r.model.covariances - r.fitted.covariances)[:, 0]  # (T, d, d), class 0
     assert torch.allclose(E, E.transpose(-1, -2))
     scale = float(r.extras["noise_scale"]["covariances"][0])

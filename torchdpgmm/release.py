@@ -29,6 +29,7 @@ Every check on the inputs runs before any noise is drawn.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, ClassVar
 
 import torch
@@ -36,7 +37,7 @@ import torch
 from torchdpgmm._validation import check_delta, check_epsilon, check_finite, check_labels
 from torchdpgmm.result import Release
 
-__all__ = ["release", "Release", "REGISTRY", "Mechanism", "KLMechanism", "BaselineMechanism", "SoundMechanism",
+__all__ = ["release", "Release", "WeakPrivacyWarning", "check_privacy_strength", "REGISTRY", "Mechanism", "KLMechanism", "BaselineMechanism", "SoundMechanism",
            "MECHANISMS", "VARIANTS", "SOLVERS", "MODES", "AS_PUBLISHED_NOTES"]
 
 MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
@@ -424,6 +425,51 @@ REGISTRY: dict[tuple[str, str], Mechanism] = {
 }
 
 
+
+# Public thresholds of the release-time strength check (docs/privacy.md, "Settings that void a guarantee").
+# They depend only on the user's epsilon and delta, never on the data, so checking them is DP-safe.
+WARN_EPSILON = 10.0  # above: little protection (Dwork & Roth 2014, Sec. 2.3 discuss epsilon of order 1)
+WARN_DELTA = 1e-3  # above: larger than 1/N for any table of over 1000 rows
+REFUSE_EPSILON = 1e3  # above: exp(epsilon) makes the guarantee vacuous
+REFUSE_DELTA = 0.5  # at or above: the mechanism may publish a random half of the records
+
+
+class WeakPrivacyWarning(UserWarning):
+    """A release whose (public) epsilon or delta gives little or no protection."""
+
+
+def check_privacy_strength(epsilon: Any, delta: Any, *, allow_weak_privacy: bool = False) -> None:
+    """Refuse or warn about privacy parameters that void the guarantee (public values only).
+
+    ``epsilon > 1e3`` or ``delta >= 0.5`` raise one-line ValueError unless ``allow_weak_privacy=True``
+    (then they warn); ``epsilon > 10`` or ``delta > 1e-3`` issue a :class:`WeakPrivacyWarning`. Tensors are
+    judged by their largest entry (a batch of settings is as weak as its weakest). Non-numeric values are
+    left to the mechanism's own validation.
+    """
+    def _max(v: Any) -> float | None:
+        if v is None:
+            return None
+        try:
+            t = torch.as_tensor(v, dtype=torch.float64)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        t = t[~torch.isnan(t)] if t.dim() else t.reshape(1)[~torch.isnan(t.reshape(1))]
+        return float(t.max()) if t.numel() else None
+
+    eps, dlt = _max(epsilon), _max(delta)
+    weak = []
+    if eps is not None and eps > REFUSE_EPSILON or dlt is not None and dlt >= REFUSE_DELTA:
+        if not allow_weak_privacy:
+            raise ValueError(f"epsilon <= {REFUSE_EPSILON:g} and delta < {REFUSE_DELTA:g} are required for a "
+                             "meaningful guarantee (pass allow_weak_privacy=True to release anyway)")
+    if eps is not None and eps > WARN_EPSILON:
+        weak.append(f"epsilon = {eps:g} > {WARN_EPSILON:g} protects little")
+    if dlt is not None and dlt > WARN_DELTA:
+        weak.append(f"delta = {dlt:g} > {WARN_DELTA:g} may let a record be published (choose delta well below 1/N)")
+    for msg in weak:
+        warnings.warn(msg, WeakPrivacyWarning, stacklevel=3)
+
+
 def release(
     X: torch.Tensor,
     y: torch.Tensor,
@@ -432,9 +478,10 @@ def release(
     delta: Any,
     *,
     mechanism: str = "kl",
-    mode: str = "as-published",
+    mode: str = "sound",
     generator: torch.Generator | None = None,
     mask: torch.Tensor | None = None,
+    allow_weak_privacy: bool = False,
     **options: Any,
 ) -> Release:
     """Release a batch of labeled GMMs (Liu, Scaglione & Peisert 2025; see the module docstring).
@@ -446,8 +493,11 @@ def release(
             (``delta`` may be None for the pure-DP sound ``"laplace"``).
         mechanism: ``"kl"`` | ``"laplace"`` | ``"gaussian"`` | ``"colored"`` | ``"r1smg"`` (as-published) or
             ``"kl"`` | ``"gaussian"`` | ``"colored"`` | ``"laplace"`` (sound).
-        mode: ``"as-published"`` (default) or ``"sound"``.
+        mode: ``"sound"`` (default: record-level DP, needs ``clip_bound``) or ``"as-published"`` (the
+            paper's label-level release, not DP on records; pass it explicitly).
         generator: the only source of randomness. mask: ``(..., N)`` boolean, True on real rows.
+        allow_weak_privacy: release even when ``epsilon > 1e3`` or ``delta >= 0.5`` (refused otherwise, see
+            :func:`check_privacy_strength`; ``epsilon > 10`` or ``delta > 1e-3`` always warn).
         **options: declared by the mechanism (``REGISTRY[(mode, mechanism)].accepted()``); anything else is
             refused. As-published ``kl``: ``variant``, ``solver``, ``design``, ``design_generator``, ``lam``,
             ``max_iter``, ``tol``, ``kl_draws``, ``sdp_tol``. Baselines: ``data_bound``, ``split``,
@@ -465,6 +515,7 @@ def release(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+    check_privacy_strength(epsilon, delta, allow_weak_privacy=allow_weak_privacy)
     impl = REGISTRY.get((mode, mechanism))
     if impl is None:
         if mode == "sound":

@@ -23,9 +23,13 @@ are bit-identical across runs on the same device type (and torch version) but eq
 distribution between CPU and CUDA (see ``tests/test_device_contract.py``).
 
 Memory. A chunk holds ``chunk_size`` trials in memory; with ``chunk_size=None`` the chunk size is the
-largest multiple of ``block_size`` whose estimated working set fits ``memory_budget`` bytes. Summaries
-are computed by streaming over the chunk files with :class:`~torchdpgmm.montecarlo.RunningStats` (exact
-running mean/variance, quantiles from a fixed log-grid histogram), so they need memory of one chunk.
+largest multiple of ``block_size`` whose estimated working set fits ``memory_budget`` bytes. The plan is
+streamed (:func:`iter_chunks`; on Ray a bounded window of tasks is in flight) and summaries are computed by
+streaming over the chunk files with :class:`~torchdpgmm.montecarlo.RunningStats` (exact running
+mean/variance, quantiles from a fixed log-grid histogram), so memory does not depend on the number of
+trials (``benchmarks/bench_sweep_memory.py``). A sweep whose rows cannot fit on the output's disk is
+refused before any work (:func:`check_disk`). With ``backend="ray"`` and an address, the address must
+accept a TCP connection within :data:`RAY_CONNECT_TIMEOUT` seconds.
 
 Files: ``OUT/sweep.json`` (the spec, checked on resume), ``OUT/chunks/*.csv``, and after completion
 ``OUT/results.csv`` (one row per trial), ``OUT/summary.json`` (mean, 95% CI and quantiles per grid point)
@@ -45,7 +49,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["SweepSpec", "Chunk", "plan_chunks", "run_sweep", "load_results", "iter_results", "summarize",
+__all__ = ["SweepSpec", "Chunk", "plan_chunks", "iter_chunks", "num_chunks", "check_disk", "run_sweep", "load_results", "iter_results", "summarize",
            "plot_results", "block_seed"]
 
 RESULT_FIELDS = ["mechanism", "epsilon", "N", "K", "d", "seed", "trial", "kl"]
@@ -156,15 +160,51 @@ def chunk_size_for(spec: SweepSpec, N: int, K: int, d: int) -> int:
     return blocks * spec.block_size
 
 
-def plan_chunks(spec: SweepSpec) -> list[Chunk]:
-    """Every chunk of the sweep, in a deterministic order."""
+def iter_chunks(spec: SweepSpec) -> Iterator[Chunk]:
+    """Every chunk of the sweep, in a deterministic order, generated lazily: the plan of a sweep of
+    10^12 trials costs no memory (a list of its chunks would grow without bound before any work)."""
     spec.validate()
-    chunks = []
     for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds):
         cs = chunk_size_for(spec, N, K, d)
         for c, first in enumerate(range(0, spec.trials, cs)):
-            chunks.append(Chunk(int(N), int(K), int(d), c, first, min(cs, spec.trials - first), spec.block_size))
-    return chunks
+            yield Chunk(int(N), int(K), int(d), c, first, min(cs, spec.trials - first), spec.block_size)
+
+
+def num_chunks(spec: SweepSpec) -> int:
+    """How many chunks :func:`iter_chunks` yields (arithmetic, no plan in memory)."""
+    spec.validate()
+    return sum(-(-spec.trials // chunk_size_for(spec, N, K, d))
+               for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds))
+
+
+def plan_chunks(spec: SweepSpec) -> list[Chunk]:
+    """Every chunk of the sweep as a list (small sweeps; :func:`iter_chunks` streams them)."""
+    return list(iter_chunks(spec))
+
+
+#: a lower bound on the bytes of one CSV row (``kl,1,40,2,2,0,0,0.1`` and a line end): the disk check
+#: below refuses only sweeps whose rows certainly do not fit
+MIN_ROW_BYTES = 20
+
+
+def result_rows(spec: SweepSpec) -> int:
+    """Rows the finished sweep writes (one per mechanism, epsilon, (N, K, d) and trial)."""
+    return spec.trials * len(spec.mechanisms) * len(spec.epsilons) * len(spec.Ns) * len(spec.Ks) * len(spec.ds)
+
+
+def check_disk(spec: SweepSpec, out: str | Path) -> None:
+    """Refuse (one-line ValueError) a sweep whose rows cannot fit on the disk of ``out``: they are written
+    twice (the chunk files and ``results.csv``), at least :data:`MIN_ROW_BYTES` bytes each."""
+    import shutil
+
+    need = 2 * MIN_ROW_BYTES * result_rows(spec)
+    p = Path(out).resolve()
+    while not p.exists():
+        p = p.parent
+    free = shutil.disk_usage(p).free
+    if need > free:
+        raise ValueError(f"this sweep writes {result_rows(spec):.3g} rows (at least {need / 1e9:.3g} GB) but "
+                         f"{p} has {free / 1e9:.3g} GB free; use fewer trials or grid points")
 
 
 def _kl_rows(spec: SweepSpec, mech: str, kl, chunk: Chunk, first: int, n: int) -> list[dict[str, Any]]:
@@ -187,7 +227,7 @@ def _release_kl(spec: SweepSpec, mech: str, X, y, num_classes: int, eps, gen, da
                                            generator=gen, **kw), X, y, num_classes, data_classes)
                             for e in spec.epsilons])
     kw = {"variant": spec.variant} if mech == "kl" else {}
-    return _kl_of(release(X, y, num_classes, eps, spec.delta, mechanism=mech, generator=gen, **kw), X, y, num_classes)
+    return _kl_of(release(X, y, num_classes, eps, spec.delta, mechanism=mech, mode="as-published", generator=gen, **kw), X, y, num_classes)
 
 
 def _kl_of(rel, X, y, num_classes, data_classes=None):
@@ -271,34 +311,48 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     spec.validate()
     if backend not in ("local", "ray"):
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+    check_disk(spec, out)
+    if backend == "ray":
+        _check_ray_address(ray_address)
     _prepare(out, spec, resume)
-    chunks = plan_chunks(spec)
-    todo = [c for c in chunks if not (out / "chunks" / f"{c.id}.csv").exists()]
-    skipped = len(chunks) - len(todo)
+    chunk_dir = out / "chunks"
+    total = num_chunks(spec)
     fn = trial_fn or default_trial_fn
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(chunks), initial=skipped, desc="sweep chunks", unit="chunk")
+        bar = tqdm(total=total, desc="sweep chunks", unit="chunk")
+
+    def pending_chunks() -> Iterator[Chunk]:
+        # streamed: the chunks still to run are found lazily, so memory does not depend on the number of trials
+        for c in iter_chunks(spec):
+            if not (chunk_dir / f"{c.id}.csv").exists():
+                yield c
+            elif bar is not None:
+                bar.update(1)
+
+    todo = pending_chunks()
+    done = 0
     if backend == "local":
         for c in todo:
-            _atomic_rows(out / "chunks" / f"{c.id}.csv", fn(spec, c))
+            _atomic_rows(chunk_dir / f"{c.id}.csv", fn(spec, c))
+            done += 1
             if bar is not None:
                 bar.update(1)
     else:
-        _run_ray(spec, todo, out, fn, ray_address, bar)
+        done = _run_ray(spec, todo, out, fn, ray_address, bar)
     if bar is not None:
         bar.close()
     results = out / "results.csv"
-    _concat_chunks(results, [out / "chunks" / f"{c.id}.csv" for c in chunks])
-    summary = summarize(iter_results(out, chunks))
+    _concat_chunks(results, (chunk_dir / f"{c.id}.csv" for c in iter_chunks(spec)))
+    summary = summarize(iter_results(out, iter_chunks(spec)))
     (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "points": summary}, indent=2))
     plot_results(summary, out / "sweep.png", spec=spec)
-    return {"done": len(todo), "skipped": skipped, "results": str(results), "summary": summary}
+    return {"done": done, "skipped": total - done, "results": str(results), "summary": summary}
 
 
-def _concat_chunks(path: Path, parts: list[Path]) -> None:
+def _concat_chunks(path: Path, parts: Iterable[Path]) -> None:
     """``results.csv``: the chunk files in plan order, one header, streamed (memory of one line), atomic."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
     os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
@@ -312,7 +366,31 @@ def _concat_chunks(path: Path, parts: list[Path]) -> None:
     os.replace(tmp, path)
 
 
-def _run_ray(spec: SweepSpec, todo: list[Chunk], out: Path, fn: Callable, address: str | None, bar: Any) -> None:
+#: seconds a ``--ray-address`` may take to accept a TCP connection before the sweep gives up
+RAY_CONNECT_TIMEOUT = 15.0
+
+
+def _check_ray_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Fail fast (one-line ValueError) when ``host:port`` / ``ray://host:port`` accepts no TCP connection
+    within ``timeout`` seconds; ``ray.init`` itself retries a wrong address for minutes and (in the Ray
+    versions this package supports) takes no timeout. ``None``, ``"auto"`` and ``"local"`` are left to Ray."""
+    import socket
+
+    if address is None or address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = hostport.rstrip("/").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"--ray-address must be host:port or ray://host:port, got {address!r}")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ValueError(f"cannot reach the Ray cluster at {address} within {timeout:g} s "
+                         f"({e.strerror or type(e).__name__}); is it running?") from None
+
+
+def _run_ray(spec: SweepSpec, todo: Iterable[Chunk], out: Path, fn: Callable, address: str | None,
+             bar: Any) -> int:
     try:
         import ray
     except ImportError:
@@ -321,20 +399,30 @@ def _run_ray(spec: SweepSpec, todo: list[Chunk], out: Path, fn: Callable, addres
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         started_here = True
+    done = 0
     try:
         num_gpus = 1 if spec.device.startswith("cuda") else 0
         remote = ray.remote(num_gpus=num_gpus, num_cpus=1)(fn)
-        pending = {remote.remote(spec, c): c for c in todo}
-        while pending:
+        # a bounded window of tasks in flight: memory does not grow with the number of chunks
+        window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
+        todo = iter(todo)
+        pending = {}
+        while True:
+            for c in itertools.islice(todo, window - len(pending)):
+                pending[remote.remote(spec, c)] = c
+            if not pending:
+                break
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 c = pending.pop(ref)
                 _atomic_rows(out / "chunks" / f"{c.id}.csv", ray.get(ref))
+                done += 1
                 if bar is not None:
                     bar.update(1)
     finally:
         if started_here:
             ray.shutdown()
+    return done
 
 
 def iter_results(out: str | Path, chunks: Iterable[Chunk] | None = None) -> Iterator[dict[str, Any]]:

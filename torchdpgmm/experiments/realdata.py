@@ -113,7 +113,8 @@ def _release(X, y, K, eps, delta, mechanism, generator, mask=None, **kw):
                 for e in eps[:, 0].tolist()]
         return _stack_releases(rels)
     mech, extra = MECHANISM_ALIASES.get(mechanism, (mechanism, {}))
-    return release(X, y, K, eps, delta, mechanism=mech, generator=generator, mask=mask, **extra)
+    return release(X, y, K, eps, delta, mechanism=mech, mode="as-published", generator=generator, mask=mask,
+                   **extra)
 
 
 def _try_release(notes: list[str], *args, **kw):

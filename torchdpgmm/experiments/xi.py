@@ -362,7 +362,7 @@ def _released_model(release, u, y, eps, delta, mech, g, d: int) -> Any:
     """One batched call of ``torchdpgmm.release.release`` over all trials of a chunk. The data are
     normalised to ``[0,1]^d``, so the baselines get the public L1 bound ``R = d`` (no data-read bound)."""
     kw = {} if mech == "kl" else {"data_bound": float(d)}
-    return release(u, y, 2, eps, delta, mechanism=mech, generator=g, **kw).model
+    return release(u, y, 2, eps, delta, mechanism=mech, mode="as-published", generator=g, **kw).model
 
 
 def run_compare(cfg: ExperimentConfig) -> StudyResult:
