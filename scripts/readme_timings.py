@@ -1,0 +1,148 @@
+"""Time README's main study as a user runs it, and write the timing with the machine's load beside it.
+
+    python scripts/readme_timings.py            # time the fig2 study (about a minute), write the JSON, README
+    python scripts/readme_timings.py --render   # rewrite README's block from the committed JSON, no timing
+    python scripts/readme_timings.py --check    # exit 1 if README's block differs from the JSON (tests)
+
+The timed command is README's Quick-start command at README's default size, in a fresh process:
+``torchdpgmm experiment fig2 --trials 100 --out TMP`` (``python -m torchdpgmm.cli ...``), so the time
+includes start-up and imports, as a user sees it. On a small shared machine the wall time depends on what
+else runs, so the JSON records, beside it, the 1/5/15-minute load averages before and after, the number of
+cores (``os.cpu_count()`` and the cores this process may use), torch's thread count, the CPU time of the
+child process and the versions. README quotes the wall time together with the core count and the load.
+
+The JSON goes to ``benchmarks/results/readme-timings.json`` (README's sources for quoted numbers are the
+files under ``benchmarks/results/``, see ``tests/test_docs_numbers.py``); README's text between
+``<!-- generated: readme-timings -->`` and ``<!-- /generated -->`` is rendered from it by :func:`render`.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+JSON_PATH = ROOT / "benchmarks" / "results" / "readme-timings.json"
+README = ROOT / "README.md"
+BLOCK = "readme-timings"
+#: README's Quick-start default (the study's default trials)
+README_TRIALS = 100
+
+
+def _load_average() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _usable_cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return None
+
+
+def time_fig2(trials: int = README_TRIALS, quick: bool = False) -> dict:
+    """Run README's fig2 command once in a fresh process and return the timing record (no file written)."""
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, "-m", "torchdpgmm.cli", "experiment", "fig2", "--trials", str(trials), "--out", tmp]
+        if quick:
+            cmd.append("--quick")
+        load_before = _load_average()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                              text=True)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load_after = _load_average()
+        if proc.returncode != 0:
+            raise SystemExit(f"the timed command failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+        study = json.loads((Path(tmp) / "fig2.json").read_text())
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "command": f"torchdpgmm experiment fig2 --trials {trials} --out results" + (" --quick" if quick else ""),
+        "trials": trials,
+        "quick": quick,
+        "wall_seconds": round(wall, 1),
+        "child_cpu_seconds": round(cpu, 1),
+        "study_runtime_seconds": round(float(study["runtime_seconds"]), 1),
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "cpu_count": os.cpu_count(),
+        "usable_cores": _usable_cores(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "measured_at_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def render(rec: dict) -> str:
+    """README's block (markdown) from one timing record."""
+    cores = rec.get("usable_cores") or rec.get("cpu_count")
+    lb, la = rec.get("load_average_before"), rec.get("load_average_after")
+    load = "unknown load" if not lb else (
+        f"1-minute load average {lb[0]:.2f} before and {la[0]:.2f} after" if la else
+        f"1-minute load average {lb[0]:.2f}")
+    return (f"Measured by `python scripts/readme_timings.py` ({rec['measured_at_utc'][:10]}, written to "
+            f"benchmarks/results/readme-timings.json): `{rec['command']}` took {rec['wall_seconds']:.1f} s wall "
+            f"({rec['child_cpu_seconds']:.1f} s of CPU) on {cores} CPU cores at {load}. The wall time "
+            f"grows with the load (other processes competing for the same cores).")
+
+
+def rewrite(text: str, name: str, body: str) -> str:
+    """Replace the body of ``<!-- generated: name -->`` ... ``<!-- /generated -->`` in ``text``."""
+    pat = re.compile(rf"(<!-- generated: {re.escape(name)} -->\n)(?:(?!<!-- generated:).)*?(<!-- /generated -->)",
+                     re.S)
+    if not pat.search(text):
+        raise ValueError(f"no '<!-- generated: {name} -->' block")
+    return pat.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--check", action="store_true", help="exit 1 if README's block differs from the JSON")
+    g.add_argument("--render", action="store_true", help="rewrite README's block from the JSON, no timing")
+    p.add_argument("--trials", type=int, default=README_TRIALS, help="trials of the timed study (default 100)")
+    p.add_argument("--quick", action="store_true", help="time the --quick study (a smoke run; not for README)")
+    p.add_argument("--json", type=Path, default=JSON_PATH, help="timing record (default benchmarks/results/...)")
+    p.add_argument("--readme", type=Path, default=README)
+    a = p.parse_args(argv)
+    if a.trials < 1:
+        p.error("--trials must be >= 1")
+    if not (a.check or a.render):
+        rec = time_fig2(a.trials, a.quick)
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps(rec, indent=2) + "\n")
+        print(json.dumps(rec, indent=2))
+    rec = json.loads(a.json.read_text())
+    old = a.readme.read_text()
+    new = rewrite(old, BLOCK, render(rec))
+    if a.check:
+        if new != old:
+            print(f"{a.readme}: the {BLOCK} block is stale; run: python scripts/readme_timings.py --render",
+                  file=sys.stderr)
+            return 1
+        return 0
+    if new != old:
+        a.readme.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,37 @@
+"""README's timing text is rendered from benchmarks/results/readme-timings.json (scripts/readme_timings.py)."""
+import json
+
+import pytest
+
+
+def test_readme_timing_block_is_up_to_date(load_script):
+    mod = load_script("scripts/readme_timings.py")
+    assert mod.main(["--check"]) == 0, "run: python scripts/readme_timings.py --render"
+
+
+def test_render_states_time_cores_and_load(load_script, tmp_path):
+    mod = load_script("scripts/readme_timings.py")
+    rec = {"command": "torchdpgmm experiment fig2 --trials 100 --out results", "wall_seconds": 54.3,
+           "child_cpu_seconds": 61.2, "load_average_before": [6.04, 3.0, 1.0], "load_average_after": [5.5, 3.1, 1.1],
+           "cpu_count": 2, "usable_cores": 2, "measured_at_utc": "2026-01-02T03:04:05Z"}
+    text = mod.render(rec)
+    for s in ("54.3 s wall", "61.2 s of CPU", "2 CPU cores", "6.04 before", "5.50 after", "2026-01-02",
+              "--trials 100"):
+        assert s in text
+    # --render rewrites only its block, from the JSON given
+    (tmp_path / "t.json").write_text(json.dumps(rec))
+    readme = tmp_path / "R.md"
+    readme.write_text("a\n<!-- generated: readme-timings -->\nold\n<!-- /generated -->\n"
+                      "<!-- generated: other -->\nkeep\n<!-- /generated -->\n")
+    assert mod.main(["--render", "--json", str(tmp_path / "t.json"), "--readme", str(readme)]) == 0
+    assert readme.read_text() == ("a\n<!-- generated: readme-timings -->\n" + text + "\n<!-- /generated -->\n"
+                                  "<!-- generated: other -->\nkeep\n<!-- /generated -->\n")
+    assert mod.main(["--check", "--json", str(tmp_path / "t.json"), "--readme", str(readme)]) == 0
+    readme.write_text(readme.read_text().replace("54.3", "25.0"))
+    assert mod.main(["--check", "--json", str(tmp_path / "t.json"), "--readme", str(readme)]) == 1
+
+
+def test_missing_block_is_an_error(load_script, tmp_path):
+    mod = load_script("scripts/readme_timings.py")
+    with pytest.raises(ValueError, match="readme-timings"):
+        mod.rewrite("no block here\n", "readme-timings", "x")
