@@ -263,6 +263,54 @@ def test_clipped_gradient_sum_matches_per_example_autograd():
         assert torch.allclose(a, b, atol=1e-5)
 
 
+def test_dpsgd_fast_drops_a_nan_row_and_an_unknown_label_without_raising():
+    """Issue 27 item 13: a non-finite row and a label outside [0, num_classes) are never sampled (as the DP-GMM
+    pipeline drops them), so whatever they hold the trained parameters are the same; nothing raises."""
+    from torchdpgmm.pipelines.dpsgd_fast import train_dpsgd_fast
+
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(40, 4, generator=g)
+    y = torch.randint(0, 3, (40,), generator=g)
+
+    def run(bad_x, bad_y):
+        Xb, yb = X.clone(), y.clone()
+        Xb[3, 1], yb[7] = bad_x, bad_y
+        return train_dpsgd_fast(Xb, yb, num_classes=3, noise_multiplier=1.0, sampling_rate=0.5, steps=3,
+                                hidden=(5,), generator=torch.Generator().manual_seed(2), n_public=40)["params"]
+
+    a, b = run(float("nan"), 7), run(float("inf"), -1)
+    for pa, pb in zip(a, b):
+        assert torch.isfinite(pa).all() and torch.equal(pa, pb)
+    assert "seconds" not in train_dpsgd_fast(X, y, num_classes=3, noise_multiplier=1.0, sampling_rate=0.5, steps=1,
+                                             hidden=(5,), generator=torch.Generator().manual_seed(2))
+
+
+def test_dpsgd_schedule_comes_from_the_released_count_not_the_private_n(monkeypatch):
+    """Issue 27 item 13: the study's DP-SGD takes q, steps and the normaliser from the DP PCA's released count;
+    adding one private row leaves them unchanged when that count is the same (closed form: q = batch / n,
+    steps = floor(epochs n / batch))."""
+    import torchdpgmm.experiments.synthetic_classifier as sc
+    import torchdpgmm.pipelines.dpsgd_fast as fast
+
+    seen = []
+
+    def fake_train(X, y, *, num_classes, noise_multiplier, sampling_rate, steps, n_public=None, **kw):
+        seen.append((sampling_rate, steps, n_public))
+        return {"params": fast.mlp_params([X.shape[1], num_classes], generator=torch.Generator().manual_seed(0))}
+
+    monkeypatch.setattr(fast, "train_dpsgd_fast", fake_train)
+    monkeypatch.setattr(fast, "calibrate_noise_multiplier", lambda *a, **k: 1.0)
+    monkeypatch.setattr(fast, "pipeline_epsilon", lambda *a, **k: 1.0)
+    monkeypatch.setattr(sc, "_dpsgd_features", lambda X, *a: ((lambda Z: Z.to(torch.float32)), 0.1, 500.0))
+    c = {"batch": 64, "epochs": 3, "lr": 1e-3, "feature_fraction": 0.1}
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(201, 4, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (201,), generator=g)
+    for n in (200, 201):
+        sc._dpsgd_run(X[:n], y[:n], X, y, 1.0, c, {}, None, "cpu", torch.Generator().manual_seed(1), 3)
+    assert seen[0] == seen[1] == (64 / 500, math.floor(3 * 500 / 64), 500.0)
+
+
 def test_dpsgd_accounting_matches_plain_pld_and_calibration_is_safe():
     import dp_accounting
     from dp_accounting.pld import PLDAccountant

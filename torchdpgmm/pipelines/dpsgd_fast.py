@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from typing import Sequence
 
 import torch
@@ -122,26 +121,48 @@ def _clipped_grad_sum(params, X, y, clip):
     return grads
 
 
+def dpsgd_schedule(n_public: float, batch: int, epochs: float) -> tuple[float, int]:
+    """``(sampling_rate, steps)`` of Poisson-sampled DP-SGD from a PUBLIC (or already released, noisy) record
+    count ``n_public``, never from the private N: ``q = min(1, batch / n)``, ``steps = max(1, floor(epochs n /
+    batch))`` (Abadi et al. 2016). A non-finite or non-positive count (a noisy count can be) is read as 1."""
+    n = float(n_public)
+    n = n if math.isfinite(n) and n >= 1.0 else 1.0
+    if batch < 1 or not (epochs > 0):
+        raise ValueError("need batch >= 1 and epochs > 0")
+    return min(1.0, batch / n), max(1, int(epochs * n / batch))
+
+
 def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, sampling_rate: float, steps: int,
                      lr: float = 1e-3, clip: float = 1.0, hidden: Sequence[int] = (256, 128),
-                     generator: torch.Generator | None = None, device="cpu") -> dict:
-    """Train one MLP by DP-SGD (Poisson sampling, ghost clipping, Gaussian noise, Adam); returns params."""
+                     generator: torch.Generator | None = None, device="cpu", n_public: float | None = None) -> dict:
+    """Train one MLP by DP-SGD (Poisson sampling, ghost clipping, Gaussian noise, Adam); returns params.
+
+    ``n_public``: the public (or released noisy) record count; the noisy gradient sum is divided by the
+    expected batch ``sampling_rate * n_public``. ``None`` uses the number of rows of ``X``, which is public
+    only under replace-one adjacency. Rows with a non-finite feature or a label outside ``[0, num_classes)``
+    are never sampled (a dropped row is a removed one, as in the DP-GMM pipeline); nothing branches or
+    raises on them. No timing is returned: a wall time of work on private data is not released.
+    """
     if not (0 < sampling_rate <= 1) or steps < 1:
         raise ValueError("need 0 < sampling_rate <= 1 and steps >= 1")
-    t0 = time.perf_counter()
     dev = torch.device(device)
     Xd, yd = X.to(dev, torch.float32), y.to(dev)
+    usable = torch.isfinite(Xd.sum(-1)) & (yd >= 0) & (yd < num_classes)
+    Xd = torch.where(usable.unsqueeze(-1), Xd, torch.zeros((), dtype=Xd.dtype, device=dev))
+    yd = torch.where(usable, yd, torch.zeros_like(yd))
     N = Xd.shape[0]
+    n_pub = float(N) if n_public is None else float(n_public)
+    n_pub = n_pub if math.isfinite(n_pub) and n_pub >= 1.0 else 1.0
     params = mlp_params([Xd.shape[1], *hidden, num_classes], generator=generator, device=dev)
     for p in params:
         p.requires_grad_(False)
     opt = torch.optim.Adam(params, lr=lr)
-    expected = sampling_rate * N
+    expected = sampling_rate * n_pub
     for _ in range(int(steps)):
-        take = torch.rand(N, generator=generator).to(dev) < sampling_rate
+        take = (torch.rand(N, generator=generator).to(dev) < sampling_rate) & usable
         idx = take.nonzero().squeeze(-1)
         grads = _clipped_grad_sum(params, Xd[idx], yd[idx], clip)
         for p, g in zip(params, grads):
             p.grad = gaussian(g, (noise_multiplier * clip) ** 2, generator=generator) / expected
         opt.step()
-    return {"params": [p.detach() for p in params], "seconds": time.perf_counter() - t0}
+    return {"params": [p.detach() for p in params]}
