@@ -205,32 +205,64 @@ def run_iris(config: ExperimentConfig) -> StudyResult:
                 rows.append({"kind": "density", "class": k, "source": name, "epsilon": None if name == "non-private" else dens_eps,
                              "x": xv, "density": dv})
     return StudyResult(rows=rows, config={"trials": T, "epsilons": eps_list, "mechanisms": mechs, "delta": delta},
-                       notes=notes, plot=_plot_iris)
+                       notes=notes, plot=lambda rows_, path: _plot_iris(rows_, path, delta=delta))
 
 
-def _plot_iris(rows, path: Path) -> None:
+#: scikit-learn's Iris labels 0, 1, 2 (public: the dataset's documented classes) and its first feature
+IRIS_CLASSES = ("setosa", "versicolor", "virginica")
+IRIS_FEATURE0 = "sepal length (standardised: mean 0, variance 1)"
+
+
+def _plot_iris(rows, path: Path, delta: float | None = None) -> None:
+    """Fig. 6 (KL vs epsilon) over Fig. 7 (one panel per class): settings in the title, the legends beside
+    the axes (never over a curve), the classes by name."""
     import matplotlib.pyplot as plt
 
     klr = [r for r in rows if r.get("kind") == "kl"]
     ks = sorted({r["class"] for r in rows if r.get("kind") == "histogram"})
-    fig, axes = plt.subplots(1, 1 + len(ks), figsize=(4 * (1 + len(ks)), 3.5))
-    ax = axes[0]
+    trials = max((int(r["trials"]) for r in klr), default=0)
+    dens_eps = next((r["epsilon"] for r in rows if r.get("kind") == "density" and r.get("epsilon") is not None), None)
+    fig = plt.figure(figsize=(12, 8.5))
+    gs = fig.add_gridspec(2, max(len(ks), 1))
+    ax = fig.add_subplot(gs[0, :])
     for m in dict.fromkeys(r["mechanism"] for r in klr):
         rr = [r for r in klr if r["mechanism"] == m and isinstance(r.get("kl"), (int, float))]
         ax.plot([r["epsilon"] for r in rr], [r["kl"] for r in rr], marker="o", label=m)
     _eps_axis(ax, [r["epsilon"] for r in klr])
-    ax.set_yscale("log"), ax.set_xlabel("epsilon"), ax.set_ylabel("KL(released || fitted)")
-    ax.set_title("Iris (Fig. 6)"), ax.legend(fontsize=7)
-    for ax, k in zip(axes[1:], ks):
+    ax.set_yscale("log"), ax.set_xlabel("epsilon (privacy budget)")
+    ax.set_ylabel("mean KL(released || fitted), nats")
+    ax.set_title(f"Fig. 6: mean KL over {trials} trials per point", fontsize=10)
+    ax.legend(fontsize=8, title="mechanism", loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    for i, k in enumerate(ks):
+        ax = fig.add_subplot(gs[1, i])
         h = [r for r in rows if r.get("kind") == "histogram" and r["class"] == k]
         ax.bar([r["bin_left"] for r in h], [r["density"] for r in h], width=[r["bin_right"] - r["bin_left"] for r in h],
-               align="edge", color="0.8")
+               align="edge", color="0.85", label="data (histogram)")
         dr = [r for r in rows if r.get("kind") == "density" and r["class"] == k]
         for s in dict.fromkeys(r["source"] for r in dr):
             rr = [r for r in dr if r["source"] == s]
             ax.plot([r["x"] for r in rr], [r["density"] for r in rr], "k--" if s == "non-private" else "-", label=s, lw=1)
-        ax.set_title(f"class {k}, feature 1 (Fig. 7)"), ax.legend(fontsize=6)
-    fig.tight_layout()
+        name = IRIS_CLASSES[k] if 0 <= k < len(IRIS_CLASSES) else str(k)
+        ax.set_title(f"Fig. 7: class {name}", fontsize=10)
+        ax.set_xlabel(IRIS_FEATURE0, fontsize=8)
+        if i == 0:
+            ax.set_ylabel("density (per standard deviation)")
+    handles, labels = fig.axes[-1].get_legend_handles_labels() if ks else ([], [])
+    if handles:
+        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(labels), 8), frameon=False,
+                   title=f"Fig. 7 curves: the class's Gaussian, one release at epsilon = {dens_eps:g}"
+                   if dens_eps is not None else "Fig. 7 curves", title_fontsize=8)
+    head = (f"Iris (N=150, d=4, K=3, features standardised), Liu, Scaglione & Peisert (2025) Figs 6-7; "
+            f"delta={delta:g}, " if delta is not None else
+            "Iris (N=150, d=4, K=3, features standardised), Liu, Scaglione & Peisert (2025) Figs 6-7; ")
+    mode = "as-published mode, label-flip adjacency"
+    if any(r["mechanism"] == "kl-sound" for r in klr):
+        mode += " (kl-sound: sound mode, record-level)"
+    import textwrap
+
+    eps_txt = ", ".join(f"{e:g}" for e in sorted({r["epsilon"] for r in klr}))
+    fig.suptitle(textwrap.fill(head + f"epsilon in {{{eps_txt}}}, {trials} trials, {mode}", 130), fontsize=10)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -633,7 +665,10 @@ def run_record_level(config: ExperimentConfig) -> StudyResult:
         try:
             from torchdpgmm.release import release
 
-            srel = release(X, y, K, eps, delta, mechanism="kl", mode="sound", clip_bound=b, generator=config.generator(int(b * 1000) + 9))
+            # replace-one, as labelled and as the as-published rows (change one record); the sound mode's
+            # default is add-remove, so it is named here
+            srel = release(X, y, K, eps, delta, mechanism="kl", mode="sound", clip_bound=b, adjacency="replace-one",
+                           generator=config.generator(int(b * 1000) + 9))
         except (NotImplementedError, ImportError) as exc:
             if not any("sound" in n_ for n_ in notes):
                 notes.append(f"sound mode not available: {exc}")
@@ -642,18 +677,24 @@ def run_record_level(config: ExperimentConfig) -> StudyResult:
 
         fit_cb = fit_labeled(clip_records(X, b), y, K)
         row = {"clip_bound": b, "mechanism": "kl-sound (replace-one)", "epsilon": eps, "trials": T,
+               "adjacency": str(getattr(srel.privacy.adjacency, "value", srel.privacy.adjacency)),
                "clipped_fraction": float((norms > b).to(torch.float64).mean())}
         row.update(_summ(kl_divergence(srel.model, fit_cb), "kl"))
         row.update(_summ(kl_divergence(srel.model, full_fit), "kl_vs_unclipped"))
         rows.append(row)
     return StudyResult(rows=rows, config={"clip_bounds": bounds, "epsilon": eps, "delta": delta, "trials": T, "n": n,
-                                          "classes": K, "dim": d}, notes=notes, plot=_plot_record)
+                                          "classes": K, "dim": d}, notes=notes,
+                       plot=lambda rows_, path: _plot_record(rows_, path, delta=delta, n=n, k=K, d=d))
 
 
-def _plot_record(rows, path: Path) -> None:
+def _plot_record(rows, path: Path, delta: float | None = None, n: int | None = None, k: int | None = None,
+                 d: int | None = None) -> None:
+    """Fig. 13: KL vs the clipping bound; the settings (N, K, d, epsilon, delta, trials, adjacency) in the title."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     for ax, stat in zip(axes, ("", "_median")):
         for m in dict.fromkeys(r["mechanism"] for r in rows):
             rr = [r for r in rows if r["mechanism"] == m]
@@ -661,12 +702,23 @@ def _plot_record(rows, path: Path) -> None:
             ax.plot([r["clip_bound"] for r in rr], [r["kl_vs_unclipped" + stat] for r in rr], ls="--", marker="x",
                     label=f"{m}: vs raw fit")
         _eps_axis(ax, [r["clip_bound"] for r in rows])
-        ax.set_yscale("log"), ax.set_xlabel("clipping bound B"), ax.set_ylabel("KL " + ("median" if stat else "mean"))
-        ax.set_title(f"record-level DP, eps=1 (Fig. 13), {'median' if stat else 'mean'} over trials"), ax.legend(fontsize=6)
-    fig.tight_layout()
+        ax.set_yscale("log"), ax.set_xlabel("clipping bound B (record norm, data units)")
+        ax.set_ylabel(f"{'median' if stat else 'mean'} KL(released || fit), nats")
+        ax.set_title(f"{'median' if stat else 'mean'} over trials", fontsize=9)
+    h, lab = axes[0].get_legend_handles_labels()
+    fig.legend(h, lab, fontsize=7, loc="lower center", ncol=2, frameon=False)
+    first = rows[0] if rows else {}
+    parts = [f"N={n}" if n else None, f"K={k}" if k else None, f"d={d}" if d else None,
+             f"epsilon={first['epsilon']:g}" if "epsilon" in first else None,
+             f"delta={delta:g}" if delta is not None else None,
+             f"trials={max(int(r['trials']) for r in rows)}" if rows else None]
+    settings = ", ".join(p for p in parts if p)
+    fig.suptitle(textwrap.fill(
+        f"Record-level DP by clipping (Liu, Scaglione & Peisert 2025, Fig. 13), Sec. V-A synthetic data: {settings}; "
+        "as published: change-one-record analysis; kl-sound: sound mode, replace-one adjacency", 120), fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 0.93))
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
 
 STUDIES = {
     "iris": Study("iris", run_iris, "Iris: KL vs epsilon per mechanism and first-feature densities at eps=2 (Liu, Scaglione & Peisert (2025) Figs 6-7)",
