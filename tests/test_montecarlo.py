@@ -160,3 +160,35 @@ def test_study_kl_sweep_rows_do_not_depend_on_the_memory_budget():
     for label in small:
         for s, b in zip(small[label], big[label]):
             assert s.n == b.n == 50 and s.mean == b.mean
+
+
+def test_chunk_seeds_are_the_spawned_children_and_run_chunked_streams():
+    """Chunk c's seed is child c of SeedSequence(seed).spawn (numpy, independently), built without the list of
+    all children; a streaming fn (returning None) runs 2e5 chunks in memory independent of their number."""
+    import tracemalloc
+
+    from torchdpgmm.montecarlo import chunk_seed, chunk_seeds, run_chunked
+
+    ref = [int(s.generate_state(1, dtype=np.uint64)[0]) & ((1 << 63) - 1)
+           for s in np.random.SeedSequence(7).spawn(5)]
+    assert chunk_seeds(7, 5) == ref and chunk_seed(7, 3) == ref[3]
+
+    class Stop(Exception):
+        pass
+
+    def stop(n, g):
+        raise Stop
+
+    def peak(trials):
+        tracemalloc.start()
+        try:
+            with pytest.raises(Stop):
+                run_chunked(stop, trials, block_size=1, progress=False)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert peak(200_000) < peak(20) + 100_000
+    seen = []
+    assert run_chunked(lambda n, g: seen.append(n), 10, block_size=4, progress=False, combine=len) == 0
+    assert seen == [4, 4, 2]

@@ -156,7 +156,7 @@ def test_sound_sweep_runs(tmp_path):
     assert len(res["summary"]) == 2 and all(p["trials"] == 2 for p in res["summary"])
 
 
-def test_ray_backend_matches_local(tmp_path):
+def test_ray_backend_matches_local(tmp_path, ray_sandbox):
     pytest.importorskip("ray")
     spec = _real_spec(mechanisms=["kl"], epsilons=[1.0], trials=4)
     run_sweep(spec, tmp_path / "local", progress=False)
@@ -175,3 +175,79 @@ def test_default_block_size_rows_identical_for_chunk_sizes_40_and_240(tmp_path):
     assert SweepSpec(chunk_size=40, **spec).block_size == 40
     assert ta == (tmp_path / "b" / "results.csv").read_text() == (tmp_path / "c" / "results.csv").read_text()
     assert len(ta.splitlines()) == 1 + 2 * 2 * 250
+
+
+def _closed_loopback_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]   # closed again when the socket is: nothing listens there
+
+
+def test_wrong_ray_address_fails_fast_in_one_line(tmp_path, capsys):
+    """A closed port on loopback: one line, exit status 2, well within the stated timeout, nothing written
+    (before the fix ``ray.init`` retried for minutes)."""
+    import time
+
+    from torchdpgmm.cli import main
+    from torchdpgmm.sweep import RAY_CONNECT_TIMEOUT
+
+    addr = f"127.0.0.1:{_closed_loopback_port()}"
+    with pytest.raises(ValueError, match="cannot reach the Ray cluster"):
+        run_sweep(_spec(), tmp_path / "a", backend="ray", ray_address=addr, trial_fn=fake_trials, progress=False)
+    assert not (tmp_path / "a").exists()
+    t0 = time.monotonic()
+    code = main(["sweep", "--mode", "as-published", "--mechanisms", "kl", "--trials", "2", "--no-progress",
+                 "--backend", "ray", "--ray-address", addr, "--out", str(tmp_path / "b")])
+    assert code == 2 and time.monotonic() - t0 < RAY_CONNECT_TIMEOUT <= 30
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "warning" not in ln]
+    assert len(err) == 1 and addr in err[0], err
+    assert not (tmp_path / "b").exists()
+    with pytest.raises(ValueError, match="host:port"):
+        run_sweep(_spec(), tmp_path / "c", backend="ray", ray_address="nonsense", trial_fn=fake_trials,
+                  progress=False)
+
+
+def test_plan_is_streamed_memory_does_not_grow_with_trials(tmp_path):
+    """Up to the first chunk, a sweep of 2e5 one-trial chunks allocates what one of 20 does (before the fix
+    the whole plan -- one Chunk object per chunk -- was built first)."""
+    import tracemalloc
+
+    from torchdpgmm.sweep import iter_chunks, num_chunks
+
+    def first_chunk_peak(trials):
+        def stop(spec, chunk):
+            raise Killed
+        tracemalloc.start()
+        try:
+            with pytest.raises(Killed):
+                run_sweep(_spec(trials=trials, chunk_size=1, block_size=1), tmp_path / str(trials),
+                          trial_fn=stop, progress=False)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, big = first_chunk_peak(20), first_chunk_peak(200_000)
+    assert big < small + 200_000, (small, big)
+    spec = _spec(trials=10**12, chunk_size=40, block_size=40)
+    assert num_chunks(spec) == 10**12 // 40                       # arithmetic, no plan in memory
+    first = next(iter_chunks(spec))
+    assert (first.first_trial, first.num_trials) == (0, 40)
+
+
+def test_sweep_whose_rows_cannot_fit_on_disk_is_refused(tmp_path, capsys):
+    import shutil
+
+    from torchdpgmm.cli import main
+
+    free = shutil.disk_usage(tmp_path).free
+    trials = free // 10 + 1            # 4 rows per trial (2 mechanisms x 2 epsilons), >= 20 bytes each, twice
+    with pytest.raises(ValueError, match="GB free"):
+        run_sweep(_spec(trials=trials), tmp_path / "a", trial_fn=fake_trials, progress=False)
+    assert not (tmp_path / "a").exists()
+    code = main(["sweep", "--mode", "as-published", "--mechanisms", "kl", "--trials", str(10**15),
+                 "--no-progress", "--out", str(tmp_path / "b")])
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "warning" not in ln]
+    assert code == 2 and len(err) == 1 and "GB free" in err[0], err
+    assert not (tmp_path / "b").exists()

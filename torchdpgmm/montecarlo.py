@@ -41,6 +41,7 @@ __all__ = [
     "synthetic_data",
     "chunk_size_for_budget",
     "chunk_seeds",
+    "chunk_seed",
     "run_chunked",
     "DEFAULT_MEMORY_BUDGET",
     "RunningStats",
@@ -167,10 +168,16 @@ def chunk_size_for_budget(trials: int, bytes_per_trial: float, memory_budget: fl
     return int(max(1, min(int(trials), math.floor(memory_budget / bytes_per_trial))))
 
 
+def chunk_seed(seed: int, c: int) -> int:
+    """The 63-bit seed of chunk ``c``: child ``c`` of ``SeedSequence(seed)`` (what ``spawn`` would give it),
+    built directly, so no list of all children is needed."""
+    child = np.random.SeedSequence(int(seed), spawn_key=(int(c),))
+    return int(child.generate_state(1, dtype=np.uint64)[0]) & ((1 << 63) - 1)
+
+
 def chunk_seeds(seed: int, num_chunks: int) -> list[int]:
     """Independent 63-bit seeds for chunks ``0..num_chunks-1`` derived from one ``seed``."""
-    ss = np.random.SeedSequence(int(seed))
-    return [int(s.generate_state(1, dtype=np.uint64)[0]) & ((1 << 63) - 1) for s in ss.spawn(num_chunks)]
+    return [chunk_seed(seed, c) for c in range(num_chunks)]
 
 
 def run_chunked(
@@ -192,7 +199,8 @@ def run_chunked(
     memory budget, so a trial's draws depend only on ``(seed, trials, its index)``: child ``c`` of a
     ``SeedSequence`` does not depend on how many children are spawned.
     The default ``combine`` concatenates tensors (or dicts / tuples of tensors) along dim 0, so a
-    chunked run returns the same shapes as one big call. ``progress`` shows a tqdm bar (default: only
+    chunked run returns the same shapes as one big call; results that are ``None`` are not kept (a ``fn``
+    that streams into its own aggregate returns None, and then memory does not grow with ``trials``). ``progress`` shows a tqdm bar (default: only
     when there is more than one chunk).
     """
     if not isinstance(trials, int) or trials < 1:
@@ -200,29 +208,32 @@ def run_chunked(
     if block_size is not None and not (isinstance(block_size, int) and block_size >= 1):
         raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     cs = block_size or chunk_size_for_budget(trials, bytes_per_trial, memory_budget)
-    sizes = [cs] * (trials // cs) + ([trials % cs] if trials % cs else [])
-    seeds = chunk_seeds(seed, len(sizes))
+    n_chunks = -(-trials // cs)   # sizes and seeds are computed per chunk: no per-chunk list up front
     if progress is None:
-        progress = len(sizes) > 1
-    it = range(len(sizes))
+        progress = n_chunks > 1
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=trials, desc=desc or "trials", unit="trial", leave=False)
     outs = []
-    for c in it:
+    for c in range(n_chunks):
+        size = min(cs, trials - c * cs)
         g = torch.Generator(device=device)
-        g.manual_seed(seeds[c])
-        outs.append(fn(sizes[c], g))
+        g.manual_seed(chunk_seed(seed, c))
+        out = fn(size, g)
+        if out is not None:   # a streaming ``fn`` (it returns None) keeps memory independent of ``trials``
+            outs.append(out)
         if bar is not None:
-            bar.update(sizes[c])
+            bar.update(size)
     if bar is not None:
         bar.close()
     return (combine or _concat)(outs)
 
 
 def _concat(parts: list[Any]) -> Any:
+    if not parts:
+        return None
     first = parts[0]
     if torch.is_tensor(first):
         return torch.cat(parts, 0)
