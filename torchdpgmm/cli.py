@@ -112,7 +112,19 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
                    help="dry run for the data owner: read the data, print warnings about the settings (delta >= 1/N, "
                         "epsilon > 10, a clip bound that clips > 50%% or < 1%% of rows) and exit without releasing or "
                         "writing anything; its output depends on the data: never publish it")
+    _add_bounds_flags(p)
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out model file")
     p.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
+
+
+def _add_bounds_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bounds", default=None,
+                   help="public per-column bounds, LOW:HIGH for every feature or COL=LOW:HIGH,COL=LOW:HIGH naming "
+                        "each feature (never read from the data): the release runs in the unit box they map to, "
+                        "--clip-bound becomes optional (default sqrt(d)/2 there, in unit-box units) and records "
+                        "outside the bounds are clipped into them")
+    p.add_argument("--schema", type=Path, default=None,
+                   help='JSON file {"columns": {"Ht": [140, 210], ...}} with the same public bounds as --bounds')
 
 
 def _add_sample(sub: argparse._SubParsersAction) -> None:
@@ -124,6 +136,7 @@ def _add_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--iid", action="store_true", help="draw labels i.i.d. from the weights instead of fixing the histogram")
     p.add_argument("--label-column", default="label")
+    p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
     p.add_argument("--out", type=Path, required=True, help="CSV file to write")
 
 
@@ -197,7 +210,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--backend", default="local", choices=["local", "ray"])
-    p.add_argument("--ray-address", default=None, help="Ray cluster address (default: start a local Ray)")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address host:port or ray://host:port "
+                   "(default: start a local Ray); one that accepts no connection within 15 s is an error")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep in --out")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--out", type=Path, required=True)
@@ -358,10 +372,11 @@ def check_privacy_flags(args: argparse.Namespace, *, need_classes: bool) -> None
         if need_classes and args.classes is None:
             raise UsageError("sound mode needs the public class set: pass --classes a,b,c (every label value, "
                              "comma separated; it is never read from the data)")
-        if args.clip_bound is None:
+        if args.clip_bound is None and not _has_bounds(args):
             raise UsageError("sound mode needs --clip-bound B (a public L2 bound on every record, chosen "
                              "without looking at the data; records are clipped to it)")
-        check_clip_bound(args.clip_bound)
+        if args.clip_bound is not None:
+            check_clip_bound(args.clip_bound)
         bad = [m for m in _mechanisms(args) if m == "r1smg"]
         if bad:
             raise UsageError("--mechanism r1smg has no sound mode (it is not DP as calibrated; docs/privacy.md)")
@@ -370,6 +385,8 @@ def check_privacy_flags(args: argparse.Namespace, *, need_classes: bool) -> None
         if args.adjacency is None:
             args.adjacency = "add-remove"
         return
+    if _has_bounds(args):
+        raise UsageError("--bounds and --schema apply to --mode sound only")
     if args.clip_bound is not None:
         raise UsageError("--clip-bound applies to --mode sound only (the as-published mechanism does not clip)")
     if args.adjacency is not None:
@@ -388,9 +405,40 @@ def _mechanisms(args: argparse.Namespace) -> list[str]:
     return list(getattr(args, "mechanisms", None) or [getattr(args, "mechanism", "")])
 
 
-def _check_out_file(path: Path) -> None:
+def _has_bounds(args: argparse.Namespace) -> bool:
+    return getattr(args, "bounds", None) is not None or getattr(args, "schema", None) is not None
+
+
+def _read_bounds(args: argparse.Namespace, names: Sequence[str]):
+    """The public bounds of ``--bounds`` / ``--schema`` for the used feature columns ``names`` (from the
+    header, public), or None."""
+    from torchdpgmm.bounds import Bounds, parse_bounds_text
+
+    if args.bounds is not None and args.schema is not None:
+        raise UsageError("give the bounds once: --bounds or --schema, not both")
+    if args.bounds is not None:
+        return parse_bounds_text(args.bounds, names=list(names), n_features=len(names))
+    if args.schema is not None:
+        return Bounds.from_schema(args.schema, names=list(names))
+    return None
+
+
+def _check_out_file(path: Path, force: bool = False) -> None:
+    """The destination of an output file, checked before any data is read (public facts only)."""
+    import os
+
+    path = Path(path)
+    if path.is_symlink():
+        raise UsageError(f"--out {path} is a symbolic link; give a plain file name")
     if path.is_dir():
         raise UsageError(f"--out {path} is a folder; give a file name")
+    if path.exists() and not force:
+        raise UsageError(f"--out {path} exists; pass --force to overwrite it")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir():
+        raise UsageError(f"--out {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--out {path}: the folder {parent} is not writable")
 
 
 def _generator(seed: int | None):
@@ -404,6 +452,9 @@ def _generator(seed: int | None):
     return g
 
 
+_FIT_STREAM, _SAMPLE_STREAM = 0, 1  # as torchdpgmm.estimator: the release's noise, then synthetic draws
+
+
 def _stream_generator(seed: int | None, stream: int):
     """Stream ``stream`` of ``seed`` (:func:`torchdpgmm.estimator.child_seed`, as the estimators derive theirs):
     the release's noise and the synthetic draws never share numbers; fresh OS entropy without a seed."""
@@ -415,80 +466,133 @@ def _stream_generator(seed: int | None, stream: int):
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
-    from torchdpgmm._validation import check_privacy_params
+    from torchdpgmm._validation import check_clip_bound, check_privacy_params
     from torchdpgmm.datafile import check_class_list, read_labeled_table
-    from torchdpgmm._validation import check_clip_bound
     from torchdpgmm.modelfile import model_to_dict, save_model
 
     check_privacy_params(args.epsilon, args.delta)
     check_privacy_flags(args, need_classes=True)
-    _check_out_file(args.out)
+    if args.seed is not None and args.seed < 0:
+        raise UsageError("--seed must be >= 0")
+    if args.covariance_type != "full" and args.mode != "sound":
+        raise UsageError("--covariance-type applies to --mode sound only")
+    _check_out_file(args.out, args.force)  # the destination before any data is read
     sound = args.mode == "sound"
     classes = None if args.classes is None else check_class_list(args.classes)
     table = read_labeled_table(args.data, args.label_column, args.features, classes=classes, private=sound)
     from torchdpgmm.release import release
 
+    bounds = _read_bounds(args, table.feature_names)  # public: the bounds and the header's column names
+    X = table.X
     kwargs: dict[str, Any] = {}
-    if args.covariance_type != "full" and not sound:
-        raise UsageError("--covariance-type applies to --mode sound only")
     if sound:
-        kwargs.update(clip_bound=check_clip_bound(args.clip_bound, table.X.shape[1]), adjacency=args.adjacency)
+        d = X.shape[1]
+        clip = args.clip_bound if args.clip_bound is not None else bounds.unit_clip_bound
+        kwargs.update(clip_bound=check_clip_bound(clip, d), adjacency=args.adjacency)
+        if bounds is not None:  # release in the unit box about its middle; mapped back below (exact, affine)
+            X = bounds.to_unit(X)
+            kwargs["center"] = bounds.unit_center
         if args.covariance_type != "full":
             kwargs["covariance_type"] = args.covariance_type
     elif args.variant is not None:
         kwargs["variant"] = args.variant
     if args.check_settings:
-        return _check_settings(args, table)
+        return _check_settings(args, table, X, kwargs["clip_bound"] if sound else None, kwargs.get("center"))
     _warn_as_published(args)
-    rel = release(table.X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
-                  mode=args.mode, generator=_generator(args.seed), **kwargs)
-    privacy = rel.privacy
-    if args.mode == "sound" and args.seed is not None:
+    rel = release(X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
+                  mode=args.mode, generator=_stream_generator(args.seed, _FIT_STREAM), **kwargs)
+    privacy, model = rel.privacy, rel.model
+    if bounds is not None:
+        from torchdpgmm.mixture import LabeledGMM
+
+        model = LabeledGMM(model.weights, bounds.means_from_unit(model.means),
+                           bounds.covariances_from_unit(model.covariances), model.counts)
+    if args.seed is not None:
         from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
 
         print(f"torchdpgmm release: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
         privacy = with_seeded_noise_note(privacy)
-    model_to_dict(rel.model, privacy, table.class_names, table.feature_names)  # validate before writing
-    save_model(args.out, rel.model, privacy, table.class_names, table.feature_names)
+    model_to_dict(model, privacy, table.class_names, table.feature_names, bounds)  # validate before writing
+    save_model(args.out, model, privacy, table.class_names, table.feature_names, bounds)
     rec = privacy.to_dict()
     # the number of records is private under add/remove: only public facts are printed in sound mode
     size = "" if args.mode == "sound" else f", N={table.X.shape[0]}"
     print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
+    if sound:
+        _warn_mostly_noise(rel)
     return 0
 
 
-def _check_settings(args: argparse.Namespace, table: Any) -> int:
-    """``release --check-settings``: the separate, non-private settings check (nothing released or written)."""
+def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: float | None, center: Any) -> int:
+    """``release --check-settings``: the separate, non-private settings check (nothing released or written).
+    ``X`` is what the release would see (the unit box with --bounds), ``clip_bound`` and ``center`` in its units."""
     try:
         from torchdpgmm.evaluation import check_settings
     except ImportError:
         raise UsageError("--check-settings needs torchdpgmm.evaluation.check_settings, missing in this build") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # printed below, once each
-        msgs = check_settings(table.X, epsilon=args.epsilon, delta=args.delta, clip_bound=args.clip_bound)
+        msgs = check_settings(X, table.y, num_classes=table.num_classes, epsilon=args.epsilon, delta=args.delta,
+                              clip_bound=clip_bound, center=center)
     for m in msgs:
         print(f"torchdpgmm release: settings warning (data dependent, do not publish): {m}", file=sys.stderr)
     print(f"settings checked: {len(msgs)} warning(s); nothing released, nothing written")
     return 0
 
 
+def _warn_mostly_noise(rel: Any) -> None:
+    """After a sound release, from RELEASED values only (post-processing): warn in one line when the released
+    class counts are within a few noise scales of zero, i.e. the release is mostly noise."""
+    import torch
+
+    counts = rel.model.counts if rel.model.counts is not None else None
+    scale = None
+    for block in getattr(rel.privacy, "blocks", ()) or ():
+        name = str(getattr(block, "name", ""))
+        if name == "counts":
+            scale = float(block.noise_scale)
+            break
+    if counts is None or scale is None:
+        return
+    total = float(torch.as_tensor(counts, dtype=torch.float64).sum())
+    if total <= 3.0 * scale * math.sqrt(max(int(counts.numel()), 1)):
+        print("torchdpgmm release: warning: the release is mostly noise: the released class counts are within a "
+              "few noise scales of zero; likely causes: --classes not matching the labels (case?), wrong label "
+              "column, features that are not numbers", file=sys.stderr)
+
+
+# the most rows ``sample`` draws in one go: n rows of d float64 features plus labels must fit in memory; 10^8
+# rows of a few features is a few GB, and more is refused in one line (draw in several files instead)
+MAX_SAMPLE_ROWS = 10 ** 8
+
+
 def _cmd_sample(args: argparse.Namespace) -> int:
     from torchdpgmm.datafile import write_labeled_csv
     from torchdpgmm.mixture import histogram_counts
     from torchdpgmm.modelfile import load_model
+    import torch
 
     if args.n < 1:
         raise UsageError("torchdpgmm sample: error: -n must be >= 1")
-    _check_out_file(args.out)
+    if args.n > MAX_SAMPLE_ROWS:
+        raise UsageError(f"torchdpgmm sample: error: -n must be <= {MAX_SAMPLE_ROWS:.0e} (the rows are drawn in "
+                         "memory); write several files instead")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError("torchdpgmm sample: error: --seed must be >= 0")
+    _check_out_file(args.out, args.force)
     mf = load_model(args.model)
-    g = _generator(args.seed)
+    g = _stream_generator(args.seed, _SAMPLE_STREAM)  # never the stream of the release's noise
     model = mf.model
     if args.iid:
         x, y = model.sample(args.n, g)
     else:
         counts = histogram_counts(model.counts if model.counts is not None else model.weights, args.n)
         x, y, _ = model.sample_counts(counts, g)
+    if mf.bounds is not None:  # rows in the user's units, within the public bounds
+        lo = torch.as_tensor(mf.bounds.lower, dtype=x.dtype)
+        hi = torch.as_tensor(mf.bounds.upper, dtype=x.dtype)
+        x = torch.minimum(torch.maximum(x, lo), hi)
     write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column)
     print(f"wrote {args.out}: {args.n} rows")
     return 0

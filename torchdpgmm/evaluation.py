@@ -103,14 +103,17 @@ def check_settings(
             msgs.append(f"clip_bound = {float(clip_bound):g} clips {frac:.1%} of rows (< 1%): a smaller public bound "
                         "would need less noise")
     finite = torch.isfinite(X).all(-1) if X.dim() >= 1 else torch.ones((), dtype=torch.bool)
-    dropped = ~finite if mask is None else mask & ~finite
+    nonfinite = ~finite if mask is None else mask & ~finite
+    if bool(nonfinite.any()):
+        msgs.append(f"{int(nonfinite.sum())} row(s) have features that are not finite numbers: the sound release "
+                    "drops them; fix or remove them")
     if y is not None and num_classes is not None:
         yy = torch.as_tensor(y)
-        out = (yy < 0) | (yy >= num_classes)
-        dropped = dropped | (out if mask is None else out & mask)
-    if bool(dropped.any()):
-        msgs.append(f"{int(dropped.sum())} row(s) have non-finite features or labels outside [0, {num_classes}): "
-                    "the sound release drops them; fix or remove them, or pass the right num_classes")
+        out = ((yy < 0) | (yy >= num_classes)) & finite
+        out = out if mask is None else out & mask
+        if bool(out.any()):
+            msgs.append(f"{int(out.sum())} row(s) have a label that is not one of the {num_classes} classes: the "
+                        "sound release drops them; check --classes (spelling, case) and the label column")
     for m in msgs:
         warnings.warn(m, SettingsWarning, stacklevel=2)
     return msgs

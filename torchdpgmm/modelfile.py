@@ -14,11 +14,21 @@ was released under. Schema (``format_version`` 1)::
       "means": [[d floats] x K],
       "covariances": [[[d floats] x d] x K],   # symmetric positive definite
       "counts": [K ints] | null,           # the released class histogram (when the mechanism releases one)
-      "privacy": {epsilon, delta, adjacency, accountant, mode, mechanism, split, notes}
+      "privacy": {epsilon, delta, adjacency, accountant, mode, mechanism, split, notes},
+      "bounds": {"lower": [d], "upper": [d], "names": [d]} | null   # optional: public per-feature bounds
     }
 
+Bounds. A release made with public bounds (``torchdpgmm release --bounds``) ran in the unit box they map to;
+the file stores the model MAPPED BACK into the user's units (means ``lower + (upper - lower) mu``, covariances
+``diag(s) Sigma diag(s)``, exact for the affine map), so the means and covariances a user reads are in the
+units of the data, and ``bounds`` records the box that ``torchdpgmm sample`` clips synthetic rows into.
+A file without the field (older files) is read as having no bounds.
+
 Only released (noisy) models can be written: :func:`save_model` requires a privacy record with a
-positive finite epsilon. Loading validates every field and raises ``ValueError`` naming the problem.
+positive finite epsilon. Loading validates every field and raises ``ValueError`` naming the problem:
+the format, shapes, weights on the simplex, finite means and covariances with every entry within
+``1e300`` in absolute value, symmetric positive definite covariances, unique class and feature names,
+``privacy.mode`` one of ``"sound"`` / ``"as-published"``, epsilon and delta, and the bounds.
 """
 from __future__ import annotations
 
@@ -32,19 +42,23 @@ from typing import Any, Sequence
 import torch
 
 from torchdpgmm.accounting import PrivacyRecord
+from torchdpgmm.bounds import Bounds
 from torchdpgmm.mixture import LabeledGMM
 
 __all__ = ["ModelFile", "atomic_write_text", "save_model", "load_model", "model_to_dict", "model_from_dict", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "torchdpgmm.model"
 FORMAT_VERSION = 1
+MODEL_MODES = ("sound", "as-published")
+_HUGE = 1e300  # a parameter beyond this cannot be sampled from or evaluated in float64
 
 
 class ModelFile:
     """A loaded model file: the model, its privacy record and the names of classes and features."""
 
     def __init__(self, model: LabeledGMM, privacy: PrivacyRecord, class_names: list[str], feature_names: list[str],
-                 library_version: str = "") -> None:
+                 library_version: str = "", bounds: Bounds | None = None) -> None:
+        self.bounds = bounds
         self.model = model
         self.privacy = privacy
         self.class_names = class_names
@@ -80,7 +94,9 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def model_to_dict(model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequence[str] | None = None,
-                  feature_names: Sequence[str] | None = None) -> dict[str, Any]:
+                  feature_names: Sequence[str] | None = None, bounds: Bounds | None = None) -> dict[str, Any]:
+    """The model-file dict; ``bounds``: the public bounds of a release made in their unit box (the model
+    given here is already in the user's units)."""
     from torchdpgmm import __version__
 
     if tuple(model.batch_shape) != ():
@@ -100,6 +116,8 @@ def model_to_dict(model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequen
         raise ValueError(f"class_names has {len(class_names)} entries for {K} classes")
     if len(feature_names) != d:
         raise ValueError(f"feature_names has {len(feature_names)} entries for {d} features")
+    if bounds is not None and (not isinstance(bounds, Bounds) or bounds.dim != d):
+        raise ValueError(f"bounds must be a Bounds over the model's {d} features")
     m = model.to(torch.device("cpu")).to(torch.float64)
     return {
         "format": FORMAT,
@@ -114,13 +132,14 @@ def model_to_dict(model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequen
         "covariances": m.covariances.tolist(),
         "counts": None if m.counts is None else [int(c) for c in m.counts.tolist()],
         "privacy": record,
+        "bounds": None if bounds is None else bounds.to_dict(),
     }
 
 
 def save_model(path: str | Path, model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequence[str] | None = None,
-               feature_names: Sequence[str] | None = None) -> Path:
+               feature_names: Sequence[str] | None = None, bounds: Bounds | None = None) -> Path:
     """Write a released model to ``path`` as JSON (atomically: a crash never leaves half a file)."""
-    payload = model_to_dict(model, privacy, class_names, feature_names)
+    payload = model_to_dict(model, privacy, class_names, feature_names, bounds)
     atomic_write_text(Path(path), json.dumps(payload, indent=2))
     return Path(path)
 
@@ -152,6 +171,14 @@ def model_from_dict(d: dict[str, Any]) -> ModelFile:
     if w.shape != (K,) or mu.shape != (K, dim) or cov.shape != (K, dim, dim):
         raise ValueError(f"parameter shapes {tuple(w.shape)}, {tuple(mu.shape)}, {tuple(cov.shape)} do not match "
                          f"num_classes={K}, dim={dim}")
+    for name, t in (("means", mu), ("covariances", cov)):
+        if not bool(torch.isfinite(t).all()) or bool((t.abs() > _HUGE).any()):
+            raise ValueError(f"{name} must be finite numbers within 1e300 in absolute value")
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError("weights must be finite numbers")
+    if not torch.allclose(cov, cov.transpose(-1, -2), rtol=1e-9, atol=0.0) \
+            or not bool((torch.linalg.cholesky_ex(cov).info == 0).all()):
+        raise ValueError("covariances must be symmetric positive definite")
     counts = d.get("counts")
     if counts is not None:
         counts = torch.tensor(counts)
@@ -162,12 +189,23 @@ def model_from_dict(d: dict[str, Any]) -> ModelFile:
     feature_names = [str(f) for f in _require(d, "feature_names")]
     if len(class_names) != K or len(feature_names) != dim:
         raise ValueError("class_names / feature_names lengths do not match num_classes / dim")
+    if len(set(class_names)) != K:
+        raise ValueError("class_names must not repeat a class")
+    if len(set(feature_names)) != dim:
+        raise ValueError("feature_names must not repeat a column")
+    bounds = d.get("bounds")
+    if bounds is not None:
+        bounds = Bounds.from_dict(bounds)
+        if bounds.dim != dim:
+            raise ValueError(f"bounds cover {bounds.dim} features, the model has {dim}")
     privacy = PrivacyRecord.from_dict(_require(d, "privacy"))
     if not (isinstance(privacy.epsilon, (int, float)) and math.isfinite(privacy.epsilon) and privacy.epsilon > 0):
         raise ValueError("privacy.epsilon must be a positive finite number")
     if not (isinstance(privacy.delta, (int, float)) and 0 <= privacy.delta < 1):
         raise ValueError("privacy.delta must lie in [0, 1)")
-    return ModelFile(model, privacy, class_names, feature_names, str(d.get("library_version", "")))
+    if privacy.mode not in MODEL_MODES:
+        raise ValueError(f"privacy.mode must be one of {', '.join(MODEL_MODES)}")
+    return ModelFile(model, privacy, class_names, feature_names, str(d.get("library_version", "")), bounds)
 
 
 def load_model(path: str | Path) -> ModelFile:

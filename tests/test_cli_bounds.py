@@ -1,0 +1,134 @@
+"""The command line with public bounds (``--bounds`` / ``--schema``), seed streams, the mostly-noise warning and
+the output checks; references come from numpy on the CSV, never from the code under test."""
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import torchdpgmm
+from torchdpgmm.cli import main
+
+AIS = Path(torchdpgmm.__file__).parent / "data" / "ais.csv"
+BOUNDS = "Ht=140:210,Wt=30:150"  # plausible adult height (cm) and weight (kg): public knowledge
+
+
+def _true_means():
+    with open(AIS, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return np.array([[np.mean([float(r[c]) for r in rows if r["sex"] == s]) for c in ("Ht", "Wt")]
+                     for s in ("female", "male")])
+
+
+def _release(tmp_path, *extra, out="m.json"):
+    argv = ["release", "--data", str(AIS), "--label-column", "sex", "--features", "Ht,Wt",
+            "--classes", "female,male", "--epsilon", "1", "--delta", "1e-5", "--out", str(tmp_path / out), *extra]
+    return main(argv)
+
+
+def test_ais_release_with_bounds_gives_means_close_to_truth(tmp_path):
+    truth = _true_means()
+    errs = []
+    for seed in range(5):
+        assert _release(tmp_path, "--bounds", BOUNDS, "--seed", str(seed), out=f"m{seed}.json") == 0
+        m = json.loads((tmp_path / f"m{seed}.json").read_text())
+        assert m["bounds"] == {"lower": [140.0, 30.0], "upper": [210.0, 150.0], "names": ["Ht", "Wt"]}
+        errs.append(np.abs(np.array(m["means"]) - truth))
+    med = np.median(np.array(errs), axis=0)  # (class, feature): typical error over noise draws
+    assert (med[:, 0] < 5.0).all(), med  # cm
+    assert (med[:, 1] < 8.0).all(), med  # kg
+
+
+def test_schema_equals_bounds_and_sample_in_user_units(tmp_path, capsys):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"columns": {"Wt": [30, 150], "Ht": [140, 210]}}))
+    assert _release(tmp_path, "--schema", str(schema), "--seed", "3", out="a.json") == 0
+    assert _release(tmp_path, "--bounds", BOUNDS, "--seed", "3", out="b.json") == 0
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
+    assert a["means"] == b["means"] and a["bounds"] == b["bounds"]
+    assert main(["sample", str(tmp_path / "a.json"), "-n", "3000", "--out", str(tmp_path / "s.csv")]) == 0
+    with open(tmp_path / "s.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["Ht", "Wt", "label"]
+    X = np.array([[float(r["Ht"]), float(r["Wt"])] for r in rows])
+    assert X[:, 0].min() >= 140 and X[:, 0].max() <= 210 and X[:, 1].min() >= 30 and X[:, 1].max() <= 150
+    assert X[:, 0].mean() > 150  # in cm, not in the unit box
+
+
+def test_bounds_make_clip_bound_optional_and_refuse_bad_bounds(tmp_path, capsys):
+    assert _release(tmp_path, out="x.json") == 2
+    assert "--clip-bound" in capsys.readouterr().err
+    assert _release(tmp_path, "--bounds", "Ht=140:210", out="y.json") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Wt" in err
+    assert _release(tmp_path, "--bounds", "210:140", out="y.json") == 2
+    assert _release(tmp_path, "--bounds", BOUNDS, "--schema", str(tmp_path / "s.json"), out="y.json") == 2
+    assert not (tmp_path / "y.json").exists()
+
+
+def test_release_and_sample_seed_streams_differ(tmp_path):
+    """``release --seed S`` and ``sample --seed S`` must not draw the same raw numbers: with the same seed the
+    sample's generator must not equal a generator manually seeded with S (the release's old stream)."""
+    assert _release(tmp_path, "--bounds", BOUNDS, "--seed", "7") == 0
+    rec = json.loads((tmp_path / "m.json").read_text())["privacy"]
+    assert any("seed" in n.lower() for n in rec["notes"])
+    assert main(["sample", str(tmp_path / "m.json"), "-n", "50", "--iid", "--seed", "7",
+                 "--out", str(tmp_path / "s.csv")]) == 0
+    from torchdpgmm.modelfile import load_model
+
+    mf = load_model(tmp_path / "m.json")
+    raw = mf.model.sample(50, torch.Generator().manual_seed(7))[0]
+    lo, hi = torch.tensor(mf.bounds.lower), torch.tensor(mf.bounds.upper)
+    raw = torch.minimum(torch.maximum(raw, lo), hi)
+    with open(tmp_path / "s.csv", newline="") as fh:
+        got = np.array([[float(r["Ht"]), float(r["Wt"])] for r in csv.DictReader(fh)])
+    assert not np.allclose(got, raw.numpy())
+
+
+def test_mostly_noise_warning(tmp_path, capsys):
+    # labels are "female"/"male": classes in the wrong case drop every row
+    assert main(["release", "--data", str(AIS), "--label-column", "sex", "--features", "Ht,Wt",
+                 "--classes", "Female,Male", "--epsilon", "1", "--delta", "1e-5", "--bounds", BOUNDS,
+                 "--out", str(tmp_path / "m.json")]) == 0
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "mostly noise" in ln]
+    assert len(err) == 1 and "--classes" in err[0]
+    assert _release(tmp_path, "--bounds", BOUNDS, out="ok.json") == 0
+    assert "mostly noise" not in capsys.readouterr().err
+
+
+def test_check_settings_reports_labels_outside_classes(tmp_path, capsys):
+    assert main(["release", "--data", str(AIS), "--label-column", "sex", "--features", "Ht,Wt",
+                 "--classes", "female,Male", "--epsilon", "1", "--delta", "1e-5", "--bounds", BOUNDS,
+                 "--check-settings", "--out", str(tmp_path / "m.json")]) == 0
+    err = capsys.readouterr().err
+    assert "not one of the 2 classes" in err and "None" not in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_out_checked_before_data_and_force(tmp_path, capsys):
+    missing = str(tmp_path / "no-such.csv")
+    (tmp_path / "file").write_text("x")
+    for out in (tmp_path / "file" / "m.json",):
+        rc = main(["release", "--data", missing, "--label-column", "sex", "--classes", "a,b", "--epsilon", "1",
+                   "--delta", "1e-5", "--bounds", "0:1", "--out", str(out)])
+        err = capsys.readouterr().err
+        assert rc == 2 and "not a folder" in err and "no-such" not in err
+    (tmp_path / "target").write_text("keep")
+    (tmp_path / "link.json").symlink_to(tmp_path / "target")
+    assert _release(tmp_path, "--bounds", BOUNDS, out="link.json") == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert (tmp_path / "target").read_text() == "keep"
+    (tmp_path / "old.json").write_text("keep")
+    assert _release(tmp_path, "--bounds", BOUNDS, out="old.json") == 2
+    assert "--force" in capsys.readouterr().err and (tmp_path / "old.json").read_text() == "keep"
+    assert _release(tmp_path, "--bounds", BOUNDS, "--force", out="old.json") == 0
+
+
+def test_sample_huge_n_one_line(tmp_path, capsys):
+    assert _release(tmp_path, "--bounds", BOUNDS) == 0
+    capsys.readouterr()
+    assert main(["sample", str(tmp_path / "m.json"), "-n", str(10 ** 12), "--out", str(tmp_path / "s.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "-n must be <=" in err and not (tmp_path / "s.csv").exists()
