@@ -62,6 +62,8 @@ class Bounds:
         for j, (a, b) in enumerate(zip(lo, hi)):
             if not a < b:
                 raise ValueError(f"bounds of feature {label(j)} must satisfy lower < upper, got ({a:g}, {b:g})")
+            if not math.isfinite(b - a):
+                raise ValueError(f"bounds of feature {label(j)} span more than the largest float, got ({a:g}, {b:g})")
         self.lower = np.asarray(lo, dtype=np.float64)
         self.upper = np.asarray(hi, dtype=np.float64)
         self.names = tuple(str(n) for n in names) if names is not None else None
