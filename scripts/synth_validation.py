@@ -120,10 +120,12 @@ def main(argv=None) -> None:
             cfg = replace(PipelineConfig(), **VARIATIONS[name])
             accs, secs = [], []
             for s in range(a.seeds):
+                t0 = time.perf_counter()  # timed here: the release carries no wall time
                 rel = release_pipeline(X[fit], y[fit], num_classes=10, epsilon=eps, delta=1e-5, config=cfg,
                                        generator=torch.Generator().manual_seed(1000 + s))
+                t_rel = time.perf_counter() - t0
                 accs.append(float((rel.predict(X[val]) == y[val]).double().mean()))
-                secs.append(rel.extras["seconds"])
+                secs.append(t_rel)
             rows.append({"setting": name, "epsilon": eps, "val_accuracy": sum(accs) / len(accs), "per_seed": accs,
                          "components_per_class": rel.extras["components_per_class"], "release_seconds": sum(secs) / len(secs),
                          "config": cfg.to_dict()})

@@ -138,6 +138,26 @@ def _worst_cell_change(U, cells, centres, clip, rng, trials=500):
     return worst
 
 
+@pytest.mark.parametrize("adjacency", ["add-remove", "replace-one"])
+def test_pipeline_record_states_its_caveats_and_release_carries_no_timing(adjacency):
+    """Issue 27 item 14: the floating-point caveat of the sound release (word for word), no claim of an exact
+    composition (an upper bound under replace-one), and no wall time on the released object."""
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+    from torchdpgmm.sound import release_sound
+
+    X, y = _tiny_images()
+    rel = release_pipeline(X, y, num_classes=3, epsilon=2.0, delta=1e-5, adjacency=adjacency,
+                           config=PipelineConfig(n_components=5, components_per_class=1, lloyd_steps=1),
+                           generator=torch.Generator().manual_seed(1))
+    ref = release_sound(torch.randn(30, 2, dtype=torch.float64), torch.arange(30) % 2, 2, 1.0, 1e-5, clip_bound=1.0,
+                        noise="continuous", generator=torch.Generator().manual_seed(0)).privacy.notes
+    float_note = [n for n in ref if "floating-point" in n]
+    assert len(float_note) == 1 and float_note[0] in rel.privacy.notes
+    assert "exact" not in rel.privacy.accountant
+    assert ("upper bound" in rel.privacy.accountant) == (adjacency == "replace-one")
+    assert not any("second" in k or "time" in k for k in rel.extras)
+
+
 def test_pipeline_sensitivities_of_mixture_stage_by_brute_force():
     """The mixture stage's per-cell statistics of unit-ball records move by at most (1, 1, 1) (add-remove)."""
     rng = np.random.default_rng(1)
