@@ -84,7 +84,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
-from torchdpgmm.mixture import COVARIANCE_TYPES, class_moments, moments_to_parameters
+from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
+from torchdpgmm.mixture import class_moments, moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
 from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
@@ -110,6 +111,7 @@ __all__ = [
     "SOUND_MECHANISMS",
     "COVARIANCE_TYPES",
     "DEFAULT_ADJACENCY",
+    "shrinkage_weights",
 ]
 
 ADJACENCIES = (Adjacency.ADD_REMOVE, Adjacency.REPLACE_ONE)
@@ -118,6 +120,9 @@ SOUND_MECHANISMS = ("gaussian", "colored", "kl", "laplace")
 NOISES = ("discrete", "continuous")
 BLOCKS = ("counts", "sums", "second_moments")
 DEFAULT_SPLIT = {"counts": 0.1, "sums": 0.45, "second_moments": 0.45}
+#: ``"auto"`` releases exactly the ``"full"`` blocks and shrinks each class covariance toward the pooled one
+#: in post-processing (:func:`shrinkage_weights`); same noise, same record as ``"full"``.
+COVARIANCE_TYPES = tuple(_MIXTURE_COVARIANCE_TYPES) + ("auto",)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -134,7 +139,7 @@ def _check_adjacency(adjacency: Any) -> Adjacency:
 def _check_covariance_type(covariance_type: str) -> str:
     if covariance_type not in COVARIANCE_TYPES:
         raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
-    return covariance_type
+    return "full" if covariance_type == "auto" else covariance_type  # auto releases the full blocks
 
 
 def sensitivities(
@@ -152,7 +157,7 @@ def sensitivities(
     release is accounted jointly (:func:`joint_mu`), not by these per-block maxima.
     """
     adjacency = _check_adjacency(adjacency)
-    _check_covariance_type(covariance_type)
+    covariance_type = _check_covariance_type(covariance_type)
     B = float(clip_bound)
     f = 1.0 if adjacency == "add-remove" else 2.0
     if norm == "l2":
@@ -182,7 +187,7 @@ def joint_mu(
     mechanism). Only public numbers enter.
     """
     adjacency = _check_adjacency(adjacency)
-    _check_covariance_type(covariance_type)
+    covariance_type = _check_covariance_type(covariance_type)
     B2 = float(clip_bound) ** 2
     g, a, b = (1.0 / float(noise_scales[k]) ** 2 for k in BLOCKS)
     if adjacency == "add-remove":
@@ -216,6 +221,7 @@ def kl_split(
     ``u_b`` proportional to ``sqrt(a_b)`` with ``a_counts = Dc^2/2``, ``a_sums = Ds^2 d/(2 s^2)``,
     ``a_Q = DQ^2 c_Q / s^4``; ``s = prior_scale`` (public), default ``B/sqrt(d)``.
     """
+    covariance_type = _check_covariance_type(covariance_type)
     sens = sensitivities(clip_bound, dim, adjacency=adjacency, covariance_type=covariance_type)
     s = float(prior_scale) if prior_scale is not None else float(clip_bound) / math.sqrt(dim)
     if not (s > 0 and math.isfinite(s)):
@@ -253,6 +259,7 @@ class SoundSettings:
     noise_multiplier: float = 1.0
     num_draws: int | None = None
     noise: str = "discrete"
+    shrink: bool = False  # covariance_type="auto": the full release, shrunk toward the pooled covariance
 
 
 def _positive(value: Any, name: str) -> float:
@@ -324,7 +331,8 @@ def sound_settings(
     _check_mechanism(mechanism)
     eps, dlt = _check_privacy(epsilon, delta, mechanism)
     adjacency = _check_adjacency(adjacency)
-    _check_covariance_type(covariance_type)
+    shrink = covariance_type == "auto"  # the released blocks are the full ones; only post-processing differs
+    covariance_type = _check_covariance_type(covariance_type)
     if center is not None:
         center = torch.as_tensor(center, dtype=torch.float64)
         if center.shape[-1:] != (dim,) or not bool(torch.isfinite(center).all()):  # public value
@@ -350,7 +358,7 @@ def sound_settings(
     else:
         split = dict(DEFAULT_SPLIT)
     return SoundSettings(eps, dlt, B, adjacency, mechanism, covariance_type, split, center, min_count, eig_floor,
-                         noise_multiplier, num_draws, noise)
+                         noise_multiplier, num_draws, noise, shrink)
 
 
 def check_schema(X: Any, y: Any, num_classes: Any, mask: Any = None) -> int:
@@ -481,12 +489,40 @@ def _perturb(stats, scales, st: SoundSettings, info: dict[str, Any], generator):
     return tuple(out)
 
 
+def shrinkage_weights(cov: torch.Tensor, n_hat: torch.Tensor, q_std: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Noise-aware shrinkage of released class covariances toward their pooled within-class covariance.
+
+    ``cov (..., K, d, d)`` are the class covariances of eq. (2) computed from the noisy full statistics,
+    ``n_hat (..., K)`` the floored noisy counts, ``q_std`` the public standard deviation of one diagonal
+    entry of the noise on ``Q_k`` (off-diagonal ``q_std/sqrt 2``, i.e. isotropic in Frobenius-isometric
+    coordinates). The noise on ``Sigma~_k`` then has ``E||N_k||_F^2 = q_std^2 d(d+1)/2 / (n_k - 1)^2``;
+    a James-Stein / Ledoit-Wolf weight (Ledoit & Wolf 2004) is
+    ``l_k = min(1, E||N_k||_F^2 / ||Sigma~_k - Sigma~_pool||_F^2)`` with the pooled covariance
+    ``Sigma~_pool = sum_k (n_k - 1) Sigma~_k / sum_k (n_k - 1)`` (Friedman 1989's regularised discriminant
+    analysis between QDA and LDA). Only released values and public constants enter; torch ops only (no
+    branch on a value). Returns ``(l (..., K), Sigma~_pool (..., d, d))``.
+    """
+    d = cov.shape[-1]
+    w = torch.clamp(n_hat - 1, min=1.0)
+    pool = (w[..., None, None] * cov).sum(-3) / w.sum(-1)[..., None, None]
+    noise = q_std * q_std * d * (d + 1) / 2 / (w * w)
+    dist = ((cov - pool.unsqueeze(-3)) ** 2).sum((-2, -1))
+    scale = (pool * pool).sum((-2, -1)).unsqueeze(-1)  # a class deviation larger than the pooled size is noise
+    lam = torch.clamp(noise / torch.clamp(torch.minimum(dist, scale), min=1e-300), min=0.0, max=1.0)
+    return lam, pool
+
+
 def _estimate(noisy, scales, st: SoundSettings, kind: str):
-    """Post-processing: count floor, eq. (2) from noisy moments, branch-free PSD repair at the noise level."""
+    """Post-processing: count floor, eq. (2) from noisy moments, (auto) shrinkage toward the pooled
+    covariance (:func:`shrinkage_weights`), branch-free PSD repair at the noise level."""
     n_c, s_n, q_n = noisy
     K, d = s_n.shape[-2:]
     n_hat = torch.clamp(n_c, min=st.min_count)
     weights, means, cov = moments_to_parameters(n_hat, s_n, q_n, covariance_type=st.covariance_type)
+    if st.shrink:  # public flag
+        q_std0 = scales["second_moments"] * (math.sqrt(2.0) if kind == "laplace" else 1.0)
+        lam, pool = shrinkage_weights(cov, n_hat, q_std0)
+        cov = (1 - lam[..., None, None]) * cov + lam[..., None, None] * pool.unsqueeze(-3)
     if st.eig_floor is None:
         # eigenvalues below the spectral size of the second-moment noise (~ sqrt(d) std / (n - 1)) are not
         # resolved; a function of released values and public constants only
@@ -495,6 +531,9 @@ def _estimate(noisy, scales, st: SoundSettings, kind: str):
             denom = torch.clamp(n_hat.sum(-1, keepdim=True) - K, min=1.0).expand_as(n_hat)
         else:
             denom = torch.clamp(n_hat - 1, min=1.0)
+        if st.shrink:  # the shrunk estimate carries (1 - l) of the class noise and l of the pooled noise
+            pooled = torch.clamp(n_hat.sum(-1, keepdim=True) - K, min=1.0)
+            denom = 1.0 / ((1 - lam) / denom + lam / pooled)
         per = {"full": math.sqrt(d), "tied": math.sqrt(d), "diag": 1.0, "spherical": 1.0 / d}[st.covariance_type]
         floor = torch.clamp(per * q_std / denom, min=1e-9 * st.clip_bound ** 2).unsqueeze(-1)
     else:
@@ -640,7 +679,7 @@ def release_sound(
     model = LabeledGMM(out["weights"], out["means"], out["covariances"], counts=out["counts"], validate_args=False)
     extras = {
         "mode": "sound", "mechanism": st.mechanism, "clip_bound": st.clip_bound, "adjacency": st.adjacency,
-        "covariance_type": st.covariance_type, "noise": _noise_summary(scales, info, st), "dim": d,
+        "covariance_type": "auto" if st.shrink else st.covariance_type, "noise": _noise_summary(scales, info, st), "dim": d,
         "sensitivities": dict(info["sensitivities"]),
     }
     return Release(model=model, privacy=_record(st, scales, info, d), extras=extras)
