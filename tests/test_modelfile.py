@@ -56,6 +56,12 @@ def test_refuses_batched_or_unprivate(tmp_path):
     (lambda d: d.update(covariances=[[[1, 0], [0, -1]], [[1, 0], [0, 1]]]), "positive definite"),
     (lambda d: d.update(means=[[0, 1]]), "shapes"),
     (lambda d: d.update(format_version=99), "format_version"),
+    (lambda d: d.update(class_names=["cat", "cat"]), "repeat a class"),
+    (lambda d: d.update(feature_names=["h", "h"]), "repeat a column"),
+    (lambda d: d["privacy"].update(mode="bogus"), "privacy.mode"),
+    (lambda d: d.update(means=[[1e308, 0.0], [0.0, 0.0]]), "within 1e300"),
+    (lambda d: d.update(covariances=[[[1, 2], [2, 1]], [[1, 0], [0, 1]]]), "positive definite"),
+    (lambda d: d.update(bounds={"lower": [0, 0, 0], "upper": [1, 1, 1]}), "bounds cover"),
 ])
 def test_load_validates(mutate, msg):
     d = model_to_dict(_model(), _record())
@@ -144,9 +150,20 @@ def test_read_table_private_mode_one_line_is_one_record(tmp_path):
     (tmp_path / "t.csv").write_text("a\tb\tlabel\n1\t\"2,5\"\tx\n3\t4\ty\n")
     t = read_labeled_table(tmp_path / "t.csv", "label", classes=["x", "y"], private=True)
     assert t.y.tolist() == [0, 1] and np.isnan(t.X[0, 1].item())
-    np.savez(tmp_path / "s.npz", X=np.array([["1", "2"], ["x", "4"]]), y=np.array([1.0, 0.0]))
-    t = read_labeled_table(tmp_path / "s.npz", classes=["0", "1"], private=True)
-    assert t.y.tolist() == [1, 0] and np.isnan(t.X[1, 0].item()) and t.X[0].tolist() == [1.0, 2.0]
+
+
+
+@pytest.mark.parametrize("X, y, msg", [
+    (np.array([["1", "2"], ["x", "4"]]), np.array([1, 0]), "X must have a numeric dtype"),
+    (np.array([[1 + 2j, 2.0], [3.0, 4.0]]), np.array([1, 0]), "X must have a numeric dtype"),
+    (np.ones((2, 2)), np.array([1.0, 0.0]), "y must hold integer or string labels"),
+])
+def test_read_npz_refuses_public_dtypes(tmp_path, X, y, msg):
+    """An NPZ array's dtype is public schema: strings in X or float labels are refused (issue 27 item 4;
+    they used to become a release in which every row was dropped)."""
+    np.savez(tmp_path / "s.npz", X=X, y=y)
+    with pytest.raises(ValueError, match=msg):
+        read_labeled_table(tmp_path / "s.npz", classes=["0", "1"], private=True)
 
 
 def test_read_table_csv_and_npz(tmp_path):

@@ -122,15 +122,16 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
     for key in ("X", "y"):
         if key not in data:
             raise ValueError(f"{path}: NPZ must contain arrays 'X' and 'y' (found {sorted(data.files)})")
-    X = data["X"]
-    if X.dtype.kind in "OUS":  # the dtype is public; a cell that is not a number never reaches an error
-        if not private:
-            raise ValueError(f"{path}: X must hold numbers, got dtype {X.dtype}")
-        X = np.vectorize(_float_or_nan, otypes=[np.float64])(X) if X.size else X.astype(np.float64)
+    X, y = data["X"], data["y"]
+    # an array's dtype is public schema (the same for every dataset of that file type): refused in one line
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: NPZ array X must have a numeric dtype (integers or floats), got {X.dtype}")
+    if y.dtype.kind not in "biuUS":
+        raise ValueError(f"{path}: NPZ array y must hold integer or string labels, got dtype {y.dtype} "
+                         "(convert float labels to integers or strings)")
     X = np.asarray(X, dtype=np.float64)
-    y = data["y"]
-    if y.dtype.kind == "f":  # integral float labels (1.0) name the class "1", as integer labels do
-        y = np.array([_label_text(v) for v in y.ravel().tolist()], dtype=object).reshape(y.shape)
+    if y.dtype.kind == "S":
+        y = np.char.decode(y, "utf-8", errors="replace")
     if y.ndim != 1 or len(y) != len(X):
         raise ValueError(f"{path}: y must be a vector with one label per row of X")
     fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
