@@ -1,6 +1,9 @@
 """Smoke tests of the `audit` and `sound-utility` studies (tiny runs through the CLI)."""
 import json
 
+import pytest
+import torch
+
 from torchdpgmm.cli import main
 
 
@@ -58,3 +61,77 @@ def test_privacy_doc_tables_are_generated_from_the_committed_json(load_script):
     doc = (root / "docs" / "privacy.md").read_text()
     assert mod.render(doc, res / "audit.json", res / "sound-utility.json", res / "privacy_records.json",
                       res / "audit-discrete.json") == doc
+
+
+def _figs(monkeypatch):
+    from matplotlib.figure import Figure
+
+    out, orig = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **kw: (out.append(self), orig(self, *a, **kw))[1])
+    return out
+
+
+def test_sound_utility_figure_legend_title_and_intervals(tmp_path, monkeypatch):
+    """Each legend entry describes its own mode only; the title names the sound adjacency and that it is not
+    the command line's default; the error bars drawn are the rows' stored log-axis intervals, which equal
+    the delta-method interval m exp(+-h/m) recomputed here from the linear t interval."""
+    import math
+
+    import numpy as np
+
+    from torchdpgmm.experiments.audit import _plot_utility, _utility_row
+
+    rows = []
+    for mode, adj, B in (("sound", "replace-one", 25.0), ("as-published", "label-flip", None)):
+        for e in (1.0, 4.0):
+            kl = torch.tensor([3.0, 40.0, 7.0, 1.5], dtype=torch.float64) / e   # t interval goes below 0
+            rows.append(_utility_row(mode, "kl", e, 1e-5, kl, 4, 300, B, adj))
+    assert any(r["kl_ci_low"] < 0 for r in rows)
+    figs = _figs(monkeypatch)
+    _plot_utility(json.loads(json.dumps(rows)), tmp_path / "u.png")
+    (fig,) = figs
+    ax = fig.axes[0]
+    title = ax.get_title().replace("\n", " ")
+    assert "replace-one" in title and "default is add-remove" in title and "nats" in ax.get_ylabel()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(legend) == 2
+    assert "sound mode" in legend[0] and "label-level" not in legend[0]
+    assert "as-published" in legend[1] and "sound mode" not in legend[1] and "record-level" not in legend[1]
+    drawn = []
+    for cont in ax.containers:
+        xs, ms = cont.lines[0].get_data()
+        for x, m, seg in zip(xs, ms, cont.lines[2][0].get_segments()):
+            drawn.append((float(x), float(m), float(seg[:, 1].min()), float(seg[:, 1].max())))
+    ref = []
+    for r in rows:
+        h = (r["kl_ci_high"] - r["kl_ci_low"]) / 2
+        m = r["kl_mean"]
+        assert r["kl_ci_low_log"] == pytest.approx(m * math.exp(-h / m), rel=1e-12)
+        ref.append((r["epsilon"], m, r["kl_ci_low_log"], r["kl_ci_high_log"]))
+    assert np.allclose(sorted(drawn), sorted(ref), rtol=1e-12, atol=0)
+
+
+def test_audit_figure_zero_bar_and_unaudited_rows(tmp_path, monkeypatch):
+    """A bound of exactly 0 gets a visible marker at 0; a pair never audited is counted in the panel title,
+    not drawn as an (empty) bar; every panel has a title and the figure a suptitle."""
+    from torchdpgmm.experiments.audit import _plot_audit
+
+    base = {"claimed_delta": 1e-5, "num_draws": 1000, "exceeds_claim": False, "mechanism": "gaussian"}
+    rows = [dict(base, mode="sound", neighbours="outlier-flip", claimed_epsilon=1.0, audited_epsilon_lower=0.4),
+            dict(base, mode="as-published", neighbours="outlier-flip", claimed_epsilon=1.0, audited_epsilon_lower=0.0),
+            dict(base, mode="as-published", neighbours="hull-point", claimed_epsilon=1.0,
+                 audited_epsilon_lower=0.7, exceeds_claim=False),
+            dict(base, mode="as-published", neighbours="worst-add-remove", claimed_epsilon=1.0,
+                 audited_epsilon_lower=None, status="n/a: not a neighbour")]
+    figs = _figs(monkeypatch)
+    _plot_audit(rows, tmp_path / "a.png")
+    (fig,) = figs
+    assert fig._suptitle is not None and "lower bound on epsilon" in fig._suptitle.get_text()
+    sound_ax, pub_ax = fig.axes
+    assert "1 pairs not audited" in pub_ax.get_title(loc="left").replace("\n", " ")
+    labels = [t.get_text() for t in pub_ax.get_yticklabels()]
+    assert len(labels) == 2 and not any("worst-add-remove" in t for t in labels)
+    assert min(t.get_fontsize() for t in pub_ax.get_yticklabels()) >= 7.5
+    zero_markers = [c for c in pub_ax.collections if len(c.get_offsets()) and c.get_offsets()[0][0] == 0.0]
+    assert len(zero_markers) == 1 and len(zero_markers[0].get_offsets()) == 1
+    assert "outlier-flip" in labels[int(zero_markers[0].get_offsets()[0][1])]    # at the zero row
