@@ -49,3 +49,16 @@ def test_iris_title_settings_class_names_legend_outside(tmp_path, figs):
         leg = ax.get_legend()
         if leg is not None:     # a legend never overlaps the plotting area of its axes
             assert not leg.get_window_extent(r).overlaps(ax.get_window_extent(r))
+
+
+def test_xi_table1_title_states_settings(tmp_path, figs):
+    from torchdpgmm.experiments.xi import _plot_table1
+
+    rows = [{"d": 5, "sigma": s, "prior": 0.5, "n_train": 500, "trials": 7, "bayes_error": 0.2, "ci_low": 0.19,
+             "ci_high": 0.21, "paper_bayes_error": 0.2} for s in (1, 2)]
+    _plot_table1(rows, tmp_path / "t.png", num_test=2000)
+    (fig,) = figs
+    text = _all_text(fig)
+    for s in ("prior=0.5", "n=500", "trials=7", "2,000 test points", "Xi, Kantarcioglu & Inan (2011)",
+              "fraction misclassified"):
+        assert s in text, s

@@ -171,7 +171,8 @@ def run_table1(cfg: ExperimentConfig) -> StudyResult:
         "the true model's own rule.",
         PARKINSON_NOTE,
     ]
-    return StudyResult(rows, {"trials": trials, "prior": prior, "num_test": num_test}, notes, _plot_table1)
+    return StudyResult(rows, {"trials": trials, "prior": prior, "num_test": num_test}, notes,
+                       lambda rows_, path: _plot_table1(rows_, path, num_test=num_test))
 
 
 def format_table1(rows: list[dict[str, Any]]) -> str:
@@ -189,19 +190,31 @@ def format_table1(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _plot_table1(rows, path: Path) -> None:
+def _plot_table1(rows, path: Path, num_test: int | None = None) -> None:
+    """Table 1 as curves: ours (mean over trials, with its 95% t interval) beside the paper's printed cells;
+    the settings (model, prior, n, trials, test points) in the title."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
     for d in sorted({r["d"] for r in rows}):
         rr = [r for r in rows if r["d"] == d]
-        line, = ax.plot([r["sigma"] for r in rr], [r["bayes_error"] for r in rr], "o-", label=f"d={d} ours")
-        ax.plot([r["sigma"] for r in rr], [r["paper_bayes_error"] for r in rr], "x--", color=line.get_color(),
-                label=f"d={d} paper")
-    ax.set_xlabel("sigma")
-    ax.set_ylabel("Bayes error (n=500, no noise)")
-    ax.set_title("Xi et al. Table 1")
-    ax.legend(fontsize=7, ncol=2)
+        xs, ms = [r["sigma"] for r in rr], [r["bayes_error"] for r in rr]
+        lo = [m - r["ci_low"] if r.get("ci_low") is not None else 0.0 for m, r in zip(ms, rr)]
+        hi = [r["ci_high"] - m if r.get("ci_high") is not None else 0.0 for m, r in zip(ms, rr)]
+        cont = ax.errorbar(xs, ms, yerr=[lo, hi], fmt="o-", capsize=2, label=f"d={d} ours (mean, 95% CI)")
+        ax.plot(xs, [r["paper_bayes_error"] for r in rr], "x--", color=cont.lines[0].get_color(),
+                label=f"d={d} paper (printed)")
+    ax.set_xlabel("sigma (class-2 covariance: variance sigma, covariance 0.5 sigma)")
+    ax.set_ylabel("Bayes error of the plug-in rule (fraction misclassified)")
+    first = rows[0] if rows else {}
+    settings = (f"prior={first.get('prior')}, n={first.get('n_train')} training points, "
+                f"trials={max((int(r['trials']) for r in rows), default=0)}"
+                + (f", {num_test:,} test points" if num_test else "") + ", no noise (non-private)")
+    ax.set_title(textwrap.fill("Xi, Kantarcioglu & Inan (2011) Table 1: class 1 N(0, I), class 2 N(1, Sigma); "
+                               + settings, 80), fontsize=9)
+    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.14), frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
