@@ -372,8 +372,9 @@ RAY_CONNECT_TIMEOUT = 15.0
 
 def _check_ray_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
     """Fail fast (one-line ValueError) when ``host:port`` / ``ray://host:port`` accepts no TCP connection
-    within ``timeout`` seconds; ``ray.init`` itself retries a wrong address for minutes and (in the Ray
-    versions this package supports) takes no timeout. ``None``, ``"auto"`` and ``"local"`` are left to Ray."""
+    within ``timeout`` seconds; ``ray.init`` itself retries a wrong address for minutes and takes no
+    timeout (ray-project/ray issue 46863: the maintainers declined one and suggest a check on the caller's
+    side). ``None``, ``"auto"`` and ``"local"`` are left to Ray."""
     import socket
 
     if address is None or address in ("auto", "local"):
