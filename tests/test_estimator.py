@@ -31,8 +31,10 @@ WAIVED = {
                                            "are dropped rather than refused (an error would depend on the data)",
     "check_dtype_object": "sound fit turns a cell that is not a number into NaN and drops its row instead of "
                           "raising (an error would reveal the cell); predict refuses it",
-    "check_estimators_empty_data_messages": "its expected message for a table without columns quotes the table's "
-                                            "shape, i.e. the number of rows, which is private; ours names no count",
+    "check_estimators_empty_data_messages": "a table of shape (0, d) is a dataset like any other under "
+                                            "add/remove and is released from noise alone (refusing it would "
+                                            "reveal N = 0); and its expected message for a table without columns "
+                                            "quotes the table's shape, i.e. the number of rows, which is private",
     "check_classifiers_one_label": "public classes without records are released from noise alone, so the "
                                    "released Bayes classifier may assign some points to them; forcing "
                                    "'predict the only class seen' would reveal which classes are empty "
@@ -155,7 +157,7 @@ def _no_release(monkeypatch):
     (dict(mechanism="r1smg"), None, ValueError, "no sound mode"),
     (dict(covariance_type="bogus"), None, ValueError, "covariance_type"),
     (dict(classes=["a", "a", "b"]), None, ValueError, "duplicates"),
-    ({}, "empty", ValueError, "0 sample"),
+    (dict(mode="as-published", classes=None, clip_bound=None), "empty", ValueError, "0 sample"),
     (dict(mode="as-published", classes=None, clip_bound=None), "nan_x", ValueError, "NaN"),
     (dict(mode="as-published", classes=None, clip_bound=None), "nan_y", ValueError, "NaN"),
 ])

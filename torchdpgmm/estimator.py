@@ -98,9 +98,64 @@ def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
     def one(v: Any) -> float:
         try:
             return float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
             return math.nan
     return np.vectorize(one, otypes=[np.float64])(a) if a.size else a.astype(np.float64)
+
+
+def _dataframe_numbers_or_nan(df: Any) -> Any:
+    """A DataFrame with every column as float64, read cell by cell where its dtype is object (a cell that is
+    not a finite number becomes NaN, so its row is dropped). A column whose *dtype* is ``category`` or
+    ``bool`` is public schema that is not a continuous number: refused in one line naming the column."""
+    out = {}
+    for name, dtype in zip(df.columns, df.dtypes):
+        kind = getattr(dtype, "kind", "O")
+        if str(dtype) in ("category", "boolean") or kind == "b":
+            raise ValueError(f"column {name!r} has dtype {dtype}: every column is treated as continuous; one-hot "
+                             "encode a categorical column (or drop it) before fitting")
+        col = df[name].to_numpy(dtype=object) if kind not in "fiu" else df[name].to_numpy(dtype=np.float64, na_value=np.nan)
+        out[name] = _numbers_or_nan(col) if col.dtype == object else col
+    return type(df)(out, columns=df.columns, index=df.index) if out else df
+
+
+def _precheck_bounds(bounds: Any) -> None:
+    """Refuse malformed public bounds in one line before any data is read (the number of columns is checked
+    once ``X``'s shape, public, is known)."""
+    from torchdpgmm.bounds import Bounds
+
+    if bounds is None or isinstance(bounds, Bounds):
+        return
+    if isinstance(bounds, dict):
+        for k, p in bounds.items():
+            Bounds._pair(p, f"bounds of column {k!r}")
+        return
+    try:
+        shape = np.shape(bounds)
+    except ValueError:  # ragged: parsed pair by pair
+        shape = ()
+    n = 1 if shape == (2,) else (shape[1] if len(shape) == 2 and shape[0] == 2 and shape[1] != 2 else None)
+    Bounds.parse(bounds, n_features=n)
+
+
+def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
+    """The :class:`Bounds` of a fit (public: the user's bounds, ``X``'s width and column names), or None."""
+    from torchdpgmm.bounds import Bounds
+
+    if bounds is None:
+        return None
+    names = None if names is None else [str(n) for n in names]
+    if isinstance(bounds, dict) and names is None:
+        raise ValueError("bounds given as {column: (lower, upper)} need X with column names (a DataFrame)")
+    return Bounds.parse(bounds, n_features=n_features, names=names)
+
+
+def _model_to_user_units(model: Any, b: Any) -> Any:
+    """A model released in the unit box, in the user's units: the exact affine map of every Gaussian
+    (``mu = lower + s mu_u``, ``Sigma = diag(s) Sigma_u diag(s)``); post-processing."""
+    from torchdpgmm.mixture import LabeledGMM
+
+    return LabeledGMM(model.weights, b.means_from_unit(model.means), b.covariances_from_unit(model.covariances),
+                      counts=model.counts)
 
 
 def _hashable(v: Any) -> Any:
@@ -144,6 +199,8 @@ class _PublicLabelsMixin:
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        if hasattr(X, "iloc") and hasattr(X, "dtypes"):  # a DataFrame: its dtypes are public schema
+            X = _dataframe_numbers_or_nan(X)
         if not hasattr(X, "iloc") and not scipy.sparse.issparse(X):  # DataFrames keep their column names
             Xa = np.asarray(X) if hasattr(X, "dtype") else np.asarray(X, dtype=object)
             if Xa.ndim != 2:
@@ -155,7 +212,8 @@ class _PublicLabelsMixin:
             if Xa.dtype.kind in "OUS":
                 X = _numbers_or_nan(Xa)
         try:
-            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=1, ensure_all_finite=False)
+            # ensure_min_samples=0: under add/remove N = 0 is a dataset like any other (released from noise)
+            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=0, ensure_all_finite=False)
         except ValueError as exc:
             if "convert" in str(exc).lower():
                 raise ValueError("X must hold numbers only (a value could not be converted to float)") from None
@@ -228,8 +286,17 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         ``classes=["setosa", "versicolor", "virginica"]`` or ``classes=np.arange(10)``.
         Stored sorted in ``classes_``. Optional in as-published mode (then ``np.unique(y)``).
     clip_bound : float, default None
-        Public per-record L2 bound ``B``; records are clipped to it. Required in sound mode, refused in
-        as-published mode (which does not clip).
+        Public per-record L2 bound ``B``; records are clipped to it. Required in sound mode unless ``bounds``
+        is given (then it is optional and in unit-box units, default ``sqrt(d)/2``); refused in as-published
+        mode (which does not clip).
+    bounds : default None
+        Public per-feature ranges (see :class:`torchdpgmm.bounds.Bounds`): one ``(lower, upper)`` pair for
+        every column, a list of d pairs, a dict ``{column: (lower, upper)}`` for a DataFrame, or a ``Bounds``.
+        Sound mode only. ``X`` is mapped affinely into the unit box (records outside the bounds are clipped
+        into it), released there about the box's middle, and the released model is expressed in the user's
+        units (``means_``, ``covariances_``, ``predict``, ``score`` on raw ``X``); ``sample`` returns rows
+        clipped into the bounds. Every column is treated as continuous: one-hot encode or drop categorical
+        columns first (a DataFrame column of dtype ``category`` or ``bool`` is refused, naming it).
     mechanism : {"kl", "gaussian", "colored", "laplace", "r1smg"}, default "kl"
         ``"kl"``: the KL-optimal budget split (Liu, Scaglione & Peisert 2025); the others are the
         baselines of that paper's Sec. V-A (``"r1smg"`` only as-published).
@@ -259,11 +326,12 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  clip_bound: float | None = None, mechanism: str = "kl", mode: str = "sound",
                  adjacency: str = "add-remove", covariance_type: str = "full", variant: str | None = None,
-                 random_state: Any = None, device: str = "cpu") -> None:
+                 random_state: Any = None, device: str = "cpu", bounds: Any = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.classes = classes
         self.clip_bound = clip_bound
+        self.bounds = bounds
         self.mechanism = mechanism
         self.mode = mode
         self.adjacency = adjacency
@@ -315,10 +383,12 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
                 "mode='sound' needs the public class set: pass classes=[...] (e.g. "
                 "DPGaussianMixture(classes=['a', 'b', 'c'], clip_bound=B)); it is never read from y, which "
                 "would leak which classes occur")
-        if self.clip_bound is None:
+        _precheck_bounds(self.bounds)
+        if self.clip_bound is None and self.bounds is None:
             raise ValueError("mode='sound' needs clip_bound=B, a public per-record L2 bound chosen without "
-                             "looking at the data (records are clipped to it)")
-        check_clip_bound(self.clip_bound)
+                             "looking at the data (records are clipped to it), or public bounds=(lower, upper)")
+        if self.clip_bound is not None:
+            check_clip_bound(self.clip_bound)
         if self.mechanism not in _SOUND_MECHANISMS:
             raise ValueError(f"mechanism {self.mechanism!r} has no sound mode; use one of {_SOUND_MECHANISMS}")
         if self.adjacency not in _ADJACENCIES:
@@ -327,6 +397,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             raise ValueError("variant applies to mode='as-published' only (the sound 'kl' split is public)")
 
     def _check_as_published_params(self) -> None:
+        if self.bounds is not None:
+            raise ValueError("bounds apply to mode='sound' only: the as-published mechanism does not clip")
         if self.clip_bound is not None:
             raise ValueError("clip_bound applies to mode='sound' only: the as-published mechanism does not clip")
         if self.adjacency == "replace-one":
@@ -354,7 +426,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         if self.mode == "as-published":
             warnings.warn(AS_PUBLISHED_WARNING, AsPublishedWarning, stacklevel=2)
         else:
-            check_clip_bound(self.clip_bound, X.shape[1])
+            self.bounds_ = _fit_bounds(self.bounds, X.shape[1], getattr(self, "feature_names_in_", None))
+            clip = self.clip_bound if self.clip_bound is not None else self.bounds_.unit_clip_bound
+            check_clip_bound(clip, X.shape[1])
+            if self.bounds is not None:
+                X = self.bounds_.to_unit(X)  # NaN kept: the release drops the row
         classes, idx = self._encode_labels(y, public)
         from torchdpgmm.release import release
 
@@ -364,14 +440,16 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         g = torch.Generator(device=device).manual_seed(self._seed())
         kw: dict[str, Any] = {}
         if self.mode == "sound":
-            kw.update(clip_bound=float(self.clip_bound), adjacency=self.adjacency)
+            kw.update(clip_bound=float(clip), adjacency=self.adjacency)
+            if self.bounds is not None:
+                kw["center"] = self.bounds_.unit_center.to(device)
             if self.covariance_type != "full":
                 kw["covariance_type"] = self.covariance_type
         elif self.variant is not None:
             kw["variant"] = self.variant
         rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
                       mode=self.mode, generator=g, **kw)
-        self.model_ = rel.model
+        self.model_ = rel.model if self.bounds is None else _model_to_user_units(rel.model, self.bounds_)
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound" and self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
@@ -481,7 +559,10 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             x, y, _ = self.model_.sample_counts(histogram_counts(src.to(torch.float64), int(n_samples)), g)
         else:
             x, y = self.model_.sample(int(n_samples), g)
-        return x.cpu().numpy(), self.classes_[y.cpu().numpy()]
+        x = x.cpu().numpy()
+        if getattr(self, "bounds_", None) is not None and self.bounds is not None:
+            x = np.clip(x, self.bounds_.lower, self.bounds_.upper)  # rows within the public bounds
+        return x, self.classes_[y.cpu().numpy()]
 
 
 class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixin, BaseEstimator):

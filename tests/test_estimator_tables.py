@@ -1,0 +1,123 @@
+"""Tables at the estimators: public per-feature bounds (issue 26 items 1, 2, 4), bad cells as dropped rows
+and the empty table (issue 27 items 1, 2). References are the true means of a simulated table and fits on
+the same data with the bad row removed (add/remove: a dropped row is a removal)."""
+import warnings
+
+import numpy as np
+import pytest
+
+from torchdpgmm.estimator import DPGaussianMixture
+
+MU = np.array([[170.0, 70.0, 5.0, 100.0], [180.0, 90.0, -5.0, 300.0]])
+SD = np.array([5.0, 8.0, 2.0, 30.0])
+BOUNDS = [(140, 210), (30, 150), (-20, 20), (0, 500)]
+
+
+def _table(n=5000, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    return MU[y] + rng.normal(size=(n, 4)) * SD, y
+
+
+def _fit(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X, y)
+
+
+def test_bounds_release_means_in_user_units_and_sample_inside():
+    X, y = _table()
+    est = _fit(DPGaussianMixture(5.0, 1e-5, classes=[0, 1], bounds=BOUNDS, random_state=0), X, y)
+    # 1.5 units: far below the gap between the classes (10 to 200), above the noise at N=5000, eps=5
+    np.testing.assert_allclose(est.means_, MU, atol=1.5)
+    np.testing.assert_allclose(np.sqrt(np.diagonal(est.covariances_, axis1=1, axis2=2)), np.tile(SD, (2, 1)),
+                               rtol=0.25)
+    assert est.score(X, y) > 0.99          # predict on raw X in the user's units
+    xs, ys = est.sample(2000)
+    lo, hi = np.array(BOUNDS).T
+    assert np.all(xs >= lo) and np.all(xs <= hi)
+    assert abs(xs[ys == 1, 3].mean() - 300.0) < 10
+
+
+def test_bounds_given_clip_bound_is_unit_box_units_and_as_published_refuses():
+    X, y = _table(200)
+    _fit(DPGaussianMixture(1.0, 1e-5, classes=[0, 1], bounds=(-1000, 1000), clip_bound=0.5, random_state=0), X, y)
+    with pytest.raises(ValueError, match="sound"):
+        DPGaussianMixture(mode="as-published", bounds=BOUNDS).fit(X, y)
+
+
+class _Exploding:
+    """Data whose reading raises: the public checks must refuse before touching it."""
+    shape = (3, 4)
+
+    def __array__(self, *a, **k):
+        raise AssertionError("data read before the public bounds were checked")
+
+
+@pytest.mark.parametrize("bad", [(1, 1), [(0, 1), (2, 1)], {"a": (0, float("nan"))}, "0:1"])
+def test_bad_bounds_refused_before_data(bad):
+    with pytest.raises(ValueError) as e:
+        DPGaussianMixture(classes=[0, 1], bounds=bad).fit(_Exploding(), [0, 1, 0])
+    assert "\n" not in str(e.value)
+
+
+def test_bounds_of_wrong_width_refused():
+    X, y = _table(50)
+    with pytest.raises(ValueError, match="cover 3 features"):
+        DPGaussianMixture(classes=[0, 1], bounds=BOUNDS[:3]).fit(X, y)
+
+
+def test_dataframe_dict_bounds_and_feature_names():
+    pd = pytest.importorskip("pandas")
+    X, y = _table(3000)
+    df = pd.DataFrame(X, columns=["Ht", "Wt", "T", "Z"])
+    b = dict(zip(["Z", "T", "Wt", "Ht"], BOUNDS[::-1]))
+    est = _fit(DPGaussianMixture(5.0, 1e-5, classes=[0, 1], bounds=b, random_state=1), df, y)
+    assert list(est.feature_names_in_) == ["Ht", "Wt", "T", "Z"]
+    assert est.bounds_.names == ("Ht", "Wt", "T", "Z")
+    np.testing.assert_allclose(est.means_, MU, atol=6.0)
+    with pytest.raises(ValueError, match="column names"):
+        DPGaussianMixture(classes=[0, 1], bounds=b).fit(X, y)
+
+
+# ---------------------------------------------------------------- issue 27 item 1: bad cells are dropped rows
+def _same_release(a, b):
+    np.testing.assert_array_equal(a.means_, b.means_)
+    np.testing.assert_array_equal(a.covariances_, b.covariances_)
+    np.testing.assert_array_equal(a.weights_, b.weights_)
+
+
+@pytest.mark.parametrize("cell", ["abc", 10**400, None, object()])
+def test_object_array_bad_cell_is_a_dropped_row(cell):
+    X, y = _table(300, seed=3)
+    Xo = np.concatenate([X, X[:1]]).astype(object)
+    Xo[-1, 2] = cell
+    yo = np.concatenate([y, y[:1]])
+    kw = dict(classes=[0, 1], clip_bound=500.0, random_state=7)
+    _same_release(_fit(DPGaussianMixture(**kw), Xo, yo), _fit(DPGaussianMixture(**kw), X, y))
+
+
+def test_dataframe_string_cell_is_a_dropped_row_and_categorical_refused():
+    pd = pytest.importorskip("pandas")
+    X, y = _table(300, seed=4)
+    cols = ["a", "b", "c", "d"]
+    df = pd.DataFrame(np.concatenate([X, X[:1]]), columns=cols)
+    df["b"] = df["b"].astype(object)
+    df.loc[len(df) - 1, "b"] = "oops"
+    yo = np.concatenate([y, y[:1]])
+    kw = dict(classes=[0, 1], bounds=BOUNDS, random_state=7)
+    _same_release(_fit(DPGaussianMixture(**kw), df, yo), _fit(DPGaussianMixture(**kw), pd.DataFrame(X, columns=cols), y))
+    df2 = pd.DataFrame(X, columns=cols)
+    df2["d"] = pd.Categorical(np.where(X[:, 3] > 200, "hi", "lo"))
+    with pytest.raises(ValueError, match="'d'.*categor"):
+        DPGaussianMixture(**kw).fit(df2, y)
+
+
+# ---------------------------------------------------------------- issue 27 item 2: the empty table
+@pytest.mark.parametrize("bounds", [None, BOUNDS])
+def test_empty_table_released_from_noise(bounds):
+    kw = dict(classes=[0, 1], random_state=0, bounds=bounds, clip_bound=None if bounds else 300.0)
+    est = _fit(DPGaussianMixture(1.0, 1e-5, **kw), np.zeros((0, 4)), np.zeros(0, dtype=int))
+    assert est.means_.shape == (2, 4) and np.all(np.isfinite(est.means_))
+    xs, _ = est.sample(5)
+    assert xs.shape == (5, 4)
