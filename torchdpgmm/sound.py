@@ -353,8 +353,10 @@ def sound_settings(
     if split is not None:
         split = _check_split(split)
     elif mechanism == "kl":
-        split = kl_split(B, dim, adjacency=adjacency, prior_scale=prior_scale, covariance_type=covariance_type,
-                         num_classes=num_classes)
+        # auto: the class covariances end up mostly pooled when noise dominates, so the budget is split as
+        # for the pooled (tied) second moment: public facts only
+        split = kl_split(B, dim, adjacency=adjacency, prior_scale=prior_scale,
+                         covariance_type="tied" if shrink else covariance_type, num_classes=num_classes)
     else:
         split = dict(DEFAULT_SPLIT)
     return SoundSettings(eps, dlt, B, adjacency, mechanism, covariance_type, split, center, min_count, eig_floor,
