@@ -174,3 +174,19 @@ def test_sweep_sound_more_public_classes_than_k(tmp_path):
     res = run_sweep(spec, tmp_path / "s", progress=False)
     assert len(res["summary"]) == 2
     assert all(math.isfinite(p["mean"]) and p["nonfinite"] == 0 for p in res["summary"])
+
+
+def test_stored_interval_drawn_as_is_and_missing_one_recomputed(tmp_path, captured):
+    """``lower``/``upper`` (a stored interval) are drawn exactly; a row without them (older JSON) still gets
+    the delta-method interval rather than no interval at all."""
+    m, lo, hi = 2.0, -1.0, 5.0
+    series = [{"label": "gaussian", "x": [1, 2], "mean": [m, m], "ci_low": [lo, lo], "ci_high": [hi, hi],
+               "lower": [1.5, None], "upper": [2.5, None]}]
+    out = plot_curves(series, tmp_path / "f.png", x_label="epsilon", y_label="KL")
+    h = (hi - lo) / 2
+    assert out["series"][0]["lower"] == [1.5, pytest.approx(m * math.exp(-h / m))]
+    assert out["series"][0]["upper"] == [2.5, pytest.approx(m * math.exp(h / m))]
+    (fig,) = captured
+    segs = fig.axes[0].containers[0].lines[2][0].get_segments()
+    assert [(float(s[:, 1].min()), float(s[:, 1].max())) for s in segs] == [
+        (1.5, 2.5), (pytest.approx(m * math.exp(-h / m)), pytest.approx(m * math.exp(h / m)))]

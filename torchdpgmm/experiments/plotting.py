@@ -96,15 +96,17 @@ def _intervals(s: Mapping[str, Any], logy: bool) -> tuple[list, list, list, list
     xs, ms, lo, hi, dropped = [], [], [], [], 0
     given = "lower" in s and "upper" in s      # an interval computed (and stored) by the caller: drawn as is
     a_s, b_s = (s["lower"], s["upper"]) if given else (s["ci_low"], s["ci_high"])
-    for x, m, a, b in zip(s["x"], s["mean"], a_s, b_s):
+    for x, m, a, b, a0, b0 in zip(s["x"], s["mean"], a_s, b_s, s["ci_low"], s["ci_high"]):
         if m is None or not math.isfinite(m) or (logy and not m > 0):
             dropped += 1
             continue
-        if logy and not given:
+        if given and (a is None or b is None):
+            # rows written before the drawn interval was stored: recompute it rather than draw no interval
+            a, b = log_interval(m, a0, b0) if logy else (a0, b0)
+        elif logy and not given:
             a, b = log_interval(m, a, b)
-        else:
-            a = m if a is None else a
-            b = m if b is None else b
+        a = m if a is None else a
+        b = m if b is None else b
         xs.append(x), ms.append(m), lo.append(a), hi.append(b)
     return xs, ms, lo, hi, dropped
 
