@@ -121,3 +121,44 @@ def test_empty_table_released_from_noise(bounds):
     assert est.means_.shape == (2, 4) and np.all(np.isfinite(est.means_))
     xs, _ = est.sample(5)
     assert xs.shape == (5, 4)
+
+
+# ---------------------------------------------------------------- the pipeline on small numeric tables
+from torchdpgmm.estimator import DPSyntheticClassifier  # noqa: E402
+
+
+@pytest.mark.parametrize("d", [4, 8, 16])
+def test_synthetic_classifier_on_small_tables_with_bounds(d):
+    rng = np.random.default_rng(d)
+    n = 4000
+    y = rng.integers(0, 2, n)
+    mu = np.stack([np.full(d, 20.0), np.full(d, 60.0)])
+    X = mu[y] + rng.normal(size=(n, d)) * 8.0
+    est = _fit(DPSyntheticClassifier(5.0, classes=[0, 1], image_transform="none", n_components=min(d, 4),
+                                     components_per_class=1, bounds=(0, 100), random_state=0), X, y)
+    # reference: the classes are 40*sqrt(d) apart with sd 8, so the Bayes rule is ~100% right
+    assert est.score(X, y) > 0.97
+    xs, ys = est.sample(50)
+    assert xs.shape == (50, min(d, 4)) and set(ys) <= {0, 1}
+
+
+@pytest.mark.parametrize("bounds", [None, (0, 100)])
+def test_synthetic_classifier_empty_table(bounds):
+    est = _fit(DPSyntheticClassifier(1.0, classes=[0, 1], image_transform="none", n_components=2,
+                                     components_per_class=1, bounds=bounds, mean_clip=None if bounds else 20.0,
+                                     random_state=0), np.zeros((0, 4)), np.zeros(0, dtype=int))
+    assert est.predict(np.full((3, 4), 50.0)).shape == (3,)
+
+
+def test_synthetic_classifier_bad_cell_is_a_dropped_row():
+    X, y = _table(400, seed=5)
+    Xo = np.concatenate([X, X[:1]]).astype(object)
+    Xo[-1, 0] = 10**400
+    kw = dict(classes=[0, 1], image_transform="none", n_components=2, components_per_class=1, bounds=BOUNDS,
+              random_state=2)
+    a = _fit(DPSyntheticClassifier(**kw), Xo, np.concatenate([y, y[:1]]))
+    b = _fit(DPSyntheticClassifier(**kw), X, y)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    with pytest.raises(ValueError, match="image_transform='none'"):
+        DPSyntheticClassifier(classes=[0, 1], bounds=BOUNDS).fit(X, y)

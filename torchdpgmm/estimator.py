@@ -581,6 +581,14 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     the released feature space, :meth:`transform` maps real data there, :meth:`predict` is the released
     model's Bayes rule.
 
+    Any numeric table works with ``image_transform="none"`` (``n_components`` <= its width; the DP PCA then
+    only rotates and truncates). ``bounds`` (public per-column ranges, as for :class:`DPGaussianMixture`) maps
+    the table affinely into the box ``[-1/2, 1/2]^d`` (records outside clipped into it) before the pipeline;
+    ``mean_clip``, ``pca_clip`` and ``radius`` left at None then default to ``sqrt(d)/2``, the ball that holds
+    that box (without bounds: 14, 10 and 5, which suit pixel values in [0, 1]). :meth:`transform`,
+    :meth:`predict` take raw rows in the user's units; :meth:`sample` returns rows of the released feature
+    space. Every column is treated as continuous (one-hot encode or drop categorical columns first).
+
     Attributes: ``release_`` (the :class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineRelease`),
     ``model_`` (its :class:`~torchdpgmm.pipelines.class_mixture.ClassMixture`), ``privacy_``, ``classes_``,
     ``components_per_class_``, ``n_features_in_``.
@@ -589,8 +597,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  adjacency: str = "add-remove", components_per_class: int | None = None,
                  covariance_type: str = "full", image_transform: str = "dct14", n_components: int = 40,
-                 radius: float = 5.0, mean_clip: float = 14.0, pca_clip: float = 10.0,
-                 random_state: Any = None) -> None:
+                 radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
+                 random_state: Any = None, bounds: Any = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.classes = classes
@@ -603,6 +611,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         self.mean_clip = mean_clip
         self.pca_clip = pca_clip
         self.random_state = random_state
+        self.bounds = bounds
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -631,8 +640,13 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
             raise ValueError(f"components_per_class must be None or an int >= 1, got {m!r}")
         if self.image_transform not in ("dct14", "none"):
             raise ValueError(f"image_transform must be 'dct14' or 'none', got {self.image_transform!r}")
+        _precheck_bounds(self.bounds)
+        if self.bounds is not None and self.image_transform != "none":
+            raise ValueError("bounds need image_transform='none' (a table of raw columns)")
         for name in ("radius", "mean_clip", "pca_clip"):
             v = getattr(self, name)
+            if v is None:
+                continue
             if not (_is_real_scalar(v) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive finite number (public, not read off the data), got {v!r}")
         out = 196 if self.image_transform == "dct14" else n_features
@@ -643,8 +657,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
             return None
         if self.image_transform == "dct14" and n_features != 784:
             raise ValueError(f"image_transform='dct14' needs 28x28 images flattened to 784 columns, got {n_features}")
-        return PipelineConfig(transform=self.image_transform, mean_clip=float(self.mean_clip), pca_clip=float(self.pca_clip),
-                              n_components=int(n), radius=float(self.radius), covariance_type=self.covariance_type,
+        table = math.sqrt(n_features) / 2.0 if self.bounds is not None else None
+        mean_clip, pca_clip, radius = (v if v is not None else (table or dflt) for v, dflt in
+                                       ((self.mean_clip, 14.0), (self.pca_clip, 10.0), (self.radius, 5.0)))
+        return PipelineConfig(transform=self.image_transform, mean_clip=float(mean_clip), pca_clip=float(pca_clip),
+                              n_components=int(n), radius=float(radius), covariance_type=self.covariance_type,
                               components_per_class=None if m is None else int(m))
 
     def fit(self, X: Any, y: Any) -> "DPSyntheticClassifier":
@@ -652,6 +669,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         self._check_params()
         X, y = self._read_private_xy(X, y)
         cfg = self._check_params(X.shape[1])
+        self.bounds_ = _fit_bounds(self.bounds, X.shape[1], getattr(self, "feature_names_in_", None))
+        X = self._centred_box(X)
         classes, idx = self._encode_labels(y, self._public_classes())
         from torchdpgmm.pipelines.synthetic_classifier import release_pipeline
 
@@ -670,8 +689,13 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def transform(self, X: Any) -> np.ndarray:
         """Real data in the released feature space (public transform, released projection, unit ball)."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = self._centred_box(validate_data(self, X, reset=False, dtype=np.float64))
         return self.release_.features(torch.tensor(np.ascontiguousarray(X))).numpy()
+
+    def _centred_box(self, X: np.ndarray) -> np.ndarray:
+        """With bounds: ``X`` mapped into ``[-1/2, 1/2]^d`` (public affine map, clipped; NaN kept); else ``X``."""
+        b = getattr(self, "bounds_", None)
+        return X if b is None else b.to_unit(X) - 0.5
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """``log p(y = k | x)`` under the released class mixtures, columns in ``classes_`` order."""

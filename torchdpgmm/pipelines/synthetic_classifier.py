@@ -109,7 +109,8 @@ def public_transform(images: torch.Tensor, transform: str) -> torch.Tensor:
     if transform == "dct14":
         return lowfreq_dct(images, size=28, keep=14)
     if transform == "none":
-        return images.reshape(images.shape[0], -1).to(torch.float64)
+        # the width from the shape, not -1: reshape(0, -1) raises on an empty table (N = 0 is a dataset too)
+        return images.reshape(images.shape[0], math.prod(images.shape[1:])).to(torch.float64)
     raise ValueError(f"transform must be 'dct14' or 'none', got {transform!r}")
 
 
