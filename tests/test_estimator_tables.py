@@ -162,3 +162,26 @@ def test_synthetic_classifier_bad_cell_is_a_dropped_row():
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     with pytest.raises(ValueError, match="image_transform='none'"):
         DPSyntheticClassifier(classes=[0, 1], bounds=BOUNDS).fit(X, y)
+
+
+# ---------------------------------------------------------------- issue 27 item 3: seeded releases marked
+def test_seeded_release_is_marked_and_refused_by_the_odometer():
+    from torchdpgmm.privacy.odometer import BudgetOdometer
+    from torchdpgmm.privacy.record import PrivacyRecord
+
+    X, y = _table(200, seed=6)
+    kw = dict(classes=[0, 1], clip_bound=500.0)
+    seeded = _fit(DPGaussianMixture(random_state=1, **kw), X, y).privacy_
+    fresh = _fit(DPGaussianMixture(**kw), X, y).privacy_
+    assert seeded.seeded and not fresh.seeded and fresh.covered
+    with pytest.raises(ValueError, match="seeded") as e:
+        BudgetOdometer(10.0, 1e-5).spend(seeded)
+    assert "\n" not in str(e.value)
+    BudgetOdometer(10.0, 1e-5).spend(fresh)
+    assert BudgetOdometer(10.0, 1e-5, allow_seeded=True).spend(seeded) > 0
+    # the mark survives a model file's round trip; an unseeded record's dict has no new key
+    assert PrivacyRecord.from_dict(seeded.to_dict()).seeded
+    assert "seeded" not in fresh.to_dict()
+    pipe = _fit(DPSyntheticClassifier(classes=[0, 1], image_transform="none", n_components=2, bounds=BOUNDS,
+                                      components_per_class=1, random_state=3), X, y).privacy_
+    assert pipe.seeded

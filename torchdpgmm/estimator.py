@@ -89,8 +89,9 @@ def child_seed(seed: int, stream: int) -> int:
 
 
 def with_seeded_noise_note(record: Any) -> Any:
-    """The privacy record with :data:`SEEDED_NOISE_NOTE` added (a sound release whose noise came from a seed)."""
-    return replace(record, notes=tuple(record.notes) + (SEEDED_NOISE_NOTE,))
+    """The privacy record with :data:`SEEDED_NOISE_NOTE` added and marked ``seeded`` (a sound release whose
+    noise came from a seed; :class:`~torchdpgmm.privacy.odometer.BudgetOdometer` refuses it by default)."""
+    return replace(record, notes=tuple(record.notes) + (SEEDED_NOISE_NOTE,), seeded=True)
 
 
 def _numbers_or_nan(a: np.ndarray) -> np.ndarray:

@@ -4,7 +4,8 @@ Each release is priced by its record's noised blocks (composed tightly with ever
 the chosen accountant); a record without blocks, or with blocks the chosen accountant cannot price
 (multi-dimensional discrete Gaussians under PLD), is taken at its stated (epsilon, delta). A release
 whose record is not ``covered`` (some data-touching step is outside its epsilon) is refused: there is
-no guarantee to add up. (Rogers, Roth, Ullman & Vadhan 2016 define odometers; this one composes
+no guarantee to add up. So is a ``seeded`` record (noise from a user-given seed, which anyone knowing the
+seed can remove) unless the odometer was built with ``allow_seeded=True``. (Rogers, Roth, Ullman & Vadhan 2016 define odometers; this one composes
 non-adaptively chosen parameters, which is what the accountants are valid for.)
 """
 from __future__ import annotations
@@ -40,10 +41,12 @@ class BudgetOdometer:
         delta: the delta at which the budget is measured (in (0, 1)).
         accountant: ``"pld"`` (default), ``"gdp"``, ``"zcdp"``, ``"rdp"`` or an :class:`Accountant` (copied).
         adjacency: the neighbouring relation all spent records must share (default add-remove).
+        allow_seeded: also spend records whose noise came from a user-given seed (reproductions, tests);
+            their noise is not secret, so the sum is not a guarantee about a publication.
     """
 
     def __init__(self, epsilon_budget: float, delta: float, *, accountant: str | Accountant = "pld",
-                 adjacency: Adjacency | str = Adjacency.ADD_REMOVE) -> None:
+                 adjacency: Adjacency | str = Adjacency.ADD_REMOVE, allow_seeded: bool = False) -> None:
         if not (isinstance(epsilon_budget, (int, float)) and math.isfinite(epsilon_budget) and epsilon_budget > 0):
             raise ValueError(f"epsilon_budget must be a finite number > 0, got {epsilon_budget!r}")
         if not (isinstance(delta, (int, float)) and 0 < delta < 1):
@@ -52,6 +55,9 @@ class BudgetOdometer:
         self.delta = float(delta)
         self.adjacency = Adjacency.parse(adjacency)
         self._accountant = make_accountant(accountant, adjacency=self.adjacency)
+        if not isinstance(allow_seeded, bool):
+            raise TypeError(f"allow_seeded must be a bool, got {type(allow_seeded).__name__}")
+        self.allow_seeded = allow_seeded
         self.history: list[dict[str, Any]] = []
 
     def _events(self, item: PrivacyRecord | PrivacyEvent) -> list[tuple[PrivacyEvent, int]]:
@@ -62,6 +68,9 @@ class BudgetOdometer:
         if not item.covered:
             raise ValueError(f"record (mode={item.mode!r}) is not covered: some step that touches the data is "
                              "outside its epsilon, so it cannot be added to a budget")
+        if item.seeded and not self.allow_seeded:
+            raise ValueError("record is seeded (noise drawn from a user-given seed, which anyone knowing it can "
+                             "remove): refit without random_state / --seed, or build the odometer with allow_seeded=True")
         if item.adjacency is not self.adjacency:
             raise ValueError(f"record adjacency {item.adjacency.value!r} differs from the odometer's "
                              f"{self.adjacency.value!r}")

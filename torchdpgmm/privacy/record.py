@@ -117,6 +117,9 @@ class PrivacyRecord:
         notes: caveats a user must read.
         blocks: one :class:`NoisedBlock` per noised statistic.
         covered: True only if every step that touches private data is inside ``epsilon``.
+        seeded: True when the noise came from a user-given seed (``random_state`` / ``--seed``): anyone who
+            knows the seed can regenerate and remove it, so :class:`~torchdpgmm.privacy.odometer.BudgetOdometer`
+            refuses such a record unless told ``allow_seeded=True`` (for tests and reproductions only).
 
     The positional order (epsilon, delta, adjacency, accountant, mode, mechanism, split, notes) is kept
     from the first version of this record so that older callers construct unchanged.
@@ -132,6 +135,7 @@ class PrivacyRecord:
     notes: tuple[str, ...] = ()
     blocks: tuple[NoisedBlock, ...] = ()
     covered: bool = False
+    seeded: bool = False
 
     def __post_init__(self) -> None:
         notes = (self.notes,) if isinstance(self.notes, str) else tuple(self.notes)
@@ -149,12 +153,15 @@ class PrivacyRecord:
         self.blocks = blocks
         if not isinstance(self.covered, bool):
             raise TypeError(f"PrivacyRecord.covered must be a bool, got {type(self.covered).__name__}")
+        if not isinstance(self.seeded, bool):
+            raise TypeError(f"PrivacyRecord.seeded must be a bool, got {type(self.seeded).__name__}")
         if self.split is None:
             self.split = {}
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict (tensors become numbers or lists); :meth:`from_dict` inverts it."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        # ``seeded`` is written only when True, so records of unseeded releases keep their earlier form
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "seeded" or self.seeded}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PrivacyRecord":
