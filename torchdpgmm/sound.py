@@ -22,6 +22,10 @@ guarantee holds (see ``docs/privacy.md``):
   counts ``n_k``, sums ``s_k`` and second moments, whose form depends on ``covariance_type``
   (scikit-learn's names): ``"full"`` ``Q_k = sum z z^T`` (K symmetric matrices), ``"tied"`` one pooled
   ``Q = sum_n z z^T``, ``"diag"`` ``sum z * z`` (K x d), ``"spherical"`` ``sum ||z||^2`` (K).
+  ``"auto"`` releases the full blocks with the budget split of ``"tied"`` (public facts only) and shrinks
+  each class covariance toward the pooled within-class covariance of the same released values
+  (:func:`shrinkage_weights`, post-processing); validated in ``docs/results/covariance-rule.json``
+  (``scripts/covariance_rule_validation.py``).
   Per-block L2 sensitivities (Frobenius for matrices):
 
   ===============  ===========  ================================
