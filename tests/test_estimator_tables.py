@@ -138,8 +138,17 @@ def test_synthetic_classifier_on_small_tables_with_bounds(d):
                                      components_per_class=1, bounds=(0, 100), random_state=0), X, y)
     # reference: the classes are 40*sqrt(d) apart with sd 8, so the Bayes rule is ~100% right
     assert est.score(X, y) > 0.97
-    xs, ys = est.sample(50)
-    assert xs.shape == (50, min(d, 4)) and set(ys) <= {0, 1}
+    xs, ys = est.sample(4000)
+    # with bounds: rows in the user's units, inside the bounds; class means near the truth (n_components=d)
+    assert xs.shape == (4000, d) and set(ys) <= {0, 1}
+    assert xs.min() >= 0 and xs.max() <= 100
+    if d == 4:
+        np.testing.assert_allclose([xs[ys == k].mean(0) for k in (0, 1)], mu, atol=3.0)
+    F = est.transform(X[:200])
+    inside = (np.linalg.norm(F, axis=1) < 1 - 1e-9) & np.all((X[:200] > 0) & (X[:200] < 100), axis=1)
+    if d == 4:  # full rank: the inverse is exact where neither the ball nor the bounds clipped
+        assert inside.sum() > 100
+        np.testing.assert_allclose(est.inverse_transform(F[inside]), X[:200][inside], atol=1e-8)
 
 
 @pytest.mark.parametrize("bounds", [None, (0, 100)])
@@ -185,3 +194,20 @@ def test_seeded_release_is_marked_and_refused_by_the_odometer():
     pipe = _fit(DPSyntheticClassifier(classes=[0, 1], image_transform="none", n_components=2, bounds=BOUNDS,
                                       components_per_class=1, random_state=3), X, y).privacy_
     assert pipe.seeded
+
+
+def test_dataframe_bool_column_refused_and_nullable_na_is_a_dropped_row():
+    pd = pytest.importorskip("pandas")
+    X, y = _table(200, seed=8)
+    cols = ["a", "b", "c", "d"]
+    kw = dict(classes=[0, 1], bounds=BOUNDS, random_state=7)
+    df = pd.DataFrame(X, columns=cols)
+    df["c"] = X[:, 2] > 0
+    with pytest.raises(ValueError, match="'c'.*bool"):
+        DPGaussianMixture(**kw).fit(df, y)
+    Xi = np.round(X)
+    dfn = pd.DataFrame(np.concatenate([Xi, Xi[:1]]), columns=cols).astype("Int64")
+    dfn.loc[len(dfn) - 1, "a"] = pd.NA
+    a = _fit(DPGaussianMixture(**kw), dfn, np.concatenate([y, y[:1]]))
+    b = _fit(DPGaussianMixture(**kw), pd.DataFrame(Xi, columns=cols), y)
+    _same_release(a, b)

@@ -588,7 +588,9 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     ``mean_clip``, ``pca_clip`` and ``radius`` left at None then default to ``sqrt(d)/2``, the ball that holds
     that box (without bounds: 14, 10 and 5, which suit pixel values in [0, 1]). :meth:`transform`,
     :meth:`predict` take raw rows in the user's units; :meth:`sample` returns rows of the released feature
-    space. Every column is treated as continuous (one-hot encode or drop categorical columns first).
+    space, or, with bounds, rows in the user's units clipped into the bounds (:meth:`inverse_transform`:
+    exact up to the clipping when ``n_components`` equals the width, else the projection on the released
+    subspace). Every column is treated as continuous (one-hot encode or drop categorical columns first).
 
     Attributes: ``release_`` (the :class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineRelease`),
     ``model_`` (its :class:`~torchdpgmm.pipelines.class_mixture.ClassMixture`), ``privacy_``, ``classes_``,
@@ -693,6 +695,21 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         X = self._centred_box(validate_data(self, X, reset=False, dtype=np.float64))
         return self.release_.features(torch.tensor(np.ascontiguousarray(X))).numpy()
 
+    def inverse_transform(self, F: Any) -> np.ndarray:
+        """Released features back to rows of the table: ``m + R F V`` (the released mean ``m``, components
+        ``V`` and public radius ``R``), then, with bounds, the user's units clipped into them (post-processing).
+        Needs ``image_transform="none"``."""
+        check_is_fitted(self)
+        if self.release_.config.transform != "none":
+            raise ValueError("inverse_transform needs image_transform='none' (the DCT features are not rows)")
+        F = torch.as_tensor(np.asarray(F, dtype=np.float64))
+        pca = self.release_.pca
+        if F.ndim != 2 or F.shape[1] != pca.components.shape[0]:
+            raise ValueError(f"features must have shape (n, {pca.components.shape[0]}), got {tuple(F.shape)}")
+        X = (pca.mean + float(self.release_.config.radius) * F @ pca.components).numpy()
+        b = getattr(self, "bounds_", None)
+        return X if b is None else b.from_unit(X + 0.5)
+
     def _centred_box(self, X: np.ndarray) -> np.ndarray:
         """With bounds: ``X`` mapped into ``[-1/2, 1/2]^d`` (public affine map, clipped; NaN kept); else ``X``."""
         b = getattr(self, "bounds_", None)
@@ -719,7 +736,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         g = torch.Generator().manual_seed(self._seed(_SAMPLE_STREAM))
         x, y = self.model_.sample(int(n_samples), generator=g)
-        return x.numpy(), self.classes_[y.numpy()]
+        x = x.numpy() if getattr(self, "bounds_", None) is None else self.inverse_transform(x.numpy())
+        return x, self.classes_[y.numpy()]
 
 
 def _float_record(record: Any) -> Any:
