@@ -132,3 +132,22 @@ def test_sample_huge_n_one_line(tmp_path, capsys):
     assert main(["sample", str(tmp_path / "m.json"), "-n", str(10 ** 12), "--out", str(tmp_path / "s.csv")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "-n must be <=" in err and not (tmp_path / "s.csv").exists()
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["sweep", "--epsilons", "1,1"], "--epsilons must not repeat a value"),
+    (["sweep", "--epsilons", "one"], "--epsilons must be comma-separated numbers"),
+    (["sweep", "--memory-budget", "1"], "at least 16MiB"),
+    (["experiment", "--out", "o"], "a study is needed"),
+    (["audit", "--clip-bound", "-1"], "--clip-bound must be a positive finite number"),
+    (["audit", "--epsilons", "1,1"], "--epsilons must not repeat a value"),
+    (["audit", "--epsilons", "one"], "--epsilons must be comma-separated numbers"),
+])
+def test_flags_refused_in_one_line(tmp_path, capsys, argv, msg):
+    out = tmp_path / "out"
+    if argv[0] != "experiment":
+        argv = argv + ["--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and msg in err and "invalid" not in err, err
+    assert not out.exists()

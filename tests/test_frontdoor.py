@@ -100,7 +100,7 @@ def test_single_class_depends_on_mode_and_bad_rows_are_dropped_in_sound_mode(tmp
     q.write_text("a,b,label\n" + rows)
     for bad in ("1,nan,x\n", "1,2,z\n"):
         p.write_text("a,b,label\n" + bad + rows)
-        args = ["--classes", "x,y", "--clip-bound", "10", "--seed", "0"]
+        args = ["--classes", "x,y", "--clip-bound", "10", "--seed", "0", "--force"]  # --out is reused
         assert main([*base, *args, "--out", str(tmp_path / "m.json")]) == 0
         qbase = [*base[:2], str(q), *base[3:]]
         assert main([*qbase, *args, "--out", str(tmp_path / "c.json")]) == 0

@@ -31,7 +31,26 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (argparse prints the usage block too)."""
 
     def error(self, message: str):  # type: ignore[override]
+        import re
+
+        if self.prog.endswith(" experiment") and "invalid choice" in message:
+            raise UsageError(f"{self.prog}: error: a study is needed first: torchdpgmm experiment STUDY [--out DIR ...] "
+                             "(torchdpgmm experiment --help lists the studies)")
+        m = re.match(r"argument (--[\w-]+): invalid _?(floats|ints|float|int) value", message)
+        if m:  # argparse names the converter function ("invalid _floats value"): say what is expected instead
+            kind = "numbers" if m.group(2).startswith("float") else "whole numbers"
+            many = m.group(2).endswith("s")
+            what = f"comma-separated {kind}" if many else ("a number" if kind == "numbers" else "a whole number")
+            raise UsageError(f"{self.prog}: error: {m.group(1)} must be {what}")
+        m = re.match(r"argument (--[\w-]+): (must .*)", message)
+        if m:
+            raise UsageError(f"{self.prog}: error: {m.group(1)} {m.group(2)}")
         raise UsageError(f"{self.prog}: error: {message}")
+
+
+# the smallest --memory-budget: below it not even one chunk of a small sweep (plus torch's own working memory)
+# fits, so a smaller budget would be ignored in effect
+MIN_MEMORY_BUDGET = 16 * 2 ** 20
 
 
 def _bytes(text: str) -> float:
@@ -44,8 +63,9 @@ def _bytes(text: str) -> float:
             break
     else:
         value = float(t)
-    if not (value > 0 and value < float("inf")):
-        raise ValueError(f"not a positive byte count: {text!r}")
+    if not (value >= MIN_MEMORY_BUDGET and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a byte count of at least {MIN_MEMORY_BUDGET // 2 ** 20}MiB "
+                                         f"(e.g. 512MiB or 2e9), got {text!r}")
     return value
 
 
@@ -53,13 +73,18 @@ _bytes.__name__ = "byte count"
 
 
 def _csv_list(kind: type):
+    what = {float: "numbers", int: "whole numbers"}.get(kind, "values")
+
     def parse(text: str) -> list:
         try:
             vals = [kind(v.strip()) for v in text.split(",") if v.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a comma-separated list of {kind.__name__}: {text!r}")
+            raise argparse.ArgumentTypeError(f"must be comma-separated {what}, got {text!r}") from None
         if not vals:
-            raise argparse.ArgumentTypeError(f"expected a non-empty comma-separated list, got {text!r}")
+            raise argparse.ArgumentTypeError(f"must be a non-empty list of comma-separated {what}, got {text!r}")
+        dup = sorted({str(v) for v in vals if vals.count(v) > 1})
+        if dup:  # a repeated value would double rows (and trials) silently
+            raise argparse.ArgumentTypeError(f"must not repeat a value (names {', '.join(dup)} twice)")
         return vals
     return parse
 
@@ -742,6 +767,7 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError(f"--trials must be >= 1, got {args.trials}")
     common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study"}
     options = {k: v for k, v in vars(args).items() if k not in common}
+    _check_study_options(options)
     cfg = ExperimentConfig(out=args.out, trials=args.trials, seed=args.seed, device=args.device,
                            backend=args.backend, quick=args.quick, options=options)
     _new_folder(args.out, created)
@@ -750,6 +776,33 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
     print(f"wrote {args.out / (args.study + '.json')} ({len(payload['rows'])} rows, "
           f"{payload['runtime_seconds']:.1f} s)")
     return 0
+
+
+def _check_study_options(options: dict[str, Any]) -> None:
+    """Public options shared by several studies, checked before a study runs (one line, exit 2): a clip bound
+    must be a positive finite number, an epsilon list comma-separated positive numbers without repeats, and a
+    count of draws at least 1."""
+    from torchdpgmm._validation import check_clip_bound
+
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if key == "clip_bound" and value is not None:
+            try:
+                check_clip_bound(value)
+            except (TypeError, ValueError):
+                raise UsageError(f"{flag} must be a positive finite number") from None
+        if key == "epsilons" and value is not None:
+            try:
+                vals = [float(v) for v in str(value).split(",") if v.strip()] if isinstance(value, str) else \
+                    [float(v) for v in value]
+            except ValueError:
+                raise UsageError(f"{flag} must be comma-separated numbers") from None
+            if not vals or not all(math.isfinite(v) and v > 0 for v in vals):
+                raise UsageError(f"{flag} must be comma-separated positive numbers")
+            if len(set(vals)) != len(vals):
+                raise UsageError(f"{flag} must not repeat a value")
+        if key.endswith("draws") and isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise UsageError(f"{flag} must be >= 1")
 
 
 if __name__ == "__main__":  # pragma: no cover
