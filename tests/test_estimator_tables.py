@@ -205,6 +205,9 @@ def test_dataframe_bool_column_refused_and_nullable_na_is_a_dropped_row():
     df["c"] = X[:, 2] > 0
     with pytest.raises(ValueError, match="'c'.*bool"):
         DPGaussianMixture(**kw).fit(df, y)
+    df["c"] = pd.to_datetime(np.arange(200), unit="D")
+    with pytest.raises(ValueError, match="'c'.*datetime"):
+        DPGaussianMixture(**kw).fit(df, y)
     Xi = np.round(X)
     dfn = pd.DataFrame(np.concatenate([Xi, Xi[:1]]), columns=cols).astype("Int64")
     dfn.loc[len(dfn) - 1, "a"] = pd.NA

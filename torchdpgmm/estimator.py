@@ -114,6 +114,9 @@ def _dataframe_numbers_or_nan(df: Any) -> Any:
         if str(dtype) in ("category", "boolean") or kind == "b":
             raise ValueError(f"column {name!r} has dtype {dtype}: every column is treated as continuous; one-hot "
                              "encode a categorical column (or drop it) before fitting")
+        if kind in "mMc":
+            raise ValueError(f"column {name!r} has dtype {dtype}: only real numbers can be released; convert it "
+                             "to a number (or drop it) before fitting")
         col = df[name].to_numpy(dtype=object) if kind not in "fiu" else df[name].to_numpy(dtype=np.float64, na_value=np.nan)
         out[name] = _numbers_or_nan(col) if col.dtype == object else col
     return type(df)(out, columns=df.columns, index=df.index) if out else df
