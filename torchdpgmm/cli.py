@@ -331,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _cleanup(created)
         msg = _one_line(exc)
+        if isinstance(exc, EOFError) or type(exc).__name__ in ("error", "BadGzipFile"):
+            msg = "an input file is truncated or not a valid compressed file (download it again)"
         print(msg if msg.startswith("torchdpgmm") else f"{command}: error: {msg}", file=sys.stderr)
         return 2
 
@@ -340,7 +342,11 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     import numpy as np
     import torch
 
-    return (ValueError, TypeError, OSError, ArithmeticError, np.linalg.LinAlgError, torch.linalg.LinAlgError)
+    import zlib
+
+    # EOFError / zlib.error: a truncated or corrupt compressed input (e.g. an IDX .gz cut short)
+    return (ValueError, TypeError, OSError, ArithmeticError, EOFError, zlib.error, np.linalg.LinAlgError,
+            torch.linalg.LinAlgError)
 
 
 def _cleanup(created: list[Path]) -> None:
