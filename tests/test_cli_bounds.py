@@ -159,10 +159,10 @@ def test_truncated_gz_one_line_and_no_folder(tmp_path, capsys):
     d = tmp_path / "idx"
     d.mkdir()
     for split, n in (("train", 60), ("t10k", 20)):
-        write_idx(d / f"{split}-images-idx3-ubyte.gz", torch.zeros(n, 28, 28, dtype=torch.uint8))
+        write_idx(d / f"{split}-images-idx3-ubyte.gz", torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8))
         write_idx(d / f"{split}-labels-idx1-ubyte.gz", torch.zeros(n, dtype=torch.uint8))
     f = d / "train-images-idx3-ubyte.gz"
-    f.write_bytes(f.read_bytes()[:200])  # cut short
+    f.write_bytes(f.read_bytes()[:2000])  # cut short
     out = tmp_path / "out"
     assert main(["experiment", "synthetic-classifier", "--data-dir", str(d), "--quick", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
