@@ -97,13 +97,6 @@ def _label_text(v) -> str:
     return str(int(v)) if isinstance(v, (int, float)) and math.isfinite(v) and v == int(v) else str(v)
 
 
-def _float_or_nan(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def _one_line_record(line: str, delim: str) -> list[str]:
     """One physical line as a record's fields; a line the csv module cannot parse gives no fields (the
     record is then dropped by the release as a malformed row)."""
