@@ -73,7 +73,7 @@ def test_release_and_sample_seed_streams_differ(tmp_path):
     sample's generator must not equal a generator manually seeded with S (the release's old stream)."""
     assert _release(tmp_path, "--bounds", BOUNDS, "--seed", "7") == 0
     rec = json.loads((tmp_path / "m.json").read_text())["privacy"]
-    assert any("seed" in n.lower() for n in rec["notes"])
+    assert any("seed" in n.lower() for n in rec["notes"]) and rec.get("seeded") is True
     assert main(["sample", str(tmp_path / "m.json"), "-n", "50", "--iid", "--seed", "7",
                  "--out", str(tmp_path / "s.csv")]) == 0
     from torchdpgmm.modelfile import load_model
@@ -94,8 +94,9 @@ def test_mostly_noise_warning(tmp_path, capsys):
                  "--out", str(tmp_path / "m.json")]) == 0
     err = [ln for ln in capsys.readouterr().err.splitlines() if "mostly noise" in ln]
     assert len(err) == 1 and "--classes" in err[0]
-    assert _release(tmp_path, "--bounds", BOUNDS, out="ok.json") == 0
+    assert _release(tmp_path, "--bounds", BOUNDS, out="ok.json") == 0  # unseeded: OS entropy, not marked
     assert "mostly noise" not in capsys.readouterr().err
+    assert not json.loads((tmp_path / "ok.json").read_text())["privacy"].get("seeded", False)
 
 
 def test_check_settings_reports_labels_outside_classes(tmp_path, capsys):
