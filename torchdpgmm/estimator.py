@@ -104,7 +104,7 @@ def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
     return np.vectorize(one, otypes=[np.float64])(a) if a.size else a.astype(np.float64)
 
 
-def _dataframe_numbers_or_nan(df: Any) -> Any:
+def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
     """A DataFrame with every column as float64, read cell by cell where its dtype is object (a cell that is
     not a finite number becomes NaN, so its row is dropped). A column whose *dtype* is ``category`` or
     ``bool`` is public schema that is not a continuous number: refused in one line naming the column."""
@@ -112,6 +112,9 @@ def _dataframe_numbers_or_nan(df: Any) -> Any:
     for name, dtype in zip(df.columns, df.dtypes):
         kind = getattr(dtype, "kind", "O")
         if str(dtype) in ("category", "boolean") or kind == "b":
+            if discrete_hint:
+                raise ValueError(f"column {name!r} has dtype {dtype}: one-hot encode it (e.g. pandas.get_dummies"
+                                 "(df, dtype=int)) and list the new columns in discrete=, or use it as the class label")
             raise ValueError(f"column {name!r} has dtype {dtype}: every column is treated as continuous; one-hot "
                              "encode a categorical column (or drop it) before fitting")
         if kind in "mMc":
@@ -139,6 +142,48 @@ def _precheck_bounds(bounds: Any) -> None:
         shape = ()
     n = 1 if shape == (2,) else (shape[1] if len(shape) == 2 and shape[0] == 2 and shape[1] != 2 else None)
     Bounds.parse(bounds, n_features=n)
+
+
+def _precheck_discrete(discrete: Any, bounds: Any) -> None:
+    """Refuse a malformed public ``discrete=`` in one line before any data is read: a list of column names or
+    of column indices, no repeats, and public bounds to round and clip into."""
+    if discrete is None:
+        return
+    if isinstance(discrete, (str, bytes)) or not isinstance(discrete, (list, tuple, np.ndarray)):
+        raise ValueError(f"discrete must be a list of column names or indices, got {type(discrete).__name__}")
+    for c in discrete:
+        if not (isinstance(c, str) or (isinstance(c, numbers.Integral) and not isinstance(c, (bool, np.bool_)))):
+            raise ValueError(f"discrete entry {c!r} is neither a column name (str) nor a column index (int)")
+    if len(set(discrete)) != len(discrete):
+        raise ValueError("discrete lists a column more than once")
+    if bounds is None:
+        raise ValueError("discrete= needs public bounds=(lower, upper) with integer ends for those columns "
+                         "(synthetic values are rounded and clipped into them)")
+
+
+def _discrete_indices(discrete: Any, b: Any, names: Any) -> np.ndarray:
+    """The column indices of ``discrete`` (public: names against the table's columns, indices against its
+    width), each with integer bounds; one-line refusal naming the column otherwise."""
+    if discrete is None or b is None:
+        return np.zeros(0, dtype=np.int64)
+    names = None if names is None else [str(n) for n in names]
+    out = []
+    for c in discrete:
+        if isinstance(c, str):
+            if names is None or c not in names:
+                raise ValueError(f"discrete column {c!r} is not a column of X" + (
+                    "" if names is not None else " (names need X with column names, a DataFrame)"))
+            j = names.index(c)
+        else:
+            j = int(c)
+            if not -b.dim <= j < b.dim:
+                raise ValueError(f"discrete column index {j} is out of range for X with {b.dim} column(s)")
+            j %= b.dim
+        lo, hi = float(b.lower[j]), float(b.upper[j])
+        if lo != math.floor(lo) or hi != math.floor(hi):
+            raise ValueError(f"discrete column {c!r} needs integer bounds, got ({lo:g}, {hi:g})")
+        out.append(j)
+    return np.asarray(out, dtype=np.int64)
 
 
 def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
@@ -204,7 +249,7 @@ class _PublicLabelsMixin:
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         if hasattr(X, "iloc") and hasattr(X, "dtypes"):  # a DataFrame: its dtypes are public schema
-            X = _dataframe_numbers_or_nan(X)
+            X = _dataframe_numbers_or_nan(X, discrete_hint=hasattr(self, "discrete"))
         if not hasattr(X, "iloc") and not scipy.sparse.issparse(X):  # DataFrames keep their column names
             Xa = np.asarray(X) if hasattr(X, "dtype") else np.asarray(X, dtype=object)
             if Xa.ndim != 2:
@@ -301,6 +346,13 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         units (``means_``, ``covariances_``, ``predict``, ``score`` on raw ``X``); ``sample`` returns rows
         clipped into the bounds. Every column is treated as continuous: one-hot encode or drop categorical
         columns first (a DataFrame column of dtype ``category`` or ``bool`` is refused, naming it).
+    discrete : list of column names or indices, default None
+        Public: the integer-valued columns (counts, ordinals, one-hot 0/1 columns, e.g. from
+        ``pandas.get_dummies(df, dtype=int)``). Needs ``bounds`` with integer ends for them. The release
+        treats them as continuous (a Gaussian model of an integer column); ``sample`` rounds them to the
+        nearest integer and clips them into the bounds (post-processing), so synthetic rows carry the user's
+        integer values. One-hot columns are rounded independently (a synthetic row may have no or several
+        ones in a group). Names or indices that are not columns of ``X`` are refused in one line.
     mechanism : {"kl", "gaussian", "colored", "laplace", "r1smg"}, default "kl"
         ``"kl"``: the KL-optimal budget split (Liu, Scaglione & Peisert 2025); the others are the
         baselines of that paper's Sec. V-A (``"r1smg"`` only as-published).
@@ -330,12 +382,14 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  clip_bound: float | None = None, mechanism: str = "kl", mode: str = "sound",
                  adjacency: str = "add-remove", covariance_type: str = "full", variant: str | None = None,
-                 random_state: Any = None, device: str = "cpu", bounds: Any = None) -> None:
+                 random_state: Any = None, device: str = "cpu", bounds: Any = None,
+                 discrete: Any = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.classes = classes
         self.clip_bound = clip_bound
         self.bounds = bounds
+        self.discrete = discrete
         self.mechanism = mechanism
         self.mode = mode
         self.adjacency = adjacency
@@ -388,6 +442,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
                 "DPGaussianMixture(classes=['a', 'b', 'c'], clip_bound=B)); it is never read from y, which "
                 "would leak which classes occur")
         _precheck_bounds(self.bounds)
+        _precheck_discrete(self.discrete, self.bounds)
         if self.clip_bound is None and self.bounds is None:
             raise ValueError("mode='sound' needs clip_bound=B, a public per-record L2 bound chosen without "
                              "looking at the data (records are clipped to it), or public bounds=(lower, upper)")
@@ -403,6 +458,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     def _check_as_published_params(self) -> None:
         if self.bounds is not None:
             raise ValueError("bounds apply to mode='sound' only: the as-published mechanism does not clip")
+        if self.discrete is not None:
+            raise ValueError("discrete applies to mode='sound' only (it needs public bounds)")
         if self.clip_bound is not None:
             raise ValueError("clip_bound applies to mode='sound' only: the as-published mechanism does not clip")
         if self.adjacency == "replace-one":
@@ -420,6 +477,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         The as-published mode refuses them. Returns ``self``; only the released model is kept.
         """
         self._check_params()
+        if self.discrete is not None and (hasattr(X, "columns") or len(getattr(X, "shape", ())) == 2):
+            # a table's column names and width are public schema: check discrete= before a value is read
+            cols = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+            width = len(cols) if cols is not None else int(X.shape[1])
+            _discrete_indices(self.discrete, _fit_bounds(self.bounds, width, cols), cols)
         public = self._public_classes()
         sound = self.mode == "sound"
         if sound:  # y is matched against the public classes, never checked value by value
@@ -431,6 +493,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             warnings.warn(AS_PUBLISHED_WARNING, AsPublishedWarning, stacklevel=2)
         else:
             self.bounds_ = _fit_bounds(self.bounds, X.shape[1], getattr(self, "feature_names_in_", None))
+            self.discrete_ = _discrete_indices(self.discrete, self.bounds_, getattr(self, "feature_names_in_", None))
             clip = self.clip_bound if self.clip_bound is not None else self.bounds_.unit_clip_bound
             check_clip_bound(clip, X.shape[1])
             if self.bounds is not None:
@@ -566,6 +629,9 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         x = x.cpu().numpy()
         if getattr(self, "bounds_", None) is not None and self.bounds is not None:
             x = np.clip(x, self.bounds_.lower, self.bounds_.upper)  # rows within the public bounds
+            j = getattr(self, "discrete_", np.zeros(0, dtype=np.int64))
+            if len(j):  # integer columns: nearest integer, within the (integer) bounds
+                x[:, j] = np.clip(np.rint(x[:, j]), self.bounds_.lower[j], self.bounds_.upper[j])
         return x, self.classes_[y.cpu().numpy()]
 
 
