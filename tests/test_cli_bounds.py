@@ -169,3 +169,26 @@ def test_truncated_gz_one_line_and_no_folder(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "truncated" in err
     assert not out.exists()
+
+
+def test_synthesize_with_bounds_writes_user_units(tmp_path, capsys):
+    with open(AIS, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    data = tmp_path / "hw.csv"
+    with open(data, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["Ht", "Wt", "sex"])
+        w.writerows([r["Ht"], r["Wt"], r["sex"]] for r in rows)
+    out = tmp_path / "syn"
+    assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
+                 "--epsilon", "1", "--delta", "1e-5", "--image-transform", "none", "--bounds", BOUNDS,
+                 "-n", "400", "--out", str(out)]) == 0
+    with open(out / "synthetic.csv", newline="") as fh:
+        got = list(csv.DictReader(fh))
+    assert list(got[0]) == ["Ht", "Wt", "label"] and len(got) == 400
+    X = np.array([[float(r["Ht"]), float(r["Wt"])] for r in got])
+    assert X[:, 0].min() >= 140 and X[:, 0].max() <= 210 and X[:, 1].min() >= 30 and X[:, 1].max() <= 150
+    assert json.loads((out / "release.json").read_text())["bounds"]["names"] == ["Ht", "Wt"]
+    assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
+                 "--epsilon", "1", "--delta", "1e-5", "--bounds", BOUNDS, "--out", str(tmp_path / "x")]) == 2
+    assert "--image-transform none" in capsys.readouterr().err and not (tmp_path / "x").exists()

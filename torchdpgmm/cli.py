@@ -189,12 +189,17 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"])
     p.add_argument("--image-transform", default="dct14", choices=["dct14", "none"],
                    help="fixed public transform: dct14 (28x28 images) or none (raw columns)")
-    p.add_argument("--n-components", type=int, default=40, help="dimension d of the DP PCA")
-    p.add_argument("--mean-clip", type=float, default=14.0,
-                   help="public L2 bound of the transformed records for the noisy mean (default suits pixels in [0, 1])")
-    p.add_argument("--pca-clip", type=float, default=10.0, help="public L2 bound of the centred records for the DP PCA")
-    p.add_argument("--radius", type=float, default=5.0, help="public radius: projected records are divided by it "
-                                                              "and clipped into the unit ball")
+    p.add_argument("--n-components", type=int, default=None,
+                   help="dimension d of the DP PCA (default 40; with --bounds, the number of features)")
+    p.add_argument("--mean-clip", type=float, default=None,
+                   help="public L2 bound of the transformed records for the noisy mean (default 14, suits pixels in "
+                        "[0, 1]; with --bounds sqrt(d)/2 in the centred unit box)")
+    p.add_argument("--pca-clip", type=float, default=None, help="public L2 bound of the centred records for the "
+                                                                "DP PCA (default 10; with --bounds sqrt(d)/2)")
+    p.add_argument("--radius", type=float, default=None, help="public radius: projected records are divided by it "
+                                                              "and clipped into the unit ball (default 5; with "
+                                                              "--bounds sqrt(d)/2)")
+    _add_bounds_flags(p)
     p.add_argument("-n", type=int, default=None, help="also write this many synthetic rows to DIR/synthetic.csv")
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: fresh OS entropy; a seeded release is reproducible but its noise is not "
@@ -650,20 +655,33 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError(f"torchdpgmm synthesize: error: --out {args.out}: {parent} is not a folder")
     if args.seed is not None and args.seed < 0:
         raise UsageError("torchdpgmm synthesize: error: --seed must be >= 0")
-    if args.image_transform == "dct14" and not 1 <= args.n_components <= 196:  # public: checked before any read
+    has_bounds = _has_bounds(args)
+    if has_bounds and args.image_transform != "none":
+        raise UsageError("torchdpgmm synthesize: error: --bounds / --schema need --image-transform none (a table)")
+    if args.n_components is not None and args.n_components < 1:
+        raise UsageError("torchdpgmm synthesize: error: --n-components must be >= 1")
+    if args.image_transform == "dct14" and not 1 <= (args.n_components or 40) <= 196:  # public: before any read
         raise UsageError("torchdpgmm synthesize: error: --n-components must lie in [1, 196] (the 14x14 DCT's width)")
     for flag in ("mean_clip", "pca_clip", "radius"):
         v = getattr(args, flag)
-        if not (math.isfinite(v) and v > 0):
+        if v is not None and not (math.isfinite(v) and v > 0):
             raise UsageError(f"torchdpgmm synthesize: error: --{flag.replace('_', '-')} must be a positive finite number")
-    cfg = PipelineConfig(transform=args.image_transform, n_components=args.n_components, mean_clip=args.mean_clip,
-                         pca_clip=args.pca_clip, radius=args.radius, covariance_type=args.covariance_type,
-                         components_per_class=args.components_per_class)
     table = read_labeled_images(args.data, classes, args.label_column)
+    X, bounds = table.X, None
+    if has_bounds:  # public: the bounds and the header's column names; records into the centred unit box
+        bounds = _read_bounds(args, getattr(table, "feature_names", None) or [f"x{i}" for i in range(X.shape[1])])
+        X = bounds.to_unit(X) - 0.5
+    dflt = (bounds.unit_clip_bound,) * 3 if bounds is not None else (14.0, 10.0, 5.0)
+    mean_clip, pca_clip, radius = (v if v is not None else f for v, f in
+                                   zip((args.mean_clip, args.pca_clip, args.radius), dflt))
+    n_comp = args.n_components or (X.shape[1] if bounds is not None else 40)
+    cfg = PipelineConfig(transform=args.image_transform, n_components=n_comp, mean_clip=mean_clip,
+                         pca_clip=pca_clip, radius=radius, covariance_type=args.covariance_type,
+                         components_per_class=args.components_per_class)
     if args.image_transform == "dct14" and table.X.shape[1] != 784:
         raise UsageError("torchdpgmm synthesize: error: --image-transform dct14 needs 28x28 images (784 columns), "
                          f"the data have {table.X.shape[1]} columns")
-    rel = release_pipeline(table.X, table.y, num_classes=len(classes), epsilon=args.epsilon, delta=args.delta,
+    rel = release_pipeline(X, table.y, num_classes=len(classes), epsilon=args.epsilon, delta=args.delta,
                            adjacency=args.adjacency, config=cfg, generator=_stream_generator(args.seed, 0))
     privacy = rel.privacy
     if args.seed is not None:
@@ -674,6 +692,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     m, d = rel.model, rel.pca.components.shape[0]
     payload = {"format": "torchdpgmm-synthetic-pipeline", "format_version": 1, "class_names": classes,
                "config": rel.config.to_dict(), "privacy": privacy.to_dict(),
+               "bounds": None if bounds is None else bounds.to_dict(),
                "pca": {"mean": rel.pca.mean.tolist(), "components": rel.pca.components.tolist()},
                "mixture": {"weights": m.weights.tolist(), "comp_weights": m.comp_weights.tolist(),
                            "means": m.means.tolist(), "covariances": m.covariances.tolist()}}
@@ -695,7 +714,12 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     try:  # any failure or Ctrl-C while writing removes the temporary folder
         atomic_write_text(tmp / "release.json", json.dumps(payload, indent=1, default=float))
         if sample is not None:
-            write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes, [f"z{i}" for i in range(d)])
+            if bounds is None:
+                write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes, [f"z{i}" for i in range(d)])
+            else:  # rows back in the user's units and column names, clipped into the bounds (post-processing)
+                rows = rel.pca.mean + float(rel.config.radius) * sample[0] @ rel.pca.components
+                write_labeled_csv(tmp / "synthetic.csv", bounds.from_unit(rows + 0.5), sample[1], classes,
+                                  list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]))
         tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions
         os.replace(tmp, args.out)  # onto a missing or empty folder
     except BaseException:
