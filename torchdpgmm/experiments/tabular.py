@@ -40,6 +40,7 @@ def _args(p) -> None:
     p.add_argument("--epsilons", default=None, help="comma-separated epsilons (default 0.5,1,2,5)")
     p.add_argument("--draws", type=int, default=None, help="noise draws per epsilon (default 3)")
     p.add_argument("--max-synth", type=int, default=4000, help="synthetic rows per release (at most N_train)")
+    p.add_argument("--hgb-iter", type=int, default=100, help="boosting iterations of the downstream HGB on synthetic rows")
 
 
 def _split(X, y, seed):
@@ -66,14 +67,14 @@ def _fit_predict(model, Xs, ys, Xte):
     return model.fit(Xs, ys).predict(Xte)
 
 
-def _downstream():
+def _downstream(hgb_iter: int = 100):
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     return {"logreg": lambda: make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)),
-            "hgb": lambda: HistGradientBoostingClassifier(random_state=0)}
+            "hgb": lambda: HistGradientBoostingClassifier(max_iter=hgb_iter, random_state=0)}
 
 
 def _cov_types() -> list[tuple[str, str]]:
@@ -85,7 +86,7 @@ def _cov_types() -> list[tuple[str, str]]:
     return out
 
 
-def _dpgmm_rows(tab, eps, draw, seed, b, Xtr, ytr, Xte, yte, classes, n_synth):
+def _dpgmm_rows(tab, eps, draw, seed, b, Xtr, ytr, Xte, yte, classes, n_synth, hgb_iter=100):
     from torchdpgmm.estimator import DPGaussianMixture
 
     rows = []
@@ -105,7 +106,7 @@ def _dpgmm_rows(tab, eps, draw, seed, b, Xtr, ytr, Xte, yte, classes, n_synth):
         rows.append({**base, "downstream": "bayes", "accuracy": float(np.mean(est.predict(Ute) == yte))})
         Us, ys = est.sample(n_synth)
         Xs = b.from_unit(np.asarray(Us) + 0.5)
-        for name, make in _downstream().items():
+        for name, make in _downstream(hgb_iter).items():
             t1 = time.perf_counter()
             pred = _fit_predict(make(), Xs, ys, Xte)
             rows.append({**base, "downstream": f"synthetic->{name}", "accuracy": float(np.mean(pred == yte)),
@@ -155,7 +156,7 @@ def _nonprivate_rows(tab, seed, Xtr, ytr, Xte, yte):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scores = [(_qda_score(QDA(reg_param=r), Xa, ya, Xv, yv), -r) for r in QDA_GRID]
-        reg = -max(scores)[1]
+        reg, qda = -max(scores)[1], None
         for r in [g for g in QDA_GRID if g >= reg]:  # a singular class covariance: the next larger reg_param
             reg = r
             try:
@@ -165,7 +166,8 @@ def _nonprivate_rows(tab, seed, Xtr, ytr, Xte, yte):
                 continue
     base = {"table": tab.name, "epsilon": None, "draw": 0, "downstream": "direct", "privacy": "none"}
     rows = [{**base, "method": "non-private QDA", "reg_param": reg, "fit_seconds": time.perf_counter() - t0,
-             "accuracy": float(np.mean(qda.predict(Xte) == yte))}]
+             "accuracy": None if qda is None else float(np.mean(qda.predict(Xte) == yte)),
+             "status": "ran" if qda is not None else "failed: a class covariance is singular at every reg_param"}]
     t0 = time.perf_counter()
     hgb = HistGradientBoostingClassifier(random_state=0).fit(Xtr, ytr)
     rows.append({**base, "method": "non-private HGB", "fit_seconds": time.perf_counter() - t0,
@@ -226,6 +228,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     eps_list = [float(e) for e in o["epsilons"].split(",")] if o.get("epsilons") else list(EPSILONS)
     draws = int(o.get("draws") or (1 if config.quick else 3))
     max_synth = int(o.get("max_synth") or 4000)
+    hgb_iter = int(o.get("hgb_iter") or 100)
     rows, tinfo = [], {}
     t0, load0 = time.perf_counter(), os.getloadavg()
     from threadpoolctl import threadpool_limits
@@ -242,9 +245,12 @@ def run(config: ExperimentConfig) -> StudyResult:
         rows += _nonprivate_rows(tab, config.seed, Xtr, ytr, Xte, yte)
         for eps in eps_list:
             for draw in range(draws):
-                rows += _dpgmm_rows(tab, eps, draw, config.seed, b, Xtr, ytr, Xte, yte, classes, n_synth)
+                rows += _dpgmm_rows(tab, eps, draw, config.seed, b, Xtr, ytr, Xte, yte, classes, n_synth, hgb_iter)
                 rows += _diffprivlib_rows(tab, eps, draw, config.seed, b, Xtr, ytr, Xte, yte)
         print(f"tabular: {name} done at {time.perf_counter() - t0:.0f} s", flush=True)
+        Path(config.out).mkdir(parents=True, exist_ok=True)  # checkpoint: removed once tabular.json is written
+        (Path(config.out) / "tabular.partial.json").write_text(json.dumps(
+            {"tables": tinfo, "rows": rows, "seconds": time.perf_counter() - t0}, default=str))
     limiter.restore_original_limits()
     peers_path = Path(o.get("peers") or Path(config.out) / "peers.json")
     peer_rows, peer_info = [], "absent"
@@ -262,7 +268,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     return StudyResult(rows=rows + peer_rows, notes=notes, plot=_plot,
                        config={"tables": tinfo, "epsilons": eps_list, "delta": DELTA, "draws": draws,
                                "adjacency": "add-remove", "split": "80/20 stratified, random_state=seed",
-                               "peers": peer_info, "targets": targets,
+                               "peers": peer_info, "targets": targets, "max_synth": max_synth, "hgb_iter": hgb_iter,
                                "load": {"start": load0, "end": os.getloadavg(), "seconds": time.perf_counter() - t0}})
 
 
@@ -282,7 +288,7 @@ def _plot(rows, path: Path) -> None:
             if eps and any(a is not None for a in acc):
                 ax.plot(eps, acc, marker="o", ms=3, lw=1, label=f"{m} {d}")
         for r in rows:
-            if r["table"] == t and r.get("privacy") == "none":
+            if r["table"] == t and r.get("privacy") == "none" and r.get("accuracy") is not None:
                 ax.axhline(r["accuracy"], ls="--", lw=0.8, color="k" if "QDA" in r["method"] else "0.5")
         ax.set_xscale("log"), ax.set_title(t, fontsize=9), ax.set_ylim(0, 1)
         ax.set_xlabel("epsilon (delta=1e-5, add/remove)", fontsize=7), ax.set_ylabel("test accuracy", fontsize=7)
