@@ -1,5 +1,5 @@
-"""Every fenced ```python and ```bash block of README.md (and the ```python blocks of docs/usage.md) runs
-verbatim, each in a fresh process in an empty folder, with the small sizes the README documents beside
+"""Every fenced ```python and ```bash block of README.md (and the ```python blocks of docs/usage.md, every
+block of docs/tables.md) runs verbatim, each in a fresh process in an empty folder, with the small sizes the README documents beside
 the blocks (``TRIALS``).
 
 Two blocks are not run here, by rule: the install block (``python3 -m venv ...``; it needs the network
@@ -30,7 +30,8 @@ def fenced_blocks(path: Path, languages=("python", "bash")) -> list[tuple[str, s
 
 def _blocks():
     out = []
-    for page, langs in (("README.md", ("python", "bash")), ("docs/usage.md", ("python",))):
+    pages = (("README.md", ("python", "bash")), ("docs/usage.md", ("python",)), ("docs/tables.md", ("python", "bash")))
+    for page, langs in pages:
         for i, (lang, code) in enumerate(fenced_blocks(ROOT / page, langs)):
             out.append(pytest.param(lang, code, id=f"{page}:{i}:{lang}"))
     return out
