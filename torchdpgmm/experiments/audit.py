@@ -34,6 +34,7 @@ import torch
 
 from torchdpgmm import audit as A
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
+from torchdpgmm.experiments.realdata import quick_option
 
 MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 MODES = ("as-published", "sound")
@@ -484,13 +485,13 @@ def synthetic_data(trials: int, N: int, K: int, d: int, generator: torch.Generat
 
 
 def _add_utility_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--epsilons", default="0.1,0.2,0.5,1,2,5,10", help="epsilon grid (default 0.1..10)")
+    p.add_argument("--epsilons", default=None, help="epsilon grid (default 0.1..10; quick 0.1,0.2)")
     p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     p.add_argument("--clip-bound", type=float, default=25.0,
                    help="sound-mode clipping bound B (public; default 25, covering means in [-10,10]^3)")
     p.add_argument("--sound-mechanisms", default="gaussian,kl,laplace", help="sound-mode mechanisms")
     p.add_argument("--published-mechanisms", default=",".join(MECHANISMS), help="as-published mechanisms")
-    p.add_argument("--num-records", type=int, default=1000, help="N (default 1000, paper Sec. V-A)")
+    p.add_argument("--num-records", type=int, default=None, help="N (default 1000, paper Sec. V-A; quick 300)")
     p.add_argument("--adjacency", default="replace-one", choices=("replace-one", "add-remove"),
                    help="sound-mode adjacency (default replace-one: a label flip is a replace-one neighbour, "
                         "the closest match to the as-published label-level claim)")
@@ -503,11 +504,9 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
 
     o = config.options
     quick = config.quick
-    trials = config.trials or 100
-    eps_list = _floats(o.get("epsilons", "0.1,0.2,0.5,1,2,5,10"))
-    N = int(o.get("num_records", 1000))
-    if quick:
-        trials, eps_list, N = min(trials, 4), eps_list[:2] if len(eps_list) > 2 else eps_list, min(N, 300)
+    trials = min(int(config.trials or 100), 4) if quick else int(config.trials or 100)
+    eps_list = _floats(quick_option(config, "epsilons", "0.1,0.2,0.5,1,2,5,10", "0.1,0.2"))
+    N = int(quick_option(config, "num_records", 1000, 300))
     delta = float(o.get("delta", 1e-5))
     B = float(o.get("clip_bound", 25.0))
     adjacency = str(o.get("adjacency", "replace-one"))

