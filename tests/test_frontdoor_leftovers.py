@@ -80,3 +80,23 @@ def test_explicit_draws_beat_quick_audit(tmp_path):
 
     o = AU._audit_options(_config(["audit", "--quick", "--draws", "123", "--published-draws", "45"], tmp_path))
     assert o["draws"] == 123 and o["published_draws"] == 45
+
+
+# ------------------------------------------------------------------------------------------- item 7
+def test_sample_far_too_many_rows_is_one_value_error():
+    import numpy as np
+
+    from torchdpgmm.estimator import DPGaussianMixture, DPSyntheticClassifier
+    from torchdpgmm.modelfile import MAX_SAMPLE_ROWS
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 2)), np.arange(40) % 2
+    gm = DPGaussianMixture(epsilon=2.0, classes=[0, 1], clip_bound=5.0, random_state=0).fit(X, y)
+    sc = DPSyntheticClassifier(5.0, classes=[0, 1], image_transform="none", n_components=1, mean_clip=20.0,
+                               pca_clip=20.0, radius=10.0, components_per_class=1, random_state=0).fit(X, y)
+    for est in (gm, sc):
+        with pytest.raises(ValueError, match="n_samples must be <="):
+            est.sample(10 ** 12)
+        with pytest.raises(ValueError, match="n_samples must be <="):
+            est.sample(MAX_SAMPLE_ROWS + 1)
+        assert est.sample(3)[0].shape[0] == 3

@@ -598,15 +598,10 @@ def _warn_mostly_noise(rel: Any) -> None:
               "column, features that are not numbers", file=sys.stderr)
 
 
-# the most rows ``sample`` draws in one go: n rows of d float64 features plus labels must fit in memory; 10^8
-# rows of a few features is a few GB, and more is refused in one line (draw in several files instead)
-MAX_SAMPLE_ROWS = 10 ** 8
-
-
 def _cmd_sample(args: argparse.Namespace) -> int:
     from torchdpgmm.datafile import write_labeled_csv
     from torchdpgmm.mixture import histogram_counts
-    from torchdpgmm.modelfile import load_model
+    from torchdpgmm.modelfile import MAX_SAMPLE_ROWS, load_model
     import torch
 
     if args.n < 1:

@@ -618,6 +618,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             raise TypeError(f"n_samples must be an integer, got {type(n_samples).__name__} {n_samples!r}")
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        _check_sample_size(n_samples)
         from torchdpgmm.mixture import histogram_counts
 
         g = torch.Generator(device=self.model_.device).manual_seed(self._seed(_SAMPLE_STREAM))
@@ -803,10 +804,20 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         check_is_fitted(self)
         if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+        _check_sample_size(n_samples)
         g = torch.Generator().manual_seed(self._seed(_SAMPLE_STREAM))
         x, y = self.model_.sample(int(n_samples), generator=g)
         x = x.numpy() if getattr(self, "bounds_", None) is None else self.inverse_transform(x.numpy())
         return x, self.classes_[y.numpy()]
+
+
+def _check_sample_size(n_samples: int) -> None:
+    """Refuse, in one line and before any allocation, more rows than fit in memory (public value)."""
+    from torchdpgmm.modelfile import MAX_SAMPLE_ROWS
+
+    if n_samples > MAX_SAMPLE_ROWS:
+        raise ValueError(f"n_samples must be <= {MAX_SAMPLE_ROWS:.0e} (the rows are drawn in memory), got "
+                         f"{n_samples}; draw in several calls instead")
 
 
 def _float_record(record: Any) -> Any:

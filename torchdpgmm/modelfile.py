@@ -51,6 +51,10 @@ FORMAT = "torchdpgmm.model"
 FORMAT_VERSION = 1
 MODEL_MODES = ("sound", "as-published")
 _HUGE = 1e300  # a parameter beyond this cannot be sampled from or evaluated in float64
+#: the most synthetic rows drawn in one call (``torchdpgmm sample -n``, ``DPGaussianMixture.sample``,
+#: ``DPSyntheticClassifier.sample``): n rows of d float64 features plus labels must fit in memory; 10^8 rows of a
+#: few features is a few GB, and more is refused in one line (draw in several calls instead)
+MAX_SAMPLE_ROWS = 10 ** 8
 
 
 class ModelFile:
