@@ -100,3 +100,48 @@ def test_sample_far_too_many_rows_is_one_value_error():
         with pytest.raises(ValueError, match="n_samples must be <="):
             est.sample(MAX_SAMPLE_ROWS + 1)
         assert est.sample(3)[0].shape[0] == 3
+
+
+# ------------------------------------------------------------------------------------------- item 9
+def _small_csv(path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    y = np.arange(60) % 2
+    X = rng.normal(size=(60, 2)) + 3.0 * y[:, None]
+    lines = ["a,b,label"] + [f"{a},{b},{'cat' if c else 'dog'}" for (a, b), c in zip(X, y)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _failing_writer(monkeypatch, errno_code, strerror):
+    import torchdpgmm.modelfile as MF
+
+    def fail(path, text):
+        raise OSError(errno_code, strerror, str(path.parent / f".{path.name}.x9q1z.tmp"))
+
+    monkeypatch.setattr(MF, "atomic_write_text", fail)
+
+
+@pytest.mark.parametrize("code,reason", [(13, "permission denied"), (28, "disk is full"), (30, "read-only")])
+def test_failed_write_names_the_out_path_in_plain_words(tmp_path, monkeypatch, capsys, code, reason):
+    import os
+
+    from torchdpgmm.cli import main
+
+    _small_csv(tmp_path / "d.csv")
+    release = ["release", "--data", str(tmp_path / "d.csv"), "--label-column", "label", "--classes", "cat,dog",
+               "--clip-bound", "10", "--epsilon", "1", "--delta", "1e-5"]
+    assert main([*release, "--out", str(tmp_path / "m.json")]) == 0
+    capsys.readouterr()
+    _failing_writer(monkeypatch, code, os.strerror(code))
+    cases = {
+        "release": [*release, "--out", str(tmp_path / "m2.json")],
+        "sample": ["sample", str(tmp_path / "m.json"), "-n", "5", "--out", str(tmp_path / "s.csv")],
+    }
+    for name, argv in cases.items():
+        assert main(argv) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert argv[-1] in err and reason in err, err
+        assert ".tmp" not in err and os.strerror(code) not in err and "Errno" not in err, err
+    assert not (tmp_path / "m2.json").exists() and not (tmp_path / "s.csv").exists()

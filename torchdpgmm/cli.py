@@ -342,6 +342,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
+_WRITE_REASONS = {
+    "EACCES": "permission denied (is the folder writable?)", "EPERM": "permission denied (is the folder writable?)",
+    "EROFS": "the file system is read-only", "ENOSPC": "the disk is full", "EDQUOT": "the disk quota is exceeded",
+    "ENOENT": "its folder does not exist", "ENOTDIR": "a part of the path is a file, not a folder",
+    "EISDIR": "it is a folder", "ENAMETOOLONG": "the name is too long", "EEXIST": "it already exists",
+}
+
+
+def _write_reason(exc: OSError) -> str:
+    """A plain reason for a failed write: never the raw errno text or the temporary file's name."""
+    import errno as _errno
+
+    return _WRITE_REASONS.get(_errno.errorcode.get(exc.errno or -1, ""), "the operating system refused the write")
+
+
+class _writing:
+    """``with _writing("sample", out): ...``: an OSError while writing becomes one line that names the user's
+    ``--out`` path and a plain reason (the writers are atomic, so nothing half-written is left)."""
+
+    def __init__(self, command: str, out: Path) -> None:
+        self.command, self.out = command, out
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if isinstance(exc, OSError):
+            raise UsageError(f"torchdpgmm {self.command}: error: could not write {self.out}: {_write_reason(exc)}; "
+                             "nothing was written") from None
+        return False
+
+
 def _input_errors() -> tuple[type[BaseException], ...]:
     """What a bad input can raise: reported in one line with exit status 2."""
     import numpy as np
@@ -549,7 +581,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
         print(f"torchdpgmm release: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
         privacy = with_seeded_noise_note(privacy)
     model_to_dict(model, privacy, table.class_names, table.feature_names, bounds)  # validate before writing
-    save_model(args.out, model, privacy, table.class_names, table.feature_names, bounds)
+    with _writing("release", args.out):
+        save_model(args.out, model, privacy, table.class_names, table.feature_names, bounds)
     rec = privacy.to_dict()
     # the number of records is private under add/remove: only public facts are printed in sound mode
     size = "" if args.mode == "sound" else f", N={table.X.shape[0]}"
@@ -624,7 +657,8 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         lo = torch.as_tensor(mf.bounds.lower, dtype=x.dtype)
         hi = torch.as_tensor(mf.bounds.upper, dtype=x.dtype)
         x = torch.minimum(torch.maximum(x, lo), hi)
-    write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column)
+    with _writing("sample", args.out):
+        write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column)
     print(f"wrote {args.out}: {args.n} rows")
     return 0
 
@@ -702,24 +736,26 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     import os
     import tempfile
 
-    if not args.out.parent.exists():
-        _new_folder(args.out.parent, created)
-        args.out.parent.mkdir(parents=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
-    try:  # any failure or Ctrl-C while writing removes the temporary folder
-        atomic_write_text(tmp / "release.json", json.dumps(payload, indent=1, default=float))
-        if sample is not None:
-            if bounds is None:
-                write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes, [f"z{i}" for i in range(d)])
-            else:  # rows back in the user's units and column names, clipped into the bounds (post-processing)
-                rows = rel.pca.mean + float(rel.config.radius) * sample[0] @ rel.pca.components
-                write_labeled_csv(tmp / "synthetic.csv", bounds.from_unit(rows + 0.5), sample[1], classes,
-                                  list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]))
-        tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions
-        os.replace(tmp, args.out)  # onto a missing or empty folder
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with _writing("synthesize", args.out):
+        if not args.out.parent.exists():
+            _new_folder(args.out.parent, created)
+            args.out.parent.mkdir(parents=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
+        try:  # any failure or Ctrl-C while writing removes the temporary folder
+            atomic_write_text(tmp / "release.json", json.dumps(payload, indent=1, default=float))
+            if sample is not None:
+                if bounds is None:
+                    write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes,
+                                      [f"z{i}" for i in range(d)])
+                else:  # rows back in the user's units and column names, clipped into the bounds (post-processing)
+                    rows = rel.pca.mean + float(rel.config.radius) * sample[0] @ rel.pca.components
+                    write_labeled_csv(tmp / "synthetic.csv", bounds.from_unit(rows + 0.5), sample[1], classes,
+                                      list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]))
+            tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions
+            os.replace(tmp, args.out)  # onto a missing or empty folder
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     created.clear()
     rec = privacy.to_dict()
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
