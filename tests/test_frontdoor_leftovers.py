@@ -145,3 +145,28 @@ def test_failed_write_names_the_out_path_in_plain_words(tmp_path, monkeypatch, c
         assert argv[-1] in err and reason in err, err
         assert ".tmp" not in err and os.strerror(code) not in err and "Errno" not in err, err
     assert not (tmp_path / "m2.json").exists() and not (tmp_path / "s.csv").exists()
+
+
+# ------------------------------------------------------------------------------------------- item 13
+@pytest.mark.slow  # importing opacus alone takes seconds (the training itself is < 1 s)
+def test_opacus_dpsgd_masks_bad_rows_and_takes_its_schedule_from_the_public_count():
+    pytest.importorskip("opacus")
+    import math
+
+    import torch
+
+    from torchdpgmm.pipelines.dpsgd import train_dpsgd
+
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 3, (201,), generator=g)
+    X = torch.randn(201, 3, generator=g) + y.unsqueeze(-1).float()
+    X[5, 1] = float("nan")
+    y[7] = 9  # outside the 3 public classes
+    kw = dict(epsilon=2.0, delta=1e-5, epochs=2, lr=0.2, batch_size=32, hidden=(8,), num_classes=3, seed=1,
+              n_public=150.0)
+    r201 = train_dpsgd(X, y, X[:50], y[:50], **kw)
+    r200 = train_dpsgd(X[:200], y[:200], X[:50], y[:50], **kw)
+    # closed form of the schedule from the released count (Abadi et al. 2016): q = b / n, T = floor(E n / b)
+    assert r201["steps"] == r200["steps"] == math.floor(2 * 150 / 32)
+    assert r201["sampling_rate"] == pytest.approx(32 / 150) and r201["noise_multiplier"] == r200["noise_multiplier"]
+    assert 0 < r201["epsilon_spent"] <= 2.0 + 1e-6 and math.isfinite(r201["final_accuracy"])

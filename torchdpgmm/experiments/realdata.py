@@ -486,16 +486,17 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
 
 
 def _replace_one_dpsgd(X, y, X_test, y_test, epsilon, delta, *, epochs, lr, batch_size, max_grad_norm, seed,
-                       eval_every=None):
+                       eval_every=None, n_public=None, num_classes=10):
     """DP-SGD under replace-one (PLD accountant, REPLACE_ONE), with the keys of ``train_dpsgd``'s result."""
-    from torchdpgmm.pipelines.dpsgd_fast import calibrate_noise_multiplier, mlp_logits, pipeline_epsilon, train_dpsgd_fast
+    from torchdpgmm.pipelines.dpsgd_fast import (calibrate_noise_multiplier, dpsgd_schedule, mlp_logits,
+                                                 pipeline_epsilon, train_dpsgd_fast)
 
-    q = batch_size / X.shape[0]
-    steps = max(1, int(epochs * X.shape[0] / batch_size))
+    n_pub = float(X.shape[0]) if n_public is None else float(n_public)  # public under replace-one
+    q, steps = dpsgd_schedule(n_pub, batch_size, epochs)
     nm = calibrate_noise_multiplier(epsilon, delta, q, steps, adjacency="replace-one")
     t0 = time.perf_counter()  # the study's own timing (train_dpsgd_fast returns none: it is not released)
-    out = train_dpsgd_fast(X, y, num_classes=int(y.max()) + 1, noise_multiplier=nm, sampling_rate=q, steps=steps,
-                           lr=1e-3, clip=max_grad_norm, generator=torch.Generator().manual_seed(seed))
+    out = train_dpsgd_fast(X, y, num_classes=num_classes, noise_multiplier=nm, sampling_rate=q, steps=steps,
+                           lr=1e-3, clip=max_grad_norm, generator=torch.Generator().manual_seed(seed), n_public=n_pub)
     seconds = time.perf_counter() - t0
     with torch.no_grad():
         acc = float((mlp_logits(out["params"], X_test.to(torch.float32)).argmax(-1) == y_test).double().mean())
@@ -526,12 +527,14 @@ def _dpsgd_rows(config, F, eps_list, delta, notes) -> list[dict[str, Any]]:
                      f"clip 1.0) with dp-accounting's PLD accountant under REPLACE_ONE; epochs from the grid {grid}.")
         train_dpsgd = _replace_one_dpsgd
     rows: list[dict[str, Any]] = []
-    spe = math.ceil(F.X_train.shape[0] / 128)
+    n_train = F.X_train.shape[0]  # the study's --n-train (public: the study chose it), not a count of valid rows
+    spe = math.ceil(n_train / 128)
     for e in eps_list:
         best = None
         for ci, (lr, ep) in enumerate(grid):
             r = train_dpsgd(F.X_train, F.y_train, F.X_test, F.y_test, e, delta, epochs=ep, lr=lr, batch_size=128,
-                            max_grad_norm=1.0, seed=int(config.seed) * 1000 + ci, eval_every=spe)
+                            max_grad_norm=1.0, seed=int(config.seed) * 1000 + ci, eval_every=spe,
+                            n_public=float(n_train))  # the study's public sample size, never a count of the data
             rows.append({"kind": "dpsgd-config", "mechanism": "dp-sgd", "epsilon": e, "lr": lr, "epochs": ep, "adjacency": adj,
                          "accuracy": r["final_accuracy"], "noise_multiplier": r["noise_multiplier"],
                          "epsilon_spent": r["epsilon_spent"], "seconds": r["seconds"]})

@@ -52,16 +52,29 @@ def train_dpsgd(
     seed: int = 0,
     eval_every: int | None = None,
     accountant: str = "rdp",
+    n_public: float | None = None,
 ) -> dict:
     """Train one MLP with Opacus DP-SGD at ``(epsilon, delta)``; return accuracy curve and accounting.
 
+    ``n_public``: the public (or released, noisy) record count. The sampling rate, the number of steps
+    (``dpsgd_schedule``, Abadi et al. 2016) and the update normaliser (the expected batch ``q * n_public``)
+    come from it, never from the private N; ``None`` uses the number of rows of ``X``, which is public only
+    under replace-one adjacency. Rows with a non-finite feature or a label outside ``[0, num_classes)`` are
+    never sampled (a dropped row is a removed one, as in the DP-GMM pipeline); nothing raises on them.
+    Poisson sampling, per-example clipping and noise are Opacus' (``GradSampleModule`` + ``DPOptimizer``);
+    the accountant prices ``steps`` Poisson-sampled Gaussian steps at rate ``q``.
+
     Returns ``{"iterations": [...], "accuracy": [...], "final_accuracy", "noise_multiplier",
-    "epsilon_spent", "steps", "seconds", "opacus"}``. Raises ``ImportError`` if Opacus is missing.
-    Randomness (initialisation, Poisson sampling, noise) comes from ``seed`` through a forked RNG.
+    "epsilon_spent", "steps", "sampling_rate", "seconds", "opacus"}``. Raises ``ImportError`` if Opacus is
+    missing. Randomness (initialisation, Poisson sampling, noise) comes from ``seed`` through a forked RNG.
     """
-    from opacus import PrivacyEngine
+    from opacus import GradSampleModule
+    from opacus.accountants import create_accountant
+    from opacus.accountants.utils import get_noise_multiplier
+    from opacus.optimizers import DPOptimizer
 
     from torchdpgmm._validation import check_delta, check_epsilon
+    from torchdpgmm.pipelines.dpsgd_fast import dpsgd_schedule
 
     check_epsilon(epsilon)
     check_delta(delta)
@@ -70,6 +83,12 @@ def train_dpsgd(
     Xt = X_test.to(torch.float32).cpu()
     y = y.to(torch.int64).cpu()
     yt = y_test.to(torch.int64).cpu()
+    N = X.shape[0]
+    # rows that are not a finite record of a public class are never sampled (no branch, no raise on them)
+    usable = torch.isfinite(X).all(-1) & (y >= 0) & (y < num_classes)
+    X = torch.where(usable.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype))
+    y = torch.where(usable, y, torch.zeros_like(y))
+    q, steps = dpsgd_schedule(float(N) if n_public is None else float(n_public), int(batch_size), float(epochs))
     import warnings
 
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
@@ -82,51 +101,51 @@ def train_dpsgd(
             layers.append(torch.nn.Linear(a, b))
             if i < len(sizes) - 2:
                 layers.append(torch.nn.ReLU())
-        model = torch.nn.Sequential(*layers)
-        opt = torch.optim.SGD(model.parameters(), lr=lr)
-        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=batch_size, shuffle=True)
+        net = torch.nn.Sequential(*layers)
+        model = GradSampleModule(net, loss_reduction="sum")
+        sigma = float(get_noise_multiplier(target_epsilon=float(epsilon), target_delta=float(delta), sample_rate=q,
+                                           steps=steps, accountant=accountant))
         gen = torch.Generator().manual_seed(seed + 1)
-        engine = PrivacyEngine(accountant=accountant)
-        model, opt, loader = engine.make_private_with_epsilon(
-            module=model,
-            optimizer=opt,
-            data_loader=loader,
-            target_epsilon=float(epsilon),
-            target_delta=float(delta),
-            epochs=int(epochs),
-            max_grad_norm=float(max_grad_norm),
-            noise_generator=gen,
-        )
+        # clipped, noised gradient sum divided by the expected batch q * n_public (a public number)
+        expected = max(1.0, q * (float(N) if n_public is None else float(n_public)))
+        opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=lr), noise_multiplier=sigma,
+                          max_grad_norm=float(max_grad_norm), expected_batch_size=max(1, round(expected)),
+                          loss_reduction="mean", generator=gen)
+        acct = create_accountant(accountant)
+        sampler = torch.Generator().manual_seed(seed + 2)
 
         def acc() -> float:
             with torch.no_grad():
-                return float((model(Xt).argmax(-1) == yt).to(torch.float64).mean())
+                return float((net(Xt).argmax(-1) == yt).to(torch.float64).mean())
 
         its, accs = [0], [acc()]
-        step = 0
-        lossf = torch.nn.CrossEntropyLoss()
-        for _ in range(int(epochs)):
-            for xb, yb in loader:
-                if xb.shape[0] == 0:  # Poisson sampling can draw an empty batch
-                    continue
-                opt.zero_grad()
-                lossf(model(xb), yb).backward()
-                opt.step()
-                step += 1
-                if eval_every and step % eval_every == 0:
-                    its.append(step)
-                    accs.append(acc())
-        if its[-1] != step:
-            its.append(step)
+        lossf = torch.nn.CrossEntropyLoss(reduction="none")
+        pad_x, pad_y = torch.zeros(1, X.shape[1]), torch.zeros(1, dtype=torch.int64)
+        for step in range(1, steps + 1):
+            take = (torch.rand(N, generator=sampler) < q) & usable  # Poisson sampling over the usable rows
+            idx = take.nonzero().squeeze(-1)
+            opt.zero_grad()
+            # one zero-weighted padding row: an empty batch needs no branch (its step is noise only)
+            xb, yb = torch.cat([X[idx], pad_x]), torch.cat([y[idx], pad_y])
+            w = torch.cat([torch.ones(idx.shape[0]), torch.zeros(1)])
+            (w * lossf(model(xb), yb)).sum().backward()  # per-example gradients of the summed loss
+            opt.step()
+            acct.step(noise_multiplier=sigma, sample_rate=q)
+            if eval_every and step % eval_every == 0:
+                its.append(step)
+                accs.append(acc())
+        if its[-1] != steps:
+            its.append(steps)
             accs.append(acc())
-        spent = float(engine.get_epsilon(float(delta)))
+        spent = float(acct.get_epsilon(float(delta)))
     return {
         "iterations": its,
         "accuracy": accs,
         "final_accuracy": accs[-1],
-        "noise_multiplier": float(opt.noise_multiplier),
+        "noise_multiplier": sigma,
         "epsilon_spent": spent,
-        "steps": step,
+        "steps": steps,
+        "sampling_rate": q,
         "seconds": time.perf_counter() - t0,
         "opacus": opacus_version(),
         "adjacency": "record (add/remove one example; Poisson sampling)",
