@@ -348,8 +348,11 @@ def test_check_settings_warns_the_data_owner():
     y[5] = 3
     Xb = X.clone()
     Xb[7, 0] = float("nan")
-    with pytest.warns(SettingsWarning, match="2 row"):
+    with pytest.warns(SettingsWarning) as caught:
         check_settings(Xb, y, num_classes=3, epsilon=1.0, delta=1e-6)
+    msgs = [str(w.message) for w in caught]
+    assert any("1 row(s) have features that are not finite" in m for m in msgs), msgs
+    assert any("1 row(s) have a label that is not one of the 3 classes" in m for m in msgs), msgs
 
 
 @pytest.fixture(scope="module")
