@@ -137,6 +137,9 @@ def test_failed_write_names_the_out_path_in_plain_words(tmp_path, monkeypatch, c
     cases = {
         "release": [*release, "--out", str(tmp_path / "m2.json")],
         "sample": ["sample", str(tmp_path / "m.json"), "-n", "5", "--out", str(tmp_path / "s.csv")],
+        "synthesize": ["synthesize", "--data", str(tmp_path / "d.csv"), "--label-column", "label", "--classes",
+                       "cat,dog", "--epsilon", "1", "--delta", "1e-5", "--image-transform", "none", "--bounds=-5:10",
+                       "-n", "20", "--out", str(tmp_path / "syn")],
     }
     for name, argv in cases.items():
         assert main(argv) == 2, name
@@ -145,6 +148,7 @@ def test_failed_write_names_the_out_path_in_plain_words(tmp_path, monkeypatch, c
         assert argv[-1] in err and reason in err, err
         assert ".tmp" not in err and os.strerror(code) not in err and "Errno" not in err, err
     assert not (tmp_path / "m2.json").exists() and not (tmp_path / "s.csv").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv", "m.json"]  # no temporary folder left
 
 
 # ------------------------------------------------------------------------------------------- item 13
