@@ -65,3 +65,26 @@ def test_record_is_that_of_full_with_the_same_split():
         assert math.isclose(ba.noise_scale, bf.noise_scale, rel_tol=1e-12)
         assert math.isclose(ba.sensitivity, bf.sensitivity, rel_tol=1e-12)
     assert a.extras["covariance_type"] == "auto"
+
+
+def test_estimator_accepts_auto_with_the_full_layout():
+    """DPGaussianMixture(covariance_type="auto"): per-class covariances (full layout) that, with negligible
+    noise, equal numpy's class covariances (the shrinkage weight goes to 0)."""
+    import warnings
+
+    import numpy as np
+
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1], 4000)
+    A = np.array([[1.0, 0.6], [0.0, 0.5]])
+    X = np.where(y[:, None] == 0, rng.normal(size=(8000, 2)) @ A.T * 0.05 + 0.3, rng.normal(size=(8000, 2)) * 0.08 + 0.7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = DPGaussianMixture(epsilon=500.0, delta=1e-5, classes=[0, 1], bounds=(0, 1), covariance_type="auto",
+                                random_state=0).fit(X, y)
+    assert est.covariances_.shape == (2, 2, 2)
+    for k in (0, 1):
+        ref = np.cov(X[y == k].T)
+        np.testing.assert_allclose(est.covariances_[k], ref, atol=2e-4)

@@ -360,8 +360,12 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     adjacency : {"add-remove", "replace-one"}, default "add-remove"
         Neighbouring datasets in sound mode. As-published mode is label-flip only, whatever this says;
         it refuses ``"replace-one"`` so that the two are not confused.
-    covariance_type : {"full", "tied", "diag", "spherical"}, default "full"
-        As in :class:`sklearn.mixture.GaussianMixture`; only ``"full"`` until the release supports the others.
+    covariance_type : {"full", "tied", "diag", "spherical", "auto"}, default "full"
+        As in :class:`sklearn.mixture.GaussianMixture` (sound mode; as-published supports ``"full"`` only).
+        ``"auto"`` releases per-class full statistics and shrinks each class covariance toward the pooled
+        one by a weight computed from released values and the public noise scale
+        (:func:`torchdpgmm.sound.shrinkage_weights`); its fitted attributes have the ``"full"`` layout.
+        Not yet the default: see ``docs/results/covariance-rule.json`` (validation splits only).
     variant : str, default None
         Design variant of ``mechanism="kl"`` in as-published mode (``"as-published"``, ``"global"``, ``"exact-kl"``).
     random_state : int, numpy RandomState or None
@@ -420,8 +424,9 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             raise ValueError(f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}")
         if self.adjacency not in _ADJACENCIES + ("label-flip",):
             raise ValueError(f"adjacency must be one of {_ADJACENCIES}, got {self.adjacency!r}")
-        if self.covariance_type not in _COVARIANCE_TYPES:
-            raise ValueError(f"covariance_type must be one of {_COVARIANCE_TYPES}, got {self.covariance_type!r}")
+        if self.covariance_type not in _COVARIANCE_TYPES + ("auto",):
+            raise ValueError(f"covariance_type must be one of {_COVARIANCE_TYPES + ('auto',)}, "
+                             f"got {self.covariance_type!r}")
         supported = _supported_covariance_types(self.mode)
         if self.covariance_type not in supported:
             raise ValueError(f"covariance_type={self.covariance_type!r} is not supported in mode={self.mode!r} "
@@ -537,6 +542,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         var = torch.diagonal(cov, dim1=-2, dim2=-1)
         layout = {
             "full": (cov, prec_chol),
+            "auto": (cov, prec_chol),  # a full covariance per class, shrunk toward the pooled one
             "tied": (cov[0], prec_chol[0]),
             "diag": (var, var.rsqrt()),
             "spherical": (var.mean(-1), var.mean(-1).rsqrt()),
@@ -587,7 +593,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     def _n_parameters(self) -> int:
         """Free parameters: covariances (by ``covariance_type``, as GaussianMixture), means, weights."""
         K, d = self.means_.shape
-        cov = {"full": K * d * (d + 1) // 2, "tied": d * (d + 1) // 2, "diag": K * d, "spherical": K}
+        cov = {"full": K * d * (d + 1) // 2, "auto": K * d * (d + 1) // 2, "tied": d * (d + 1) // 2, "diag": K * d, "spherical": K}
         return int(cov[self.covariance_type] + K * d + K - 1)
 
     def bic(self, X: Any) -> float:
