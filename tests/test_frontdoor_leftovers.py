@@ -174,3 +174,16 @@ def test_opacus_dpsgd_masks_bad_rows_and_takes_its_schedule_from_the_public_coun
     assert r201["steps"] == r200["steps"] == math.floor(2 * 150 / 32)
     assert r201["sampling_rate"] == pytest.approx(32 / 150) and r201["noise_multiplier"] == r200["noise_multiplier"]
     assert 0 < r201["epsilon_spent"] <= 2.0 + 1e-6 and math.isfinite(r201["final_accuracy"])
+
+
+@pytest.mark.parametrize("flags", [["--epsilon", "1e9", "--delta", "1e-5"], ["--epsilon", "1", "--delta", "0.5"]])
+def test_cli_refuses_a_meaningless_budget_before_reading_the_data(tmp_path, capsys, flags):
+    """release refuses epsilon > 1e3 or delta >= 0.5 in one line before the data are read: a data file that
+    does not exist is never reached (it would be a different error)."""
+    from torchdpgmm.cli import main
+
+    rc = main(["release", "--data", str(tmp_path / "missing.csv"), "--label-column", "y", "--classes", "a,b",
+               "--clip-bound", "1", *flags, "--out", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "meaningful guarantee" in err and "missing.csv" not in err
+    assert not (tmp_path / "m.json").exists()

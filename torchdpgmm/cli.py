@@ -533,12 +533,25 @@ def _stream_generator(seed: int | None, stream: int):
     return _generator(child_seed(seed, stream))
 
 
+def _refuse_weak_privacy(epsilon: float, delta: float) -> None:
+    """The release's refusal of a meaningless budget (epsilon > 1e3, delta >= 0.5), before any data are read;
+    its warnings for a weak budget come once, at release time."""
+    import warnings
+
+    from torchdpgmm.release import check_privacy_strength
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_privacy_strength(epsilon, delta)
+
+
 def _cmd_release(args: argparse.Namespace) -> int:
     from torchdpgmm._validation import check_clip_bound, check_privacy_params
     from torchdpgmm.datafile import check_class_list, read_labeled_table
     from torchdpgmm.modelfile import model_to_dict, save_model
 
     check_privacy_params(args.epsilon, args.delta)
+    _refuse_weak_privacy(args.epsilon, args.delta)
     check_privacy_flags(args, need_classes=True)
     if args.seed is not None and args.seed < 0:
         raise UsageError("--seed must be >= 0")
@@ -672,6 +685,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
 
     check_privacy_params(args.epsilon, args.delta)  # every public check before the data are read
+    _refuse_weak_privacy(args.epsilon, args.delta)
     classes = check_class_list(args.classes)
     if args.n is not None and args.n < 1:
         raise UsageError("torchdpgmm synthesize: error: -n must be >= 1")
