@@ -118,25 +118,7 @@ def train_dpsgd(
             with torch.no_grad():
                 return float((net(Xt).argmax(-1) == yt).to(torch.float64).mean())
 
-        its, accs = [0], [acc()]
-        lossf = torch.nn.CrossEntropyLoss(reduction="none")
-        pad_x, pad_y = torch.zeros(1, X.shape[1]), torch.zeros(1, dtype=torch.int64)
-        for step in range(1, steps + 1):
-            take = (torch.rand(N, generator=sampler) < q) & usable  # Poisson sampling over the usable rows
-            idx = take.nonzero().squeeze(-1)
-            opt.zero_grad()
-            # one zero-weighted padding row: an empty batch needs no branch (its step is noise only)
-            xb, yb = torch.cat([X[idx], pad_x]), torch.cat([y[idx], pad_y])
-            w = torch.cat([torch.ones(idx.shape[0]), torch.zeros(1)])
-            (w * lossf(model(xb), yb)).sum().backward()  # per-example gradients of the summed loss
-            opt.step()
-            acct.step(noise_multiplier=sigma, sample_rate=q)
-            if eval_every and step % eval_every == 0:
-                its.append(step)
-                accs.append(acc())
-        if its[-1] != steps:
-            its.append(steps)
-            accs.append(acc())
+        its, accs = _poisson_steps(model, opt, acct, X, y, usable, q, sigma, steps, sampler, eval_every, acc)
         spent = float(acct.get_epsilon(float(delta)))
     return {
         "iterations": its,
@@ -150,3 +132,28 @@ def train_dpsgd(
         "opacus": opacus_version(),
         "adjacency": "record (add/remove one example; Poisson sampling)",
     }
+
+
+def _poisson_steps(model, opt, acct, X, y, usable, q, sigma, steps, sampler, eval_every, acc):
+    """The DP-SGD steps of :func:`train_dpsgd`: Poisson sampling at rate ``q`` over the usable rows, Opacus'
+    clipped and noised step, the accountant's record; returns the evaluated iterations and accuracies."""
+    its, accs = [0], [acc()]
+    lossf = torch.nn.CrossEntropyLoss(reduction="none")
+    pad_x, pad_y = torch.zeros(1, X.shape[1]), torch.zeros(1, dtype=torch.int64)
+    for step in range(1, steps + 1):
+        take = (torch.rand(X.shape[0], generator=sampler) < q) & usable  # Poisson sampling over usable rows
+        idx = take.nonzero().squeeze(-1)
+        opt.zero_grad()
+        # one zero-weighted padding row: an empty batch needs no branch (its step is noise only)
+        xb, yb = torch.cat([X[idx], pad_x]), torch.cat([y[idx], pad_y])
+        w = torch.cat([torch.ones(idx.shape[0]), torch.zeros(1)])
+        (w * lossf(model(xb), yb)).sum().backward()  # per-example gradients of the summed loss
+        opt.step()
+        acct.step(noise_multiplier=sigma, sample_rate=q)
+        if eval_every and step % eval_every == 0:
+            its.append(step)
+            accs.append(acc())
+    if its[-1] != steps:
+        its.append(steps)
+        accs.append(acc())
+    return its, accs
