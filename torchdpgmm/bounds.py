@@ -194,6 +194,15 @@ class Bounds:
         s = torch.as_tensor(self.scale, dtype=cov.dtype, device=cov.device)
         return cov * s.unsqueeze(-1) * s.unsqueeze(-2)
 
+    def model_from_unit(self, model: Any) -> Any:
+        """A :class:`~torchdpgmm.mixture.LabeledGMM` released in the unit box, in the user's units: the exact
+        affine map of every Gaussian (``mu = lower + s mu_u``, ``Sigma = diag(s) Sigma_u diag(s)``);
+        post-processing."""
+        from torchdpgmm.mixture import LabeledGMM
+
+        return LabeledGMM(model.weights, self.means_from_unit(model.means),
+                          self.covariances_from_unit(model.covariances), counts=model.counts)
+
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"lower": self.lower.tolist(), "upper": self.upper.tolist()}

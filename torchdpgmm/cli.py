@@ -584,10 +584,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
                   mode=args.mode, generator=_stream_generator(args.seed, _FIT_STREAM), **kwargs)
     privacy, model = rel.privacy, rel.model
     if bounds is not None:
-        from torchdpgmm.mixture import LabeledGMM
-
-        model = LabeledGMM(model.weights, bounds.means_from_unit(model.means),
-                           bounds.covariances_from_unit(model.covariances), model.counts)
+        model = bounds.model_from_unit(model)
     if args.seed is not None:
         from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
 

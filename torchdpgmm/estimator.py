@@ -198,15 +198,6 @@ def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
     return Bounds.parse(bounds, n_features=n_features, names=names)
 
 
-def _model_to_user_units(model: Any, b: Any) -> Any:
-    """A model released in the unit box, in the user's units: the exact affine map of every Gaussian
-    (``mu = lower + s mu_u``, ``Sigma = diag(s) Sigma_u diag(s)``); post-processing."""
-    from torchdpgmm.mixture import LabeledGMM
-
-    return LabeledGMM(model.weights, b.means_from_unit(model.means), b.covariances_from_unit(model.covariances),
-                      counts=model.counts)
-
-
 def _hashable(v: Any) -> Any:
     """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
     v = v.item() if isinstance(v, np.generic) else v
@@ -521,7 +512,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             kw["variant"] = self.variant
         rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
                       mode=self.mode, generator=g, **kw)
-        self.model_ = rel.model if self.bounds is None else _model_to_user_units(rel.model, self.bounds_)
+        self.model_ = rel.model if self.bounds is None else self.bounds_.model_from_unit(rel.model)
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound" and self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
