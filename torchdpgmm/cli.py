@@ -599,7 +599,9 @@ def _cmd_release(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
     if sound:
-        _warn_mostly_noise(rel)
+        from torchdpgmm.diagnostics import sound_count_noise
+
+        _warn_mostly_noise("release", *sound_count_noise(rel))
     return 0
 
 
@@ -620,25 +622,16 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
     return 0
 
 
-def _warn_mostly_noise(rel: Any) -> None:
-    """After a sound release, from RELEASED values only (post-processing): warn in one line when the released
-    class counts are within a few noise scales of zero, i.e. the release is mostly noise."""
-    import torch
+def _warn_mostly_noise(command: str, counts: Any, count_std: float | None, floor: float) -> None:
+    """After a sound release, from RELEASED values only (post-processing): the one-line warning of
+    :mod:`torchdpgmm.diagnostics` when the released class counts are within a few noise scales of zero."""
+    from torchdpgmm.diagnostics import CLI_CAUSES, warn_if_mostly_noise
 
-    counts = rel.model.counts if rel.model.counts is not None else None
-    scale = None
-    for block in getattr(rel.privacy, "blocks", ()) or ():
-        name = str(getattr(block, "name", ""))
-        if name == "counts":
-            scale = float(block.noise_scale)
-            break
-    if counts is None or scale is None:
-        return
-    total = float(torch.as_tensor(counts, dtype=torch.float64).sum())
-    if total <= 3.0 * scale * math.sqrt(max(int(counts.numel()), 1)):
-        print("torchdpgmm release: warning: the release is mostly noise: the released class counts are within a "
-              "few noise scales of zero; likely causes: --classes not matching the labels (case?), wrong label "
-              "column, features that are not numbers", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_if_mostly_noise(counts, count_std, floor=floor, causes=CLI_CAUSES)
+    for w in caught:
+        print(f"torchdpgmm {command}: warning: {w.message}", file=sys.stderr)
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
@@ -673,15 +666,13 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
-    import json
-
+def _check_synthesize_flags(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """``synthesize``'s public checks (flags, budget, destination), all before the data are read; returns the
+    class list and whether public bounds were given."""
     from torchdpgmm._validation import check_privacy_params
-    from torchdpgmm.datafile import check_class_list, read_labeled_images, write_labeled_csv
-    from torchdpgmm.modelfile import _umask, atomic_write_text
-    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+    from torchdpgmm.datafile import check_class_list
 
-    check_privacy_params(args.epsilon, args.delta)  # every public check before the data are read
+    check_privacy_params(args.epsilon, args.delta)
     _refuse_weak_privacy(args.epsilon, args.delta)
     classes = check_class_list(args.classes)
     if args.n is not None and args.n < 1:
@@ -706,6 +697,17 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         v = getattr(args, flag)
         if v is not None and not (math.isfinite(v) and v > 0):
             raise UsageError(f"torchdpgmm synthesize: error: --{flag.replace('_', '-')} must be a positive finite number")
+    return classes, has_bounds
+
+
+def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
+    import json
+
+    from torchdpgmm.datafile import read_labeled_images, write_labeled_csv
+    from torchdpgmm.modelfile import _umask, atomic_write_text
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    classes, has_bounds = _check_synthesize_flags(args)  # every public check before the data are read
     table = read_labeled_images(args.data, classes, args.label_column)
     X, bounds = table.X, None
     if has_bounds:  # public: the bounds and the header's column names; records into the centred unit box
@@ -772,6 +774,9 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, adjacency={rec['adjacency']}"
           + ("" if args.n is None else f", {args.n} synthetic rows"))
+    from torchdpgmm.diagnostics import pipeline_count_noise
+
+    _warn_mostly_noise("synthesize", *pipeline_count_noise(rel))
     return 0
 
 

@@ -514,6 +514,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
                       mode=self.mode, generator=g, **kw)
         self.model_ = rel.model if self.bounds is None else self.bounds_.model_from_unit(rel.model)
         self.privacy_ = _float_record(rel.privacy)
+        if self.mode == "sound":  # from released values only (post-processing)
+            from torchdpgmm.diagnostics import sound_count_noise, warn_if_mostly_noise
+
+            counts, std, floor = sound_count_noise(rel)
+            warn_if_mostly_noise(counts, std, floor=floor)
         if self.mode == "sound" and self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
             self.privacy_ = with_seeded_noise_note(self.privacy_)
@@ -749,6 +754,10 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                                num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
+        from torchdpgmm.diagnostics import pipeline_count_noise, warn_if_mostly_noise
+
+        counts, std, floor = pipeline_count_noise(rel)  # released values only (post-processing)
+        warn_if_mostly_noise(counts, std, floor=floor)
         if self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
             self.privacy_ = with_seeded_noise_note(self.privacy_)

@@ -227,7 +227,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     cov_k = cls["covariances"]
     pooled = (cls["counts"][:, None, None] * cov_k).sum(0) / cls["counts"].sum()
     cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink, min_shrinkage)
-    extras = {"class_shrinkage": lam_k.flatten()}
+    extras = {"class_shrinkage": lam_k.flatten(), "class_counts": cls["counts"]}  # released (noisy, floored)
     if m == 1:
         means, covs, comp_w = cls["means"].unsqueeze(1), cov_k.unsqueeze(1), torch.ones(K, 1, dtype=U.dtype)
     else:

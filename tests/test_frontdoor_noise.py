@@ -1,0 +1,89 @@
+"""Issue 27 item 4: a release where (nearly) every row was dropped says so at every front door, from released
+values only, through the one helper of :mod:`torchdpgmm.diagnostics`: ``torchdpgmm release`` and ``synthesize``
+print one line on stderr, ``DPGaussianMixture.fit`` and ``DPSyntheticClassifier.fit`` issue a
+:class:`MostlyNoiseWarning`."""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from torchdpgmm.cli import main
+from torchdpgmm.diagnostics import MostlyNoiseWarning, mostly_noise
+from torchdpgmm.estimator import DPGaussianMixture, DPSyntheticClassifier
+
+BOUNDS = dict(bounds=([0.0] * 3, [1.0] * 3))
+
+
+def _table(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0, 1, (n, 3)), np.array(["cat", "dog"])[rng.integers(0, 2, n)]
+
+
+def _noise_warnings(fit):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit()
+    return [w for w in caught if issubclass(w.category, MostlyNoiseWarning)]
+
+
+@pytest.mark.parametrize("K,s,floor", [(2, 5.0, 2.0), (10, 3.0, 2.0), (50, 1.0, 2.0), (3, 0.3, 2.0)])
+def test_an_empty_table_is_called_mostly_noise_and_a_full_one_is_not(K, s, floor):
+    # reference: numpy's own draws of what an empty table releases, max(floor, N(0, s^2)) per class
+    rng = np.random.default_rng(1)
+    empty = np.maximum(floor, rng.normal(0.0, s, (2000, K)))
+    assert np.mean([mostly_noise(c, s, floor=floor) for c in empty]) > 0.99
+    # a table with 20 noise scales (and more than the floor) of records per class is not
+    full = np.maximum(floor, 20 * s + floor + rng.normal(0.0, s, (200, K)))
+    assert not any(mostly_noise(c, s, floor=floor) for c in full)
+    # the Laplace noise of the same standard deviation (scale s / sqrt 2)
+    lap = np.maximum(floor, rng.laplace(0.0, s / math.sqrt(2), (2000, K)))
+    assert np.mean([mostly_noise(c, s, floor=floor) for c in lap]) > 0.99
+
+
+@pytest.mark.parametrize("make", [
+    lambda cls: DPGaussianMixture(1.0, 1e-5, classes=cls, **BOUNDS),
+    lambda cls: DPSyntheticClassifier(1.0, 1e-5, classes=cls, image_transform="none", n_components=3, **BOUNDS),
+], ids=["DPGaussianMixture", "DPSyntheticClassifier"])
+def test_estimators_warn_when_the_classes_match_no_label(make):
+    X, y = _table()
+    bad = _noise_warnings(lambda: make(["Cat", "Dog"]).fit(X, y))  # the labels are lower case: every row dropped
+    assert len(bad) == 1 and "classes=" in str(bad[0].message)
+    assert bad[0].filename == __file__  # points at the user's fit call
+    assert _noise_warnings(lambda: make(["cat", "dog"]).fit(X, y)) == []
+
+
+def test_estimator_warns_when_no_cell_is_a_number():
+    pd = pytest.importorskip("pandas")
+    X, y = _table()
+    df = pd.DataFrame(X.astype(str), columns=["a", "b", "c"]).astype(object)
+    df.loc[:, :] = "n/a"
+    bad = _noise_warnings(lambda: DPGaussianMixture(1.0, 1e-5, classes=["cat", "dog"], **BOUNDS).fit(df, y))
+    assert len(bad) == 1
+
+
+def _csv(path, y):
+    X, _ = _table(len(y))
+    with open(path, "w") as fh:
+        fh.write("a,b,c,label\n")
+        for row, lab in zip(X, y):
+            fh.write(",".join(f"{v:.6f}" for v in row) + f",{lab}\n")
+    return path
+
+
+@pytest.mark.parametrize("command", ["release", "synthesize"])
+def test_cli_says_mostly_noise_in_one_line(tmp_path, capsys, command):
+    data = _csv(tmp_path / "t.csv", _table()[1])
+    common = ["--data", str(data), "--label-column", "label", "--epsilon", "1", "--delta", "1e-5",
+              "--bounds", "a=0:1,b=0:1,c=0:1"]
+    extra = ["--image-transform", "none"] if command == "synthesize" else []
+
+    def run(classes, out):
+        assert main([command, *common, *extra, "--classes", classes, "--out", str(tmp_path / out)]) == 0
+        return [ln for ln in capsys.readouterr().err.splitlines() if "mostly noise" in ln]
+
+    lines = run("Cat,Dog", "bad.json" if command == "release" else "bad")
+    assert len(lines) == 1 and lines[0].startswith(f"torchdpgmm {command}: warning:") and "--classes" in lines[0]
+    assert run("cat,dog", "ok.json" if command == "release" else "ok") == []
