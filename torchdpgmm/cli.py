@@ -310,6 +310,26 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     print(f"torchdpgmm: warning: {_one_line(Warning(message))}", file=sys.stderr)
 
 
+_UNSET = object()
+
+
+def _given_flags(parser: argparse.ArgumentParser, argv: list[str], args: argparse.Namespace) -> frozenset[str]:
+    """The study's flags the user typed (an explicit flag beats ``--quick``, even when it equals the default):
+    ``argv`` parsed again with every default of the study's parser set to a marker, then restored."""
+    sub = parser
+    for name in (args.command, args.study) if args.command == "experiment" else (args.command,):
+        sub = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+    saved = [(a, a.default) for a in sub._actions]
+    try:
+        for a, _ in saved:
+            a.default = _UNSET
+        again = parser.parse_args(argv)
+    finally:
+        for a, d in saved:
+            a.default = d
+    return frozenset(k for k, v in vars(again).items() if v is not _UNSET)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
     command = "torchdpgmm"
@@ -322,6 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("torchdpgmm: error: choose a command: release, sample, synthesize, sweep, experiment, audit "
                              "(torchdpgmm --help)")
         command = f"torchdpgmm {args.command}"
+        if getattr(args, "study", None) is not None:
+            args.given = _given_flags(parser, argv, args)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             return _dispatch(args, created)
@@ -842,11 +864,11 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
     check_device(args.device)
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials must be >= 1, got {args.trials}")
-    common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study"}
+    common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study", "given"}
     options = {k: v for k, v in vars(args).items() if k not in common}
     _check_study_options(options)
     cfg = ExperimentConfig(out=args.out, trials=args.trials, seed=args.seed, device=args.device,
-                           backend=args.backend, quick=args.quick, options=options)
+                           backend=args.backend, quick=args.quick, options=options, given=getattr(args, "given", None))
     _new_folder(args.out, created)
     payload = run_study(args.study, cfg)
     created.clear()

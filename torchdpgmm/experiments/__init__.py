@@ -46,6 +46,23 @@ class ExperimentConfig:
     backend: str = "local"
     quick: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    #: the flags the user gave (``"trials"`` and ``options`` keys); None: every option that is not None and
+    #: ``trials`` when not None (a Python caller's dict holds only what it means). Fixed by :func:`run_study`
+    #: before it fills the study's default trials.
+    given: frozenset[str] | None = None
+
+    def is_given(self, key: str) -> bool:
+        """Whether the user gave ``key`` (``"trials"`` or an option) explicitly."""
+        if self.given is not None:
+            return key in self.given
+        return (self.trials if key == "trials" else self.options.get(key)) is not None
+
+    def pick(self, key: str, full: Any, quick: Any) -> Any:
+        """The one place where ``--quick`` meets an explicit flag: a value the user gave always wins (also
+        under ``--quick``); otherwise ``quick`` under ``--quick``, else ``full`` (the study's default)."""
+        if self.is_given(key):
+            return self.trials if key == "trials" else self.options[key]
+        return quick if self.quick else full
 
     def generator(self, offset: int = 0) -> torch.Generator:
         g = torch.Generator(device=self.device)
@@ -134,6 +151,9 @@ def _jsonable(v: Any) -> Any:
 def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
     """Run a study and write ``STUDY.json``, ``STUDY.csv`` (and ``STUDY.png``) into ``config.out``."""
     study = get_study(name)
+    if config.given is None:  # what was explicit, before the default trials are filled in
+        config.given = frozenset([k for k, v in config.options.items() if v is not None]
+                                 + (["trials"] if config.trials is not None else []))
     if config.trials is None:
         config.trials = study.default_trials
     if config.trials is not None and config.trials < 1:

@@ -326,10 +326,10 @@ def _component_rows(pairs, eps, delta, draws, bs, K, g, quick=False) -> list[dic
 
 
 def _audit_options(config: ExperimentConfig) -> dict[str, Any]:
-    o, quick = config.options, config.quick
+    o, pick = config.options, config.pick  # --quick shrinks only what the user did not give
     opts = dict(
-        draws=int(o.get("draws") or (2000 if quick else 100_000)),
-        published_draws=int(o.get("published_draws") or (600 if quick else 10_000)),
+        draws=int(pick("draws", o.get("draws") or 100_000, 2000)),
+        published_draws=int(pick("published_draws", o.get("published_draws") or 10_000, 600)),
         eps_list=_floats(o.get("epsilons", "1.0")), delta=float(o.get("delta", 1e-5)),
         B=float(o.get("clip_bound", 10.0)), mechs=_names(o.get("mechanisms", ",".join(MECHANISMS))),
         modes=_names(o.get("modes", ",".join(MODES))), pair_names=_names(o.get("pairs", ",".join(PAIRS))),
@@ -503,8 +503,8 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
     from torchdpgmm.sound import release_sound
 
     o = config.options
-    quick = config.quick
-    trials = min(int(config.trials or 100), 4) if quick else int(config.trials or 100)
+    trials = int(config.trials or 100)
+    trials = int(config.pick("trials", trials, min(trials, 4)))  # an explicit --trials beats --quick
     eps_list = _floats(quick_option(config, "epsilons", "0.1,0.2,0.5,1,2,5,10", "0.1,0.2"))
     N = int(quick_option(config, "num_records", 1000, 300))
     delta = float(o.get("delta", 1e-5))

@@ -34,12 +34,8 @@ DELTA = 1e-5
 
 
 def quick_option(config: ExperimentConfig, key: str, full: Any, quick: Any) -> Any:
-    """The one place where ``--quick`` meets an explicit flag: a value the user gave (``options[key]`` not
-    None) always wins; ``--quick`` only changes the default (the study's argparse defaults are None)."""
-    value = config.options.get(key)
-    if value is not None:
-        return value
-    return quick if config.quick else full
+    """:meth:`ExperimentConfig.pick`: a value the user gave always wins; ``--quick`` only changes the default."""
+    return config.pick(key, full, quick)
 
 
 def _adjacency_note(adjacency: str) -> str:
@@ -166,7 +162,7 @@ def run_iris(config: ExperimentConfig) -> StudyResult:
     eps_list = _floats(quick_option(config, "epsilons", "0.25,0.5,1,2,4,8", "1,2"))
     mechs = _names(o.get("mechanisms", ",".join(ALL_MECHANISMS) + ",kl-exact"))
     delta = float(o.get("delta", DELTA))
-    T = 3 if config.quick else int(config.trials or 100)
+    T = int(config.pick("trials", config.trials or 100, 3))  # an explicit --trials beats --quick
     dev = torch.device(config.device)
     X, y = load_iris()
     X, y = X.to(dev), y.to(dev)
@@ -305,7 +301,7 @@ def _features(config: ExperimentConfig):
     Xte, yte = load_image_split(ds, ddir, "test")
     n = int(o.get("n_train", 5000))
     pca_fit = o.get("pca_fit", "private")
-    if config.quick:
+    if config.quick and not config.is_given("n_train"):  # an explicit --n-train beats --quick
         avail = Xtr.shape[0] // (2 if pca_fit == "public" else 1)
         n = min(n, 1000, avail)
     feats = prepare_features(Xtr, ytr, Xte, yte, n_train=n, n_components=int(o.get("pca_dim", 5)), pca_fit=pca_fit,
@@ -326,7 +322,7 @@ def run_mnist(config: ExperimentConfig) -> StudyResult:
     eps_list = _floats(quick_option(config, "epsilons", "0.25,0.5,1,2,5,10", "1,2"))
     mechs = _names(quick_option(config, "mechanisms", ",".join(MNIST_MECHANISMS), "kl,gaussian,kl-sound"))
     delta = float(o.get("delta", DELTA))
-    T = 2 if config.quick else int(config.trials or 20)
+    T = int(config.pick("trials", config.trials or 20, 2))  # an explicit --trials beats --quick
     K = 10
     fitted = fit_labeled(F.X_train, F.y_train, K)
     rows: list[dict[str, Any]] = []
@@ -409,7 +405,7 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
     eps_list = _floats(quick_option(config, "epsilons", "0.5,1,2,5", "1"))
     mechs = _names(quick_option(config, "mechanisms", "kl,kl-exact,kl-sound", "kl,kl-sound"))
     delta = float(o.get("delta", DELTA))
-    T = 2 if config.quick else int(config.trials or 5)
+    T = int(config.pick("trials", config.trials or 5, 2))  # an explicit --trials beats --quick
     K, N, d = 10, F.X_train.shape[0], F.X_train.shape[1]
     dev = F.X_train.device
     B = float(o.get("clip_bound", 10.0))
@@ -449,11 +445,9 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
     yall = torch.cat([g[2] for g in groups])
     M = Xall.shape[0]
     steps_per_epoch = math.ceil(N / 128)
-    long_epochs = 2 if config.quick else int(o.get("long_epochs", 20))
-    long_lrs = _floats(str(o.get("long_lr", "0.01,0.03,0.1")))
-    if config.quick:
-        long_lrs = long_lrs[:1]
-    long_every = steps_per_epoch * (1 if config.quick else max(1, int(o.get("long_eval_every", 5))))
+    long_epochs = int(config.pick("long_epochs", o.get("long_epochs", 20), 2))  # explicit flags beat --quick
+    long_lrs = _floats(str(config.pick("long_lr", o.get("long_lr", "0.01,0.03,0.1"), "0.01")))
+    long_every = steps_per_epoch * max(1, int(config.pick("long_eval_every", o.get("long_eval_every", 5), 1)))
     # (name, epochs, learning rates, eval every): the paper's exact settings, then the longer, lr-tuned variant
     variants = [("paper", 1, [0.01], 2), ("long", long_epochs, long_lrs, long_every)]
     rows: list[dict[str, Any]] = list(gmm_rows)
@@ -494,15 +488,12 @@ def _replace_one_dpsgd(X, y, X_test, y_test, epsilon, delta, *, epochs, lr, batc
     n_pub = float(X.shape[0]) if n_public is None else float(n_public)  # public under replace-one
     q, steps = dpsgd_schedule(n_pub, batch_size, epochs)
     nm = calibrate_noise_multiplier(epsilon, delta, q, steps, adjacency="replace-one")
-    t0 = time.perf_counter()  # the study's own timing (train_dpsgd_fast returns none: it is not released)
     out = train_dpsgd_fast(X, y, num_classes=num_classes, noise_multiplier=nm, sampling_rate=q, steps=steps,
                            lr=1e-3, clip=max_grad_norm, generator=torch.Generator().manual_seed(seed), n_public=n_pub)
-    seconds = time.perf_counter() - t0
     with torch.no_grad():
         acc = float((mlp_logits(out["params"], X_test.to(torch.float32)).argmax(-1) == y_test).double().mean())
     return {"iterations": [0, steps], "accuracy": [float("nan"), acc], "final_accuracy": acc, "noise_multiplier": nm,
-            "epsilon_spent": pipeline_epsilon(nm, q, steps, delta, adjacency="replace-one"), "seconds": seconds,
-            "opacus": None}
+            "epsilon_spent": pipeline_epsilon(nm, q, steps, delta, adjacency="replace-one"), "opacus": None}
 
 
 def _dpsgd_rows(config, F, eps_list, delta, notes) -> list[dict[str, Any]]:
@@ -515,7 +506,8 @@ def _dpsgd_rows(config, F, eps_list, delta, notes) -> list[dict[str, Any]]:
     if not opacus_available():
         notes.append("DP-SGD NOT RUN: opacus is not installed (pip install 'torchdpgmm[opacus]'); no DP-SGD rows.")
         return [{"kind": "dpsgd", "mechanism": "dp-sgd", "status": "opacus not installed"}]
-    grid = [(0.2, 1)] if config.quick else [(float(a), int(b)) for a, b in (c.split(":") for c in _names(o.get("dpsgd_grid", "0.2:5,0.2:20,0.5:5,0.5:20")))]
+    spec = quick_option(config, "dpsgd_grid", o.get("dpsgd_grid") or "0.2:5,0.2:20,0.5:5,0.5:20", "0.2:1")
+    grid = [(float(a), int(b)) for a, b in (c.split(":") for c in _names(spec))]  # an explicit --dpsgd-grid wins
     adj = o.get("adjacency", "add-remove")
     if adj == "add-remove":
         notes.append(f"DP-SGD: Opacus {opacus_version()}, MLP d->256->128->10, batch 128 (Poisson), clip 1.0, RDP "
@@ -532,12 +524,14 @@ def _dpsgd_rows(config, F, eps_list, delta, notes) -> list[dict[str, Any]]:
     for e in eps_list:
         best = None
         for ci, (lr, ep) in enumerate(grid):
+            t0 = time.perf_counter()  # the study's own runtime: the trainer returns no timing
             r = train_dpsgd(F.X_train, F.y_train, F.X_test, F.y_test, e, delta, epochs=ep, lr=lr, batch_size=128,
                             max_grad_norm=1.0, seed=int(config.seed) * 1000 + ci, eval_every=spe,
                             n_public=float(n_train))  # the study's public sample size, never a count of the data
+            seconds = time.perf_counter() - t0
             rows.append({"kind": "dpsgd-config", "mechanism": "dp-sgd", "epsilon": e, "lr": lr, "epochs": ep, "adjacency": adj,
                          "accuracy": r["final_accuracy"], "noise_multiplier": r["noise_multiplier"],
-                         "epsilon_spent": r["epsilon_spent"], "seconds": r["seconds"]})
+                         "epsilon_spent": r["epsilon_spent"], "seconds": seconds})
             if best is None or r["final_accuracy"] > best[0]["final_accuracy"]:
                 best = (r, lr, ep)
         r, lr, ep = best
@@ -648,8 +642,8 @@ def run_record_level(config: ExperimentConfig) -> StudyResult:
     bounds = _floats(quick_option(config, "clip_bounds", "1,2,3,5,7.5,10,15,20,30,50", "2,20"))
     eps = float(o.get("epsilon", 1.0))
     delta = float(o.get("delta", DELTA))
-    T = 4 if config.quick else int(config.trials or 50)
-    n = 300 if config.quick else int(o.get("n", 1000))
+    T = int(config.pick("trials", config.trials or 50, 4))  # explicit --trials / --n beat --quick
+    n = int(config.pick("n", o.get("n", 1000), 300))
     K, d = int(o.get("classes", 5)), int(o.get("dim", 3))
     data = synthetic_data(T, n, num_classes=K, dim=d, generator=config.generator(1), device=config.device)
     X, y = data.X, data.y

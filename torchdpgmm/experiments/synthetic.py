@@ -218,10 +218,6 @@ def _select(opts: dict, default) -> tuple:
     return tuple(known[s] for s in names)
 
 
-def _quick(cfg: ExperimentConfig) -> int:
-    return cfg.trials if cfg.trials is not None else 100
-
-
 def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> StudyResult:
     o = dict(DEFAULTS)
     o.update({k: v for k, v in cfg.options.items() if v is not None})
@@ -229,8 +225,9 @@ def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> Stu
     eps = list(o.get("epsilons", EPS_GRID))
     trials = int(cfg.trials or 100)
     n, k, d = int(o["n"]), int(o["k"]), int(o["d"])
-    if cfg.quick:
-        eps, trials, n = [0.5, 2.0], min(trials, 3), min(n, 60)
+    # --quick shrinks only what the user did not give (ExperimentConfig.pick)
+    eps, trials, n = cfg.pick("epsilons", eps, [0.5, 2.0]), cfg.pick("trials", trials, min(trials, 3)), \
+        int(cfg.pick("n", n, min(n, 60)))
     kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], mechs, cfg.seed, cfg.device, o.get("solver", "dual"),
                    memory_budget=o.get("memory_budget"))
     fixed = {"n": n, "k": k, "d": d, "delta": o["delta"], "lam": o["lam"]}
@@ -257,10 +254,9 @@ def _run_param(cfg: ExperimentConfig, name: str, param: str, title: str) -> Stud
     grid = list(o.get("grid", {"n": N_GRID, "k": K_GRID, "d": D_GRID}[param]))
     trials = int(cfg.trials or 100)
     n = int(o["n"])
-    if cfg.quick:
-        trials = min(trials, 3)
-        grid = {"n": [60, 100], "k": [2, 3], "d": [3, 4]}[param]
-        n = min(n, 100)
+    trials = cfg.pick("trials", trials, min(trials, 3))  # --quick shrinks only what the user did not give
+    grid = list(cfg.pick("grid", grid, {"n": [60, 100], "k": [2, 3], "d": [3, 4]}[param]))
+    n = int(cfg.pick("n", n, min(n, 100)))
     eps = float(o["epsilon"])
     per = {m[0]: [] for m in mechs}
     notes = []

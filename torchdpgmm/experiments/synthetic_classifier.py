@@ -136,8 +136,8 @@ def _release_rows(Xtr, ytr, Xte, yte, eps, o, cfg, dev, config, rows, trials) ->
 
     delta, adj = float(o.get("delta", DELTA)), o.get("adjacency", "add-remove")
     K, N = int(ytr.max()) + 1, Xtr.shape[0]
-    seeds = int(o.get("release_seeds", 5)) if not config.quick else 2
-    mseeds = min(seeds, int(o.get("model_seeds", 2)) if not config.quick else 1)
+    seeds = int(config.pick("release_seeds", o.get("release_seeds", 5), 2))  # explicit flags beat --quick
+    mseeds = min(seeds, int(config.pick("model_seeds", o.get("model_seeds", 2), 1)))
     m_rule = cfg.components_per_class or components_rule(eps)
     # the rule's choice, and the other option for comparison (several components vs one per class)
     m_alt = 1 if m_rule > 1 else 8
@@ -226,14 +226,15 @@ def _dpsgd_run(Xf, yf, Xe, ye, eps, c, o, cfg, dev, g, num_classes: int):
 
 def _dpsgd_rows(Xtr, ytr, Xte, yte, fit, val, eps, o, cfg, dev, config, rows, trials, notes) -> None:
     grid = parse_grid(o.get("dpsgd_grid", DEFAULT_GRID))
-    if config.quick:
+    shrink = config.quick and not config.is_given("dpsgd_grid")  # an explicit --dpsgd-grid beats --quick
+    if shrink:
         grid = grid[:1]
     adj = o.get("adjacency", "add-remove")
     K = int(ytr.max()) + 1  # the dataset's classes, as the DP-GMM rows take them (a public fact of the study)
     best = None
     for i, c in enumerate(grid):
         g = config.generator(50_000 + i)
-        if config.quick:
+        if shrink:
             c = dict(c, epochs=1)
         a, info = _dpsgd_run(Xtr[fit], ytr[fit], Xtr[val], ytr[val], eps, c, o, cfg, dev, g, K)
         trials.append({"kind": "dpsgd-config", "method": "dp-sgd", "epsilon": eps, "val_accuracy": a, **c, **info,
@@ -241,7 +242,7 @@ def _dpsgd_rows(Xtr, ytr, Xte, yte, fit, val, eps, o, cfg, dev, config, rows, tr
         if best is None or a > best[0]:
             best = (a, c)
     accs, secs = [], []
-    for s in range(int(o.get("dpsgd_seeds", 2)) if not config.quick else 1):
+    for s in range(int(config.pick("dpsgd_seeds", o.get("dpsgd_seeds", 2), 1))):
         a, info = _dpsgd_run(Xtr, ytr, Xte, yte, eps, best[1], o, cfg, dev, config.generator(60_000 + s), K)
         accs.append(a)
         secs.append(info["seconds"])
@@ -274,7 +275,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     ds, Xtr, ytr, Xte, yte = _load(o, config.quick)
     cfg = PipelineConfig(n_components=8) if config.quick else PipelineConfig()
     eps_list = _floats(o.get("epsilons", "0.5,1,2,5"))
-    if config.quick:
+    if config.quick and not config.is_given("epsilons"):  # an explicit --epsilons beats --quick
         eps_list = eps_list[:1]
     dev = torch.device(config.device)
     n_val = min(int(o.get("n_val", 10000)), Xtr.shape[0] // 5)

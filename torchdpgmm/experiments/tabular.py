@@ -226,7 +226,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     o = config.options
     names = o.get("tables").split(",") if o.get("tables") else available_tables()
     eps_list = [float(e) for e in o["epsilons"].split(",")] if o.get("epsilons") else list(EPSILONS)
-    draws = int(o.get("draws") or (1 if config.quick else 3))
+    draws = int(config.pick("draws", o.get("draws") or 3, 1))  # an explicit --draws beats --quick
     max_synth = int(o.get("max_synth") or 4000)
     hgb_iter = int(o.get("hgb_iter") or 100)
     rows, tinfo = [], {}

@@ -146,8 +146,9 @@ def run_table1(cfg: ExperimentConfig) -> StudyResult:
     n_train = int(o.get("n_train", 500))
     num_test = int(o.get("num_test", 50_000))
     dims, sigmas = [5, 10, 15, 20], [1, 2, 3, 4, 5]
-    if cfg.quick:
-        dims, sigmas, trials, num_test = [5], [1, 2], min(trials, 6), 2_000
+    if cfg.quick:  # --quick shrinks only what the user did not give (ExperimentConfig.pick)
+        dims, sigmas = [5], [1, 2]
+    trials, num_test = cfg.pick("trials", trials, min(trials, 6)), int(cfg.pick("num_test", num_test, 2_000))
     g = cfg.generator()
     rows = []
     for d in dims:
@@ -244,8 +245,8 @@ def _fig_rows(figure: str, models: list[tuple[dict, GaussianClasses]], cfg: Expe
     cov_bound = o.get("cov_bound", "upper")
     mean_fraction = float(o.get("mean_fraction", 0.5))
     repair = o.get("repair", "xi")
-    if cfg.quick:
-        sizes, trials, num_test = sizes[:2], min(trials, 6), 2_000
+    sizes = list(cfg.pick("sizes", sizes, sizes[:2]))  # --quick shrinks only what the user did not give
+    trials, num_test = cfg.pick("trials", trials, min(trials, 6)), int(cfg.pick("num_test", num_test, 2_000))
     g = cfg.generator()
     rows = []
     for info, m in models:
@@ -325,8 +326,7 @@ def _make_fig(d: int) -> Callable[[ExperimentConfig], StudyResult]:
         o = cfg.options
         sigmas = list(o.get("sigmas", [1, 2, 3, 4, 5]))
         prior = float(o.get("prior", TABLE1_PRIOR))
-        if cfg.quick:
-            sigmas = sigmas[:1]
+        sigmas = list(cfg.pick("sigmas", sigmas, sigmas[:1]))  # an explicit --sigmas beats --quick
         models = [({"d": d, "sigma": float(s), "prior": prior}, correlated_model(d, s, prior, cfg.device))
                   for s in sigmas]
         rows, notes = _fig_rows(f"fig{d // 5 + 1}", models, cfg)
@@ -397,8 +397,8 @@ def run_compare(cfg: ExperimentConfig) -> StudyResult:
         m = correlated_model(int(d_s), float(s_s), TABLE1_PRIOR, cfg.device)
     else:
         raise ValueError(f"--setting must be fig1 or corr-D-SIGMA, got {setting!r}")
-    if cfg.quick:
-        sizes, trials, num_test = sizes[:2], min(trials, 4), 2_000
+    sizes = list(cfg.pick("sizes", sizes, sizes[:2]))  # --quick shrinks only what the user did not give
+    trials, num_test = cfg.pick("trials", trials, min(trials, 4)), int(cfg.pick("num_test", num_test, 2_000))
     d = m.means.shape[-1]
     lo, hi = truncation_box(m.means, m.covariances)
     widths = hi - lo
@@ -473,8 +473,7 @@ def run_theorem41(cfg: ExperimentConfig) -> StudyResult:
 
     o = cfg.options
     trials = cfg.trials or 20_000
-    if cfg.quick:
-        trials = min(trials, 2_000)
+    trials = cfg.pick("trials", trials, min(trials, 2_000))  # an explicit --trials beats --quick
     mu = torch.tensor(o.get("mu", [1.0, 2.0]), dtype=DT)
     var = torch.tensor(o.get("var", [1.0, 1.5]), dtype=DT)
     n = [int(v) for v in o.get("n", [30, 40])]

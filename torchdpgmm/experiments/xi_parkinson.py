@@ -193,8 +193,9 @@ def run_parkinson(cfg: ExperimentConfig) -> StudyResult:
     eps0, delta = float(o.get("epsilon", 0.1)), float(o.get("delta", 1e-5))
     sizes, grid = list(o.get("sizes", PAPER_SIZES)), list(o.get("epsilons", EPSILON_GRID))
     grid_n, num_test = int(o.get("grid_n", 4000)), int(o.get("num_test", 50_000))
-    if cfg.quick:
-        sizes, grid, trials, num_test = sizes[:2], grid[:2], min(trials, 4), 2_000
+    # --quick shrinks only what the user did not give (ExperimentConfig.pick)
+    sizes, grid = list(cfg.pick("sizes", sizes, sizes[:2])), list(cfg.pick("epsilons", grid, grid[:2]))
+    trials, num_test = cfg.pick("trials", trials, min(trials, 4)), int(cfg.pick("num_test", num_test, 2_000))
     model = parkinson_model(cfg.device)
     g = cfg.generator()
     optimal = float(bayes_error_mc(model, model, 4 * num_test, g, chunk_size=20_000))
