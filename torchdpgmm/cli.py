@@ -555,16 +555,35 @@ def _stream_generator(seed: int | None, stream: int):
     return _generator(child_seed(seed, stream))
 
 
-def _refuse_weak_privacy(epsilon: float, delta: float) -> None:
-    """The release's refusal of a meaningless budget (epsilon > 1e3, delta >= 0.5), before any data are read;
-    its warnings for a weak budget come once, at release time."""
+def _refuse_weak_privacy(epsilon: Any, delta: Any) -> None:
+    """The release's refusal of a meaningless budget (epsilon > 1e3, delta >= 0.5; the largest of a list),
+    before any data are read or any trial runs; its warnings for a weak budget come once, at release time.
+    The command line has no override (Python's ``allow_weak_privacy=True``), so the message does not offer one."""
     import warnings
 
-    from torchdpgmm.release import check_privacy_strength
+    from torchdpgmm.release import REFUSE_DELTA, REFUSE_EPSILON, check_privacy_strength
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_privacy_strength(epsilon, delta)
+        try:
+            check_privacy_strength(epsilon, delta)
+        except ValueError:
+            raise UsageError(f"epsilon <= {REFUSE_EPSILON:g} and delta < {REFUSE_DELTA:g} are required for a "
+                             "meaningful guarantee") from None
+
+
+def _study_budget(options: dict[str, Any]) -> tuple[list[float], Any]:
+    """The epsilons and delta a study's flags give (any of ``--epsilon``, ``--epsilons``, ``--density-epsilon``,
+    ``--ic-epsilon``; a comma list or numbers), for :func:`_refuse_weak_privacy`."""
+    eps: list[float] = []
+    for key in ("epsilon", "epsilons", "density_epsilon", "ic_epsilon"):
+        v = options.get(key)
+        for item in (str(v).split(",") if isinstance(v, str) else v if isinstance(v, (list, tuple)) else [v]):
+            try:
+                eps.append(float(item))
+            except (TypeError, ValueError):
+                continue
+    return eps, options.get("delta")
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
@@ -815,6 +834,7 @@ def _sweep_spec(args: argparse.Namespace):
         raise UsageError("sound mode (the default) needs --clip-bound B, a public L2 bound on every synthetic "
                          "record; the paper's label-level mechanisms (not record-level DP) are --mode as-published")
     check_privacy_flags(args, need_classes=False)
+    _refuse_weak_privacy(list(args.epsilons), args.delta)  # before any chunk runs
     check_device(args.device)
     fields = {f.name for f in dataclasses.fields(SweepSpec)}
     kw: dict[str, Any] = dict(mechanisms=args.mechanisms, epsilons=args.epsilons, Ns=args.Ns, Ks=args.Ks,
@@ -867,6 +887,7 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
     common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study", "given"}
     options = {k: v for k, v in vars(args).items() if k not in common}
     _check_study_options(options)
+    _refuse_weak_privacy(*_study_budget(options))  # before any trial runs
     cfg = ExperimentConfig(out=args.out, trials=args.trials, seed=args.seed, device=args.device,
                            backend=args.backend, quick=args.quick, options=options, given=getattr(args, "given", None))
     _new_folder(args.out, created)

@@ -174,8 +174,11 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
 
     cfg = config or PipelineConfig()
     adjacency = parse_adjacency(adjacency)
+    from torchdpgmm.release import check_privacy_strength
+
     check_epsilon(float(epsilon))
     check_delta(float(delta))
+    check_privacy_strength(epsilon, delta)  # refuse a budget that protects nothing, warn on a weak one (public)
     if not (isinstance(num_classes, int) and num_classes >= 1):
         raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
     cfg.check()
@@ -184,7 +187,12 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
         raise ValueError("labels must be a tensor of shape (N,) matching images")
     if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
         raise TypeError(f"labels must hold integer class indices, got dtype {labels.dtype}")
-    m = cfg.components_per_class or components_rule(float(epsilon))
+    # the m initial centres of a class are its mean +- sqrt(lambda_j) v_j along its top floor(m/2) released
+    # directions, so m <= 2 d: the public rule is capped there, an explicit larger m is refused (public values)
+    m = cfg.components_per_class or min(components_rule(float(epsilon)), 2 * cfg.n_components)
+    if m > 2 * cfg.n_components:
+        raise ValueError(f"components_per_class must be <= 2 x n_components = {2 * cfg.n_components} (the initial "
+                         f"centres lie along the top released directions), got {m}")
     mu = gdp_mu(float(epsilon), float(delta)) * (1 - 1e-9)  # safe side of the float rounding
     X = public_transform(images, cfg.transform)
     if not (1 <= cfg.n_components <= X.shape[-1]):

@@ -1,0 +1,105 @@
+"""Issue 27 items 5 and 6 at every front door: no entry point defaults to the mode that is not DP, a budget that
+protects nothing (epsilon > 1e3, delta >= 0.5) is refused, and a weak one (epsilon > 10, delta > 1e-3) warns:
+``release()``, both estimators, the accounted pipeline, and the command line's release, synthesize, sweep and
+studies (refused before any data are read or any trial runs, in one line with no Python-only advice)."""
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.cli import build_parser, main
+from torchdpgmm.estimator import DPGaussianMixture, DPSyntheticClassifier
+from torchdpgmm.release import WeakPrivacyWarning
+
+MEANINGLESS = [(1e9, 1e-5), (1.0, 0.5)]
+BOUNDS = [(0.0, 1.0)] * 3
+
+
+def _xy(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0, 1, (n, 3)), np.array(["u", "v"])[np.arange(n) % 2]
+
+
+def _synthetic(eps, delta):
+    return DPSyntheticClassifier(eps, delta, classes=["u", "v"], image_transform="none", n_components=3, bounds=BOUNDS)
+
+
+def test_no_front_door_defaults_to_as_published():
+    from torchdpgmm import release as release_module
+
+    assert inspect.signature(release_module.release).parameters["mode"].default == "sound"
+    assert DPGaussianMixture().mode == "sound"
+    for command in (["release"], ["sweep"]):
+        sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices).choices[command[0]]
+        assert sub.get_default("mode") == "sound"
+
+
+@pytest.mark.parametrize("eps, delta", MEANINGLESS)
+def test_synthetic_classifier_and_pipeline_refuse_a_meaningless_budget(eps, delta):
+    X, y = _xy()
+    with pytest.raises(ValueError, match="meaningful guarantee"):
+        _synthetic(eps, delta).fit(X, y)
+
+
+@pytest.mark.parametrize("eps, delta, words", [(20.0, 1e-5, "epsilon = 20 > 10"), (1.0, 1e-2, "delta = 0.01 > 0.001")])
+def test_synthetic_classifier_warns_on_a_weak_budget(eps, delta, words):
+    X, y = _xy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _synthetic(eps, delta).fit(X, y)
+    assert any(issubclass(w.category, WeakPrivacyWarning) and words in str(w.message) for w in caught)
+
+
+def test_synthesize_warns_on_a_weak_budget(tmp_path, capsys):
+    X, y = _xy()
+    data = tmp_path / "t.csv"
+    data.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{lab}\n" for r, lab in zip(X, y)))
+    assert main(["synthesize", "--data", str(data), "--label-column", "label", "--classes", "u,v", "--epsilon", "20",
+                 "--delta", "1e-5", "--image-transform", "none", "--bounds", "a=0:1,b=0:1,c=0:1",
+                 "--out", str(tmp_path / "o")]) == 0
+    assert "epsilon = 20 > 10" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "--epsilons", "1,2000", "--clip-bound", "1"],
+    ["sweep", "--delta", "0.5", "--clip-bound", "1"],
+    ["experiment", "iris", "--epsilons", "0.5,5000"],
+    ["experiment", "xi-fig1", "--epsilon", "0.1", "5000"],
+    ["experiment", "record-level", "--delta", "0.6"],
+    ["audit", "--epsilons", "2000"],
+])
+def test_sweeps_and_studies_refuse_a_meaningless_budget_before_any_trial(tmp_path, capsys, argv):
+    out = tmp_path / "o"
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "meaningful guarantee" in err and "allow_weak_privacy" not in err
+    assert not out.exists()
+
+
+def test_release_cli_refusal_offers_no_python_only_override(tmp_path, capsys):
+    assert main(["release", "--data", str(tmp_path / "missing.csv"), "--label-column", "y", "--classes", "a,b",
+                 "--clip-bound", "1", "--epsilon", "1e9", "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err
+    assert "meaningful guarantee" in err and "allow_weak_privacy" not in err
+
+
+# a valid public setting that raised IndexError: the rule's 8 components per class on fewer than 4 features
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_pipeline_caps_the_components_rule_at_two_per_released_direction(d):
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, components_rule, release_pipeline
+
+    assert components_rule(2.0) > 2 * d  # the rule asks for more than the initial centres can take
+    X = torch.rand(200, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64)
+    y = torch.arange(200) % 2
+    cfg = PipelineConfig(transform="none", n_components=d, mean_clip=1.0, pca_clip=1.0, radius=1.0)
+    rel = release_pipeline(X, y, num_classes=2, epsilon=2.0, delta=1e-5, config=cfg,
+                           generator=torch.Generator().manual_seed(0))
+    assert rel.config.components_per_class == 2 * d and rel.model.means.shape == (2, 2 * d, d)
+    with pytest.raises(ValueError, match="components_per_class must be <= 2 x n_components"):
+        release_pipeline(X, y, num_classes=2, epsilon=2.0, delta=1e-5,
+                         config=PipelineConfig(transform="none", n_components=d, mean_clip=1.0, pca_clip=1.0,
+                                               radius=1.0, components_per_class=2 * d + 1))
