@@ -56,7 +56,9 @@ def check_class_list(classes: Sequence[str]) -> list[str]:
 def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: str,
             class_names: Sequence[str] | None = None, classes: Sequence[str] | None = None,
             private: bool = False) -> LabeledTable:
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+    if private and X.size == 0 and feature_names:  # N = 0 is a dataset like any other under add/remove: the
+        X = np.asarray(X, dtype=np.float64).reshape(0, len(feature_names))  # release is noise alone, no refusal
+    if X.ndim != 2 or (X.shape[0] == 0 and not private) or X.shape[1] == 0:
         raise ValueError(f"{source}: need a non-empty N x d feature table, got {X.ndim} dimension(s)"
                          + ("" if private else f" of shape {X.shape}"))
     if not private and not np.all(np.isfinite(X)):  # sound mode: the release drops such rows branch-free
