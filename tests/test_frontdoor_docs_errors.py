@@ -101,6 +101,11 @@ def _case(name, tmp):
         "as-published label outside --classes": ["release", "--data", str(data), "--label-column", "label",
                                                  "--classes", "u,w", "--epsilon", "1", "--delta", "1e-5",
                                                  "--mode", "as-published", "--out", str(out)],
+        "synthesize components above 2d": ["synthesize", "--data", str(_table(tmp / "s.csv")), "--label-column", "label",
+                                           "--classes", "u,v", "--epsilon", "1", "--delta", "1e-5", "--image-transform",
+                                           "none", "--bounds", "a=0:1,b=0:1", "--components-per-class", "5",
+                                           "--out", str(tmp / "syn")],
+        "experiment budget before any trial": ["experiment", "iris", "--epsilons", "5000", "--out", str(tmp / "ex")],
         "--out is a folder": rel("--out", str(tmp)),
         "--out parent is a file": rel("--out", str(data / "m.json")),
     }
@@ -115,7 +120,8 @@ CASES = ["missing file", "missing column", "duplicated header", "epsilon <= 0", 
          "clip bound outside the computable range", "--clip-bound with --mode as-published",
          "bounds not naming every feature", "LOW >= HIGH", "unknown flag", "list flag not numbers",
          "list flag repeats a value", "memory budget below 16MiB", "study clip bound",
-         "as-published non-numeric value", "as-published label outside --classes", "--out is a folder",
+         "as-published non-numeric value", "as-published label outside --classes", "synthesize components above 2d",
+         "experiment budget before any trial", "--out is a folder",
          "--out parent is a file", "--device cuda without a GPU"]
 
 
@@ -130,7 +136,7 @@ def test_each_listed_bad_input_is_one_line_exit_2_nothing_written(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
-    if "before reading" in name:
+    if "before" in name:
         assert "meaningful guarantee" in err  # the budget, not the missing file, is what is refused
 
 
