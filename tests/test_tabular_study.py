@@ -100,7 +100,8 @@ def test_missing_peer_rows_give_null_with_a_reason():
     peers = [_row("smartnoise MST", "synthetic->hgb", 0.5, table="u")]
     t = tabular.compute_targets(rows, peers, peer_note="peers.json: 1 row")
     one = t["eps1_synthetic_vs_best_peer"]
-    assert one["met"] is None and "t: no peer row" in one["reason"] and "not installed" in one["reason"]
+    assert one["met"] is None and "no peer row" in one["reason"] and "not installed" in one["reason"]
+    assert one["reason"].endswith("[1 of 2: t]")  # one line per distinct reason, naming its tables
     assert one["per_table"]["u"]["within_1_point_or_above"] is True
     most = t["eps1_above_mst_on_most"]  # above on 1 of 2 tables, one unknown: more than half is undecided
     assert most["met"] is None and most["tables_without_mst"] == ["t"] and most["above_on"] == 1
@@ -124,3 +125,48 @@ def test_tables_loader_public_bounds():
     d = load_table("digits")
     assert d.X.shape[1] == 64 and d.public_bounds == (0.0, 16.0)
     assert np.all((d.X >= 0) & (d.X <= 16))
+
+
+# ---------------------------------------------------------------- docs/tables.md rendered from the JSON
+def test_docs_tables_md_is_up_to_date(load_script):
+    mod = load_script("scripts/tabular_tables.py")
+    assert mod.main(["--check"]) == 0, "run: python scripts/tabular_tables.py --write"
+
+
+def _study_json(rows, targets):
+    return {"rows": rows, "config": {"tables": {"t": {"n_train": 80, "d": 3, "classes": 2, "bounds_source":
+                                                       tabular.TRAIN_MINMAX}},
+                                     "epsilons": [1.0], "draws": 2, "default_covariance_type": "full",
+                                     "peers": "absent", "targets": targets}}
+
+
+def test_render_writes_means_and_only_its_blocks(load_script, tmp_path):
+    mod = load_script("scripts/tabular_tables.py")
+    rows = [_row("DPGaussianMixture[default=full]", "bayes", 0.5, default=True, fit_seconds=1.0),
+            _row("DPGaussianMixture[default=full]", "bayes", 0.6, draw=1, default=True, fit_seconds=3.0),
+            _row("DPGaussianMixture[tied]", "synthetic->hgb", 0.8),
+            _row("DPGaussianMixture[tied]", "synthetic->hgb", 0.9, draw=1),
+            _row("non-private QDA", "direct", 0.95, eps=None, privacy="none"),
+            _row("non-private HGB", "direct", 0.97, eps=None, privacy="none"),
+            _row("diffprivlib GaussianNB", "direct", None, status="not installed (x)")]
+    targets = tabular.compute_targets(rows, [], "peers.json absent")
+    (tmp_path / "tabular.json").write_text(json.dumps(_study_json(rows, targets)))
+    doc = tmp_path / "tables.md"
+    blocks = "".join(f"<!-- generated: tabular-{n} -->\nold\n<!-- /generated -->\ntext {n}\n"
+                     for n in ("overview", "epsilon", "targets"))
+    doc.write_text("head\n" + blocks + "tail\n")
+    argv = ["--results", str(tmp_path), "--doc", str(doc), "--bench", str(tmp_path / "none.json")]
+    assert mod.main(["--check", *argv]) == 1
+    assert mod.main(["--write", *argv]) == 0 and mod.main(["--check", *argv]) == 0
+    s = json.loads((tmp_path / "tabular-summary.json").read_text())
+    d = [r for r in s["rows"] if r["method"] == "DPGaussianMixture[default=full]"][0]
+    assert d["mean_accuracy"] == pytest.approx(0.55) and d["mean_fit_seconds"] == pytest.approx(2.0) and d["draws"] == 2
+    text = doc.read_text()
+    assert text.startswith("head\n") and text.endswith("text targets\ntail\n") and "old" not in text
+    row = [ln for ln in text.splitlines() if ln.startswith("| t |")][0]
+    for cell in ("95.0% / 97.0%", "55.0%", "85.0% (GMM[tied] → hgb)", "not run", "train min-max"):
+        assert cell in row
+    assert "**not decided**" in text and "not measured yet" in text
+    doc.write_text("head\n")
+    with pytest.raises(ValueError, match="tabular-overview"):
+        mod.main(["--write", *argv])

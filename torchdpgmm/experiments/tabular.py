@@ -230,7 +230,7 @@ def _why_missing(rows, table, eps, keep, what: str) -> str:
     """Why ``table`` has no row of ``what`` at ``eps``: the statuses of its rows that did not run, else 'no row'."""
     st = sorted({f"{r['method']}: {r.get('status')}" for r in rows if r.get("table") == table
                  and r.get("epsilon") == eps and keep(r) and r.get("accuracy") is None})
-    return f"no {what} row with an accuracy at eps={eps:g}" + (f" ({'; '.join(st)})" if st else "")
+    return f"no {what} row with an accuracy" + (f" ({'; '.join(st)})" if st else "")
 
 
 def _verdict(values: dict[str, bool | None], reasons: dict[str, str]) -> tuple[bool | None, str | None]:
@@ -239,7 +239,10 @@ def _verdict(values: dict[str, bool | None], reasons: dict[str, str]) -> tuple[b
         return False, None
     missing = [k for k, v in values.items() if v is None]
     if not values or missing:
-        return None, "; ".join(f"{k}: {reasons.get(k, 'no rows')}" for k in missing) or "no rows"
+        by: dict[str, list[str]] = {}
+        for k in missing:  # one line per distinct reason, naming the entries it applies to
+            by.setdefault(reasons.get(k, "no rows"), []).append(k)
+        return None, " | ".join(f"{r} [{len(ks)} of {len(values)}: {', '.join(ks)}]" for r, ks in by.items()) or "no rows"
     return True, None
 
 
@@ -282,7 +285,8 @@ def compute_targets(rows: list[dict[str, Any]], peer_rows: list[dict[str, Any]],
     unknown = [t for t, p in per_table.items() if p["above_mst"] is None]
     half = len(tables) / 2
     v2 = True if above > half else (False if above + len(unknown) <= half else None)
-    r2 = None if v2 is not None else "; ".join(f"{t}: {per_table[t]['mst_reason']}{suffix}" for t in unknown)
+    r2 = None if v2 is not None else _verdict({t: None for t in unknown},
+                                              {t: per_table[t]["mst_reason"] + suffix for t in unknown})[1]
     t3, vals3, why3 = [], {}, {}
     default = next((r["method"] for r in rows if r.get("default")), None)
     nb_keep = lambda r: r.get("method") == "diffprivlib GaussianNB"  # noqa: E731
