@@ -15,6 +15,13 @@ A Gaussian released there maps back exactly: ``mu_x = lower + s * mu_u`` and
 ``Sigma_x = diag(s) Sigma_u diag(s)`` with ``s = upper - lower``. Synthetic rows are mapped back and
 clipped into the bounds.
 
+Discrete columns (issue 26 item 4) are public schema too: :meth:`Bounds.with_discrete` records the
+integer-valued columns (counts, ordinal scores; integer bounds) and the one-hot groups (0/1 columns of one
+categorical feature, e.g. from ``pandas.get_dummies``). The release still models them as continuous (a
+Gaussian); :meth:`Bounds.clip_rows`, post-processing of synthetic rows, rounds an integer column to the
+nearest integer inside its bounds and sets each one-hot group to exactly one 1, at its largest value
+(the group's argmax), so synthetic rows carry values the column can hold.
+
 Bounds are public: they are given by the user, never read from the data, and every check here is a
 check of those public values (a bad bound raises one line before any data is read). Non-finite cells
 stay non-finite through :meth:`Bounds.to_unit` so that the sound release drops their rows.
@@ -30,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-__all__ = ["Bounds", "parse_bounds_text"]
+__all__ = ["Bounds", "parse_bounds_text", "parse_discrete_text"]
 
 
 def _real(v: Any, what: str) -> float:
@@ -67,6 +74,8 @@ class Bounds:
         self.lower = np.asarray(lo, dtype=np.float64)
         self.upper = np.asarray(hi, dtype=np.float64)
         self.names = tuple(str(n) for n in names) if names is not None else None
+        self.integer: tuple[int, ...] = ()  # integer-valued columns (set by with_discrete)
+        self.onehot: tuple[tuple[int, ...], ...] = ()  # one-hot groups of column indices
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -203,11 +212,106 @@ class Bounds:
         return LabeledGMM(model.weights, self.means_from_unit(model.means),
                           self.covariances_from_unit(model.covariances), counts=model.counts)
 
+    # ------------------------------------------------------------------ discrete columns
+    def _label(self, j: int) -> str:
+        return repr(self.names[j]) if self.names is not None else f"index {j}"
+
+    def with_discrete(self, integer: Sequence[int] = (), onehot: Sequence[Sequence[int]] = ()) -> "Bounds":
+        """A copy that also records the integer columns ``integer`` and the one-hot groups ``onehot`` (column
+        indices; public schema). An integer column needs integer bounds; a one-hot column the bounds (0, 1); a
+        group at least two columns; no column twice. Refusals name the column in one line."""
+        seen: set[int] = set()
+
+        def index(j: Any) -> int:
+            if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral):
+                raise ValueError(f"discrete column index must be an int, got {j!r}")
+            if not -self.dim <= int(j) < self.dim:
+                raise ValueError(f"discrete column index {int(j)} is out of range for {self.dim} column(s)")
+            j = int(j) % self.dim
+            if j in seen:
+                raise ValueError(f"discrete lists column {self._label(j)} more than once")
+            seen.add(j)
+            return j
+
+        ints = tuple(index(j) for j in integer)
+        for j in ints:
+            lo, hi = float(self.lower[j]), float(self.upper[j])
+            if lo != math.floor(lo) or hi != math.floor(hi):
+                raise ValueError(f"discrete column {self._label(j)} needs integer bounds, got ({lo:g}, {hi:g})")
+        groups = []
+        for g in onehot:
+            g = tuple(index(j) for j in g)
+            if len(g) < 2:
+                raise ValueError("a one-hot group needs at least two columns, got "
+                                 + ", ".join(self._label(j) for j in g))
+            for j in g:
+                if (float(self.lower[j]), float(self.upper[j])) != (0.0, 1.0):
+                    raise ValueError(f"one-hot column {self._label(j)} needs bounds (0, 1), got "
+                                     f"({self.lower[j]:g}, {self.upper[j]:g})")
+            groups.append(g)
+        out = Bounds(self.lower, self.upper, self.names)
+        out.integer, out.onehot = ints, tuple(groups)
+        return out
+
+    def discrete_columns(self, discrete: Any, names: Sequence[str] | None = None) -> "Bounds":
+        """:meth:`with_discrete` from what a user passes: a list whose entries are a column (a name, or an index)
+        or a one-hot group (a tuple or list of columns). Names are looked up in ``names`` (the table's columns;
+        default the bounds' own names). ``None`` or an empty list: no discrete column."""
+        if discrete is None:
+            return self.with_discrete()
+        if isinstance(discrete, (str, bytes)) or not isinstance(discrete, (list, tuple, np.ndarray)):
+            raise ValueError(f"discrete must be a list of column names or indices, got {type(discrete).__name__}")
+        cols = [str(n) for n in names] if names is not None else (list(self.names) if self.names else None)
+
+        def index(c: Any) -> int:
+            if isinstance(c, str):
+                if cols is None or c not in cols:
+                    raise ValueError(f"discrete column {c!r} is not one of the feature columns" + (
+                        "" if cols is not None else " (names need X with column names, a DataFrame)"))
+                return cols.index(c)
+            if isinstance(c, (bool, np.bool_)) or not isinstance(c, numbers.Integral):
+                raise ValueError(f"discrete entry {c!r} is neither a column name (str) nor a column index (int)")
+            return int(c)
+
+        integer, groups = [], []
+        for c in discrete:
+            if isinstance(c, (list, tuple)):
+                groups.append([index(x) for x in c])
+            else:
+                integer.append(index(c))
+        return self.with_discrete(integer, groups)
+
+    def discrete_names(self) -> list[Any]:
+        """The discrete columns as :meth:`discrete_columns` reads them (names where known): integer columns,
+        then one-hot groups as lists."""
+        name = (lambda j: self.names[j]) if self.names is not None else (lambda j: j)
+        return [name(j) for j in self.integer] + [[name(j) for j in g] for g in self.onehot]
+
+    def clip_rows(self, X: Any) -> np.ndarray:
+        """Synthetic rows in the user's units made valid (post-processing): every column clipped into its bounds;
+        an integer column rounded to the nearest integer (``numpy.rint``) inside its bounds; a one-hot group set
+        to 1 at its largest value (first on a tie) and 0 elsewhere."""
+        X = np.array(X.detach().cpu().numpy() if torch.is_tensor(X) else X, dtype=np.float64)
+        raw = X.copy()
+        X = np.clip(X, self.lower, self.upper)
+        j = list(self.integer)
+        if j:
+            X[:, j] = np.clip(np.rint(X[:, j]), self.lower[j], self.upper[j])
+        for g in self.onehot:
+            g = list(g)
+            X[:, g] = 0.0
+            X[np.arange(len(X)), np.asarray(g)[np.argmax(raw[:, g], axis=1)]] = 1.0
+        return X
+
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"lower": self.lower.tolist(), "upper": self.upper.tolist()}
         if self.names is not None:
             d["names"] = list(self.names)
+        if self.integer:
+            d["integer"] = list(self.integer)
+        if self.onehot:
+            d["onehot"] = [list(g) for g in self.onehot]
         return d
 
     @classmethod
@@ -222,11 +326,17 @@ class Bounds:
             raise ValueError("bounds 'names' must be a list of strings")
         if names is not None and len(set(names)) != len(names):
             raise ValueError("bounds 'names' must not repeat a column")
-        return cls(lo, hi, names)
+        integer, onehot = d.get("integer", []), d.get("onehot", [])
+        if not isinstance(integer, list) or not isinstance(onehot, list) or \
+                not all(isinstance(g, list) for g in onehot):
+            raise ValueError("bounds 'integer' must be a list of column indices and 'onehot' a list of lists")
+        out = cls(lo, hi, names)
+        return out.with_discrete(integer, onehot) if integer or onehot else out
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Bounds) and np.array_equal(self.lower, other.lower)
-                and np.array_equal(self.upper, other.upper) and self.names == other.names)
+                and np.array_equal(self.upper, other.upper) and self.names == other.names
+                and self.integer == other.integer and self.onehot == other.onehot)
 
     def __repr__(self) -> str:
         cols = self.names or [str(j) for j in range(self.dim)]
@@ -266,3 +376,19 @@ def parse_bounds_text(text: str, names: Sequence[str] | None = None, n_features:
     if names is None:
         names = list(spec)
     return Bounds.parse(spec, names=list(names))
+
+
+def parse_discrete_text(text: str) -> list[Any]:
+    """The command line's ``--discrete``: comma-separated columns, a one-hot group written ``A+B+C``
+    (``kids,colour_red+colour_blue+colour_green``); an entry that is a whole number is a column index."""
+    out: list[Any] = []
+
+    def col(s: str) -> Any:
+        s = s.strip()
+        if not s:
+            raise ValueError(f"--discrete has an empty column name in {text!r}")
+        return int(s) if s.lstrip("-").isdigit() else s
+
+    for item in text.split(","):
+        out.append([col(c) for c in item.split("+")] if "+" in item else col(item))
+    return out

@@ -150,6 +150,10 @@ def _add_bounds_flags(p: argparse.ArgumentParser) -> None:
                         "outside the bounds are clipped into them")
     p.add_argument("--schema", type=Path, default=None,
                    help='JSON file {"columns": {"Ht": [140, 210], ...}} with the same public bounds as --bounds')
+    p.add_argument("--discrete", default=None,
+                   help="public integer-valued columns, comma separated (integer bounds); a one-hot group as "
+                        "A+B+C (bounds 0:1 each): synthetic rows round them to integers inside the bounds, and "
+                        "set exactly one column of a group to 1 (needs --bounds or --schema)")
 
 
 def _add_sample(sub: argparse._SubParsersAction) -> None:
@@ -499,6 +503,21 @@ def _has_bounds(args: argparse.Namespace) -> bool:
     return getattr(args, "bounds", None) is not None or getattr(args, "schema", None) is not None
 
 
+def _check_discrete_flag(args: argparse.Namespace, command: str) -> bool:
+    """``--discrete`` needs public bounds (checked before any data are read); returns whether bounds are given."""
+    if getattr(args, "discrete", None) is not None and not _has_bounds(args):
+        raise UsageError(f"torchdpgmm {command}: error: --discrete needs public integer bounds: --bounds or --schema")
+    return _has_bounds(args)
+
+
+def _rows_in_units(bounds: Any, rows: Any) -> Any:
+    """Synthetic rows of the centred unit box in the user's units: within the bounds, discrete columns rounded
+    (:meth:`torchdpgmm.bounds.Bounds.clip_rows`; post-processing)."""
+    import torch
+
+    return torch.as_tensor(bounds.clip_rows(bounds.from_unit(rows + 0.5)))
+
+
 def _read_bounds(args: argparse.Namespace, names: Sequence[str]):
     """The public bounds of ``--bounds`` / ``--schema`` for the used feature columns ``names`` (from the
     header, public), or None."""
@@ -507,10 +526,16 @@ def _read_bounds(args: argparse.Namespace, names: Sequence[str]):
     if args.bounds is not None and args.schema is not None:
         raise UsageError("give the bounds once: --bounds or --schema, not both")
     if args.bounds is not None:
-        return parse_bounds_text(args.bounds, names=list(names), n_features=len(names))
-    if args.schema is not None:
-        return Bounds.from_schema(args.schema, names=list(names))
-    return None
+        b = parse_bounds_text(args.bounds, names=list(names), n_features=len(names))
+    elif args.schema is not None:
+        b = Bounds.from_schema(args.schema, names=list(names))
+    else:
+        return None
+    if getattr(args, "discrete", None) is None:
+        return b
+    from torchdpgmm.bounds import parse_discrete_text
+
+    return b.discrete_columns(parse_discrete_text(args.discrete), list(names))
 
 
 def _check_out_file(path: Path, force: bool = False) -> None:
@@ -598,6 +623,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
         raise UsageError("--seed must be >= 0")
     if args.covariance_type != "full" and args.mode != "sound":
         raise UsageError("--covariance-type applies to --mode sound only")
+    _check_discrete_flag(args, "release")
     _check_out_file(args.out, args.force)  # the destination before any data is read
     sound = args.mode == "sound"
     classes = None if args.classes is None else check_class_list(args.classes)
@@ -697,10 +723,8 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     else:
         counts = histogram_counts(model.counts if model.counts is not None else model.weights, args.n)
         x, y, _ = model.sample_counts(counts, g)
-    if mf.bounds is not None:  # rows in the user's units, within the public bounds
-        lo = torch.as_tensor(mf.bounds.lower, dtype=x.dtype)
-        hi = torch.as_tensor(mf.bounds.upper, dtype=x.dtype)
-        x = torch.minimum(torch.maximum(x, lo), hi)
+    if mf.bounds is not None:  # rows in the user's units, within the public bounds; discrete columns rounded
+        x = torch.as_tensor(mf.bounds.clip_rows(x))
     with _writing("sample", args.out):
         write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column)
     print(f"wrote {args.out}: {args.n} rows")
@@ -727,7 +751,7 @@ def _check_synthesize_flags(args: argparse.Namespace) -> tuple[list[str], bool]:
         raise UsageError(f"torchdpgmm synthesize: error: --out {args.out}: {parent} is not a folder")
     if args.seed is not None and args.seed < 0:
         raise UsageError("torchdpgmm synthesize: error: --seed must be >= 0")
-    has_bounds = _has_bounds(args)
+    has_bounds = _check_discrete_flag(args, "synthesize")
     if has_bounds and args.image_transform != "none":
         raise UsageError("torchdpgmm synthesize: error: --bounds / --schema need --image-transform none (a table)")
     if args.n_components is not None and args.n_components < 1:
@@ -803,7 +827,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                                       [f"z{i}" for i in range(d)])
                 else:  # rows back in the user's units and column names, clipped into the bounds (post-processing)
                     rows = rel.pca.mean + float(rel.config.radius) * sample[0] @ rel.pca.components
-                    write_labeled_csv(tmp / "synthetic.csv", bounds.from_unit(rows + 0.5), sample[1], classes,
+                    write_labeled_csv(tmp / "synthetic.csv", _rows_in_units(bounds, rows), sample[1], classes,
                                       list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]))
             tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions
             os.replace(tmp, args.out)  # onto a missing or empty folder

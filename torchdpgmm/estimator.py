@@ -146,44 +146,37 @@ def _precheck_bounds(bounds: Any) -> None:
 
 def _precheck_discrete(discrete: Any, bounds: Any) -> None:
     """Refuse a malformed public ``discrete=`` in one line before any data is read: a list of column names or
-    of column indices, no repeats, and public bounds to round and clip into."""
+    indices, or of one-hot groups (a tuple or list of columns), no column twice, and public bounds to round and
+    clip into."""
     if discrete is None:
         return
     if isinstance(discrete, (str, bytes)) or not isinstance(discrete, (list, tuple, np.ndarray)):
         raise ValueError(f"discrete must be a list of column names or indices, got {type(discrete).__name__}")
-    for c in discrete:
+    flat = [x for c in discrete for x in (c if isinstance(c, (list, tuple)) else [c])]
+    for c in flat:
         if not (isinstance(c, str) or (isinstance(c, numbers.Integral) and not isinstance(c, (bool, np.bool_)))):
             raise ValueError(f"discrete entry {c!r} is neither a column name (str) nor a column index (int)")
-    if len(set(discrete)) != len(discrete):
+    if len(set(flat)) != len(flat):
         raise ValueError("discrete lists a column more than once")
     if bounds is None:
         raise ValueError("discrete= needs public bounds=(lower, upper) with integer ends for those columns "
                          "(synthetic values are rounded and clipped into them)")
 
 
-def _discrete_indices(discrete: Any, b: Any, names: Any) -> np.ndarray:
-    """The column indices of ``discrete`` (public: names against the table's columns, indices against its
-    width), each with integer bounds; one-line refusal naming the column otherwise."""
-    if discrete is None or b is None:
-        return np.zeros(0, dtype=np.int64)
-    names = None if names is None else [str(n) for n in names]
-    out = []
-    for c in discrete:
-        if isinstance(c, str):
-            if names is None or c not in names:
-                raise ValueError(f"discrete column {c!r} is not a column of X" + (
-                    "" if names is not None else " (names need X with column names, a DataFrame)"))
-            j = names.index(c)
-        else:
-            j = int(c)
-            if not -b.dim <= j < b.dim:
-                raise ValueError(f"discrete column index {j} is out of range for X with {b.dim} column(s)")
-            j %= b.dim
-        lo, hi = float(b.lower[j]), float(b.upper[j])
-        if lo != math.floor(lo) or hi != math.floor(hi):
-            raise ValueError(f"discrete column {c!r} needs integer bounds, got ({lo:g}, {hi:g})")
-        out.append(j)
-    return np.asarray(out, dtype=np.int64)
+def _discrete_bounds(discrete: Any, b: Any, names: Any) -> Any:
+    """``b`` with the public discrete columns recorded (:meth:`torchdpgmm.bounds.Bounds.discrete_columns`: names
+    against the table's columns, indices against its width, integer bounds, one-hot groups); None without bounds."""
+    if b is None:
+        return None
+    return b.discrete_columns(discrete, None if names is None else [str(n) for n in names])
+
+
+def _check_discrete_schema(discrete: Any, bounds: Any, X: Any) -> None:
+    """``discrete=`` against a table's column names and width (public schema), before a value is read."""
+    if discrete is not None and (hasattr(X, "columns") or len(getattr(X, "shape", ())) == 2):
+        cols = [str(c) for c in X.columns] if hasattr(X, "columns") else None
+        width = len(cols) if cols is not None else int(X.shape[1])
+        _discrete_bounds(discrete, _fit_bounds(bounds, width, cols), cols)
 
 
 def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
@@ -342,8 +335,10 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         ``pandas.get_dummies(df, dtype=int)``). Needs ``bounds`` with integer ends for them. The release
         treats them as continuous (a Gaussian model of an integer column); ``sample`` rounds them to the
         nearest integer and clips them into the bounds (post-processing), so synthetic rows carry the user's
-        integer values. One-hot columns are rounded independently (a synthetic row may have no or several
-        ones in a group). Names or indices that are not columns of ``X`` are refused in one line.
+        integer values. A one-hot group is an entry that is itself a tuple or list of columns, e.g.
+        ``discrete=["kids", ("red", "green", "blue")]`` (bounds (0, 1) each): ``sample`` sets exactly one of
+        them to 1, the largest (:meth:`torchdpgmm.bounds.Bounds.clip_rows`). Names or indices that are not
+        columns of ``X`` are refused in one line.
     mechanism : {"kl", "gaussian", "colored", "laplace", "r1smg"}, default "kl"
         ``"kl"``: the KL-optimal budget split (Liu, Scaglione & Peisert 2025); the others are the
         baselines of that paper's Sec. V-A (``"r1smg"`` only as-published).
@@ -473,11 +468,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         The as-published mode refuses them. Returns ``self``; only the released model is kept.
         """
         self._check_params()
-        if self.discrete is not None and (hasattr(X, "columns") or len(getattr(X, "shape", ())) == 2):
-            # a table's column names and width are public schema: check discrete= before a value is read
-            cols = [str(c) for c in X.columns] if hasattr(X, "columns") else None
-            width = len(cols) if cols is not None else int(X.shape[1])
-            _discrete_indices(self.discrete, _fit_bounds(self.bounds, width, cols), cols)
+        _check_discrete_schema(self.discrete, self.bounds, X)  # public schema, before a value is read
         public = self._public_classes()
         sound = self.mode == "sound"
         if sound:  # y is matched against the public classes, never checked value by value
@@ -488,8 +479,9 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         if self.mode == "as-published":
             warnings.warn(AS_PUBLISHED_WARNING, AsPublishedWarning, stacklevel=2)
         else:
-            self.bounds_ = _fit_bounds(self.bounds, X.shape[1], getattr(self, "feature_names_in_", None))
-            self.discrete_ = _discrete_indices(self.discrete, self.bounds_, getattr(self, "feature_names_in_", None))
+            names = getattr(self, "feature_names_in_", None)
+            self.bounds_ = _discrete_bounds(self.discrete, _fit_bounds(self.bounds, X.shape[1], names), names)
+            self.discrete_ = np.asarray([] if self.bounds_ is None else self.bounds_.integer, dtype=np.int64)
             clip = self.clip_bound if self.clip_bound is not None else self.bounds_.unit_clip_bound
             check_clip_bound(clip, X.shape[1])
             if self.bounds is not None:
@@ -631,10 +623,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             x, y = self.model_.sample(int(n_samples), g)
         x = x.cpu().numpy()
         if getattr(self, "bounds_", None) is not None and self.bounds is not None:
-            x = np.clip(x, self.bounds_.lower, self.bounds_.upper)  # rows within the public bounds
-            j = getattr(self, "discrete_", np.zeros(0, dtype=np.int64))
-            if len(j):  # integer columns: nearest integer, within the (integer) bounds
-                x[:, j] = np.clip(np.rint(x[:, j]), self.bounds_.lower[j], self.bounds_.upper[j])
+            x = self.bounds_.clip_rows(x)  # within the public bounds; discrete columns rounded (one-hot: argmax)
         return x, self.classes_[y.cpu().numpy()]
 
 
@@ -662,7 +651,10 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     :meth:`predict` take raw rows in the user's units; :meth:`sample` returns rows of the released feature
     space, or, with bounds, rows in the user's units clipped into the bounds (:meth:`inverse_transform`:
     exact up to the clipping when ``n_components`` equals the width, else the projection on the released
-    subspace). Every column is treated as continuous (one-hot encode or drop categorical columns first).
+    subspace). ``discrete`` (with ``bounds``; as for :class:`DPGaussianMixture`): integer columns and one-hot
+    groups, modelled as continuous and rounded in :meth:`sample` (an integer column to the nearest integer
+    inside its integer bounds; a one-hot group to exactly one 1 at its largest value). A DataFrame column of
+    dtype ``category`` or ``bool`` is refused in one line naming it (one-hot encode it first).
 
     Attributes: ``release_`` (the :class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineRelease`),
     ``model_`` (its :class:`~torchdpgmm.pipelines.class_mixture.ClassMixture`), ``privacy_``, ``classes_``,
@@ -673,7 +665,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                  adjacency: str = "add-remove", components_per_class: int | None = None,
                  covariance_type: str = "full", image_transform: str = "dct14", n_components: int = 40,
                  radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
-                 random_state: Any = None, bounds: Any = None) -> None:
+                 random_state: Any = None, bounds: Any = None, discrete: Any = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.classes = classes
@@ -687,6 +679,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         self.pca_clip = pca_clip
         self.random_state = random_state
         self.bounds = bounds
+        self.discrete = discrete
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -716,6 +709,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         if self.image_transform not in ("dct14", "none"):
             raise ValueError(f"image_transform must be 'dct14' or 'none', got {self.image_transform!r}")
         _precheck_bounds(self.bounds)
+        _precheck_discrete(self.discrete, self.bounds)
         if self.bounds is not None and self.image_transform != "none":
             raise ValueError("bounds need image_transform='none' (a table of raw columns)")
         for name in ("radius", "mean_clip", "pca_clip"):
@@ -742,9 +736,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def fit(self, X: Any, y: Any) -> "DPSyntheticClassifier":
         """Release the pipeline on ``(X, y)`` (class docstring); returns ``self``."""
         self._check_params()
+        _check_discrete_schema(self.discrete, self.bounds, X)  # public schema, before a value is read
         X, y = self._read_private_xy(X, y)
         cfg = self._check_params(X.shape[1])
-        self.bounds_ = _fit_bounds(self.bounds, X.shape[1], getattr(self, "feature_names_in_", None))
+        names = getattr(self, "feature_names_in_", None)
+        self.bounds_ = _discrete_bounds(self.discrete, _fit_bounds(self.bounds, X.shape[1], names), names)
         X = self._centred_box(X)
         classes, idx = self._encode_labels(y, self._public_classes())
         from torchdpgmm.pipelines.synthetic_classifier import release_pipeline
@@ -806,14 +802,16 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         return self.classes_[self.model_.predict(torch.as_tensor(self.transform(X))).numpy()]
 
     def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """``n_samples`` synthetic ``(features, labels)`` in the released feature space (post-processing)."""
+        """``n_samples`` synthetic ``(features, labels)`` in the released feature space, or with bounds rows in
+        the user's units within them, discrete columns rounded (post-processing)."""
         check_is_fitted(self)
         if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         _check_sample_size(n_samples)
         g = torch.Generator().manual_seed(self._seed(_SAMPLE_STREAM))
         x, y = self.model_.sample(int(n_samples), generator=g)
-        x = x.numpy() if getattr(self, "bounds_", None) is None else self.inverse_transform(x.numpy())
+        b = getattr(self, "bounds_", None)
+        x = x.numpy() if b is None else b.clip_rows(self.inverse_transform(x.numpy()))
         return x, self.classes_[y.numpy()]
 
 
