@@ -4,7 +4,8 @@ Two steps, so that every peer sees exactly the study's split and public bounds:
 
     PYTHONPATH=. /work/main/.venv/bin/python scripts/tabular_peers.py prepare DIR
     /work/venvs/PEER/bin/python scripts/tabular_peers.py run DIR [OUT] --peer PEER [--methods ...]
-        [--epsilons 1] [--draws 1] [--tables a,b] [--time-limit S] [--bins 8]
+        [--epsilons 1] [--draws 1] [--tables a,b] [--time-limit CPU_S] [--wall-limit S] [--bins 8]
+    python3 scripts/tabular_peers.py fill DIR [OUT] --peer PEER ...   # 'not attempted' rows for the rest
 
 ``prepare`` (the project's environment) writes, per table, the study's 80/20 stratified split
 (``torchdpgmm.experiments.tabular._split``, seed 0) and its bounds (``_bounds``: documented public bounds, or
@@ -37,17 +38,24 @@ from the study's config) are trained on them and tested on the real held-out spl
 process killed after ``--time-limit`` seconds; a killed or failed fit is a row with accuracy None and its
 status. A peer that does not import is recorded as "not installed".
 
-Install recipe (outside the repository; torch first, from the machine's local CPU wheel, so opacus does not
-pull a multi-GB CUDA build). Versions this script ran with are recorded in ``peers.json`` ``environment``:
+Install recipe (outside the repository, one environment per peer; torch first, from the machine's local CPU
+wheel, so that opacus does not pull a multi-GB CUDA build). Versions each run used are recorded in
+``peers.json`` ``runs[*].environment``; this session's: diffprivlib 0.6.6 + scikit-learn 1.5.2; smartnoise-synth
+1.0.8 + mbi 1.1.0 + opacus 0.14.0 + torch 2.13.0+cpu; dpmm 0.1.9 (+ numpy 1.26.4, scikit-learn 1.5.0).
 
     python3 -m venv /work/venvs/diffprivlib
     /work/venvs/diffprivlib/bin/pip install "diffprivlib==0.6.6" "scikit-learn<1.6" pandas
-        # diffprivlib 0.6.6 imports DOUBLE from sklearn.tree._tree, gone in scikit-learn >= 1.6: it cannot
-        # share the project's environment (scikit-learn 1.9)
     python3 -m venv /work/venvs/snsynth
-    /work/venvs/snsynth/bin/pip install torch==2.13.0 && /work/venvs/snsynth/bin/pip install smartnoise-synth
+    /work/venvs/snsynth/bin/pip install torch==2.13.0
+    /work/venvs/snsynth/bin/pip install smartnoise-synth==1.0.8 scikit-learn packaging
     python3 -m venv /work/venvs/dpmm
-    /work/venvs/dpmm/bin/pip install torch==2.13.0 && /work/venvs/dpmm/bin/pip install dpmm
+    /work/venvs/dpmm/bin/pip install dpmm==0.1.9
+
+Clashing pins (why three environments, and none of them the project's): diffprivlib 0.6.6 imports
+``sklearn.tree._tree.DOUBLE``, gone in scikit-learn >= 1.6 (the project runs 1.9); dpmm 0.1.9 pins
+numpy==1.26.4, pandas==2.1.0, scikit-learn==1.5.0, disjoint-set==0.7.4 (smartnoise-synth needs >= 0.9);
+smartnoise-synth 1.0.8 pins opacus<0.15 (the project's "opacus" extra wants >= 1.4) and imports ``packaging``
+without declaring it. pyproject's ``tabular-peers`` extra is the diffprivlib + smartnoise-synth set.
 """
 from __future__ import annotations
 
@@ -244,7 +252,7 @@ def _fit_sample(peer, method, z, eps, n, bins, seed, q):
         except Exception:  # noqa: BLE001 - torch is optional for the marginal-based peers
             pass
         lo, hi, K = z["lower"], z["upper"], int(z["n_classes"])
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if peer == "snsynth" and method == "dpctgan":
             fit_s, S, Xs = _snsynth_dpctgan(z["Xtr"], z["ytr"], lo, hi, K, eps, n)
         else:
@@ -253,49 +261,81 @@ def _fit_sample(peer, method, z, eps, n, bins, seed, q):
             fit = _snsynth_discrete if peer == "snsynth" else _dpmm_discrete
             fit_s, S = fit(method, B, cards, eps, n)
             Xs = undiscretise(S[:, :-1], lo, hi, bins)
-        q.put(("ok", Xs, S[:, -1].astype(np.int64), fit_s, time.perf_counter() - t0 - fit_s))
+        # CPU seconds of fit + sample together (the peers' samplers are cheap next to their fits)
+        q.put(("ok", Xs, S[:, -1].astype(np.int64), fit_s, time.process_time() - c0, time.perf_counter() - t0 - fit_s))
     except Exception as e:  # noqa: BLE001 - reported in the row
         q.put(("error", f"failed: {type(e).__name__}: {str(e)[:200]}"))
 
 
-def synthesizer_rows(peer, method, name, z, eps, draw, bins, time_limit, max_synth, hgb_iter, seed=0) -> list[dict]:
-    """One fit of one synthesizer in a child process (killed after ``time_limit`` s), then the downstream rows."""
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process, all its threads (``/proc/PID/stat`` fields 14-15), in seconds."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _wait(p, q, cpu_limit: float, wall_limit: float):
+    """The child's result, or None once it has used ``cpu_limit`` CPU seconds or ``wall_limit`` wall seconds."""
+    t0, cpu = time.perf_counter(), 0.0
+    while p.is_alive():
+        try:
+            return q.get(timeout=1.0), cpu, time.perf_counter() - t0
+        except Exception:  # noqa: BLE001 - queue.Empty: keep waiting
+            cpu = max(cpu, _cpu_seconds(p.pid))
+            if cpu > cpu_limit or time.perf_counter() - t0 > wall_limit:
+                return None, cpu, time.perf_counter() - t0
+    try:
+        return q.get(timeout=2.0), cpu, time.perf_counter() - t0
+    except Exception:  # noqa: BLE001 - the child died without a result
+        return ("error", "failed: the fitting process died without a result"), cpu, time.perf_counter() - t0
+
+
+def synthesizer_rows(peer, method, name, z, eps, draw, bins, time_limit, max_synth, hgb_iter, seed=0,
+                     wall_limit=None) -> list[dict]:
+    """One fit of one synthesizer in a child process, killed once it has used ``time_limit`` CPU seconds (or
+    ``wall_limit`` wall seconds: the machine is shared), then the downstream rows."""
     n = int(min(len(z["Xtr"]), max_synth))
-    extra = {"adjacency": ADJACENCY[peer], "delta": DELTA, "n_synthetic": n, "time_limit_s": time_limit,
-             "bins": None if method == "dpctgan" else bins}
+    wall_limit = wall_limit or 4 * time_limit
+    extra = {"adjacency": ADJACENCY[peer], "delta": DELTA, "n_synthetic": n, "cpu_limit_s": time_limit,
+             "wall_limit_s": wall_limit, "bins": None if method == "dpctgan" else bins}
     ctx = mp.get_context("spawn")  # a fresh interpreter: no OpenMP / torch state inherited through fork
     q = ctx.Queue()
     p = ctx.Process(target=_fit_sample, args=(peer, method, dict(z), eps, n, bins, seed * 1000 + draw, q))
-    t0 = time.perf_counter()
+    load = os.getloadavg()[0]
     p.start()
-    res = None
-    while p.is_alive() and time.perf_counter() - t0 < time_limit and res is None:
-        try:
-            res = q.get(timeout=1.0)
-        except Exception:  # noqa: BLE001 - queue.Empty: keep waiting
-            pass
-    if res is None:
-        try:
-            res = q.get(timeout=2.0)
-        except Exception:  # noqa: BLE001
-            res = None
-    wall = time.perf_counter() - t0
+    res, cpu, wall = _wait(p, q, time_limit, wall_limit)
     if p.is_alive():
         p.kill()
     p.join()
     base = dict(table=name, epsilon=eps, draw=draw, privacy=PRIVACY[peer], method=LABEL[peer, method])
+    extra.update(load_average=round(load, 1), process_cpu_seconds=round(cpu, 1), process_wall_seconds=round(wall, 1))
     if res is None or res[0] != "ok":
-        status = f"timed out after {time_limit:g} s" if res is None else res[1]
-        return [make_row(**base, downstream=f"synthetic->{d}", fit_seconds=None if res else wall, accuracy=None,
+        status = (f"timed out: {cpu:.0f} CPU s / {wall:.0f} wall s (limits {time_limit:g} CPU s, "
+                  f"{wall_limit:g} wall s)") if res is None else res[1]
+        return [make_row(**base, downstream=f"synthetic->{d}", fit_seconds=None, accuracy=None,
                          status=status, **extra) for d in ("logreg", "hgb")]
-    _, Xs, ys, fit_s, sample_s = res
+    _, Xs, ys, fit_s, fit_cpu, sample_s = res
     acc = synthetic_accuracy(Xs, ys, z["Xte"], z["yte"], hgb_iter)
     return [make_row(**base, downstream=f"synthetic->{d}", fit_seconds=fit_s, accuracy=acc[d], status="ran",
-                     sample_seconds=sample_s, **extra) for d in ("logreg", "hgb")]
+                     fit_cpu_seconds=fit_cpu, sample_seconds=sample_s, **extra) for d in ("logreg", "hgb")]
 
 
 def _dpmm_discrete(method, B, cards, eps, n):
-    raise NotImplementedError
+    """dpmm's MST / PrivBayes pipeline with its own DP binning disabled (the columns are already bins) and the
+    domain given as the public cardinalities; compress=True (the peer's default)."""
+    import pandas as pd
+    from dpmm.pipelines import MSTPipeline, PrivBayesPipeline
+
+    cols = [f"c{j}" for j in range(B.shape[1])]
+    pipe = {"mst": MSTPipeline, "privbayes": PrivBayesPipeline}[method](
+        epsilon=eps, delta=DELTA, disable_processing=True, n_jobs=1)
+    seed = int(np.random.randint(2**31 - 1))  # from the child's seeded global state
+    t0 = time.perf_counter()
+    pipe.fit(pd.DataFrame(B.astype(np.int64), columns=cols), domain=dict(zip(cols, map(int, cards))), random_state=seed)
+    fit_s = time.perf_counter() - t0
+    return fit_s, np.asarray(pipe.generate(n_records=n, random_state=seed + 1)[cols], dtype=float)
 
 
 # ------------------------------------------------------------------------------------------------ run
@@ -309,12 +349,17 @@ NOTES = [
     "Synthetic rows are bin midpoints: within-bin detail is lost, which costs these peers accuracy on "
     "continuous tables; more bins cost them noise.",
     "smartnoise DP-CTGAN runs on the continuous columns with the study's bounds (MinMaxTransformer) and its "
-    "default hyper-parameters on CPU; it stops at the first epoch whose accounted eps exceeds the target (its "
-    "own accounting).",
-    "Each synthesizer fit runs in a child process killed after time_limit_s seconds (status 'timed out ...', "
-    "accuracy None, fit_seconds = wall time until the kill); fit_seconds of a finished fit excludes imports "
-    "and sampling (sample_seconds). Only the rows present were run: a missing (table, eps, draw, method) was "
-    "not attempted for lack of time, which the notes of each run say.",
+    "default hyper-parameters on CPU; it trains until its own accountant's eps passes the target, so the model "
+    "it releases may have spent up to one epoch more than eps (the peer's accounting, not ours).",
+    "Each synthesizer fit runs in a child process killed once it has used cpu_limit_s CPU seconds (all its "
+    "threads, read from /proc) or wall_limit_s wall seconds, whichever comes first: status 'timed out: ...', "
+    "accuracy None. The limit is in CPU time because the machine is shared (2 cores, load average ~12 during "
+    "these runs, recorded per row as load_average): a fit got ~10-15% of a core, so wall time was several "
+    "times the CPU time. fit_seconds of a finished fit is the wall time of fit() alone (fit_cpu_seconds: fit "
+    "and sampling), both inflated by the shared machine; they are no like-for-like timing.",
+    "Tables run smallest n*d first; a synthesizer that timed out on skip-after tables is marked 'not run' on "
+    "the larger rest. Rows absent for a (table, eps, draw, method) were not attempted (no time left in the "
+    "session); each run's record (runs) lists its command and tables_done.",
 ]
 
 
@@ -340,14 +385,23 @@ def _study_config(out: Path) -> dict:
 
 
 def write_peers(path: Path, rows: list[dict], notes: list[str], run_info: dict) -> None:
-    """Merge ``rows`` into ``path`` (see ``merge_rows``), add ``notes`` and this run's record, write."""
+    """Merge ``rows`` into ``path`` (see ``merge_rows``), add ``notes`` and this run's record, write; under an
+    exclusive lock, since runs of different peers may share the file."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _write_peers(path, rows, notes, run_info)
+
+
+def _write_peers(path: Path, rows: list[dict], notes: list[str], run_info: dict) -> None:
     pj = json.loads(path.read_text()) if path.is_file() else {}
     pj["study"] = "tabular-peers"
     pj["rows"] = merge_rows(pj.get("rows", []), rows)
-    pj["notes"] = list(dict.fromkeys([*pj.get("notes", []), *notes]))
+    pj["notes"] = list(notes)  # every run of this script writes the same notes; per-run facts sit in runs
     runs = [r for r in pj.get("runs", []) if r.get("started") != run_info["started"]]
     pj["runs"] = runs + [run_info]
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(pj, indent=1, default=float))
     tmp.replace(path)
@@ -369,7 +423,7 @@ def run(a) -> None:
     info = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "peer": a.peer, "methods": methods,
             "epsilons": eps_list, "draws": a.draws, "tables_planned": names, "tables_done": [],
             "time_limit_s": a.time_limit, "bins": a.bins, **study,
-            "command": " ".join([sys.executable, *sys.argv]), "environment": _versions(a.peer),
+            "command": " ".join([sys.executable, "scripts/tabular_peers.py", *a.argv]), "environment": _versions(a.peer),
             "cpu": f"{os.cpu_count()} cores (shared)"}
     try:
         from threadpoolctl import threadpool_limits
@@ -378,9 +432,10 @@ def run(a) -> None:
     except Exception:  # noqa: BLE001
         pass
     t_start = time.perf_counter()
+    timeouts = dict.fromkeys(methods, 0)
+    rows = []  # every row of this run, re-merged at each write (a concurrent writer cannot lose them for good)
     for name in names:
         z = dict(np.load(data / f"{name}.npz"))
-        rows = []
         for eps in eps_list:
             for draw in range(a.draws):
                 for m in methods:
@@ -389,9 +444,16 @@ def run(a) -> None:
                                  for d in (("direct",) if a.peer == "diffprivlib" else ("synthetic->logreg", "synthetic->hgb"))]
                     elif a.peer == "diffprivlib":
                         rows += [r for r in diffprivlib_rows(name, z, eps, draw) if r["method"] == LABEL[a.peer, m]]
+                    elif timeouts[m] >= a.skip_after:
+                        why = (f"not run: timed out on {timeouts[m]} smaller tables at {a.time_limit:g} CPU s "
+                               "(tables run smallest n*d first)")
+                        rows += [make_row(name, eps, draw, LABEL[a.peer, m], d, PRIVACY[a.peer], None, None, why,
+                                          cpu_limit_s=a.time_limit) for d in ("synthetic->logreg", "synthetic->hgb")]
                     else:
                         rows += synthesizer_rows(a.peer, m, name, z, eps, draw, a.bins, a.time_limit,
-                                                 study["max_synth"], study["hgb_iter"])
+                                                 study["max_synth"], study["hgb_iter"], wall_limit=a.wall_limit)
+                        timeouts[m] += rows[-1]["status"].startswith("timed out")
+                        info["load_average"] = os.getloadavg()
                     r = rows[-1]
                     print(f"{name} eps={eps:g} draw={draw} {r['method']} {r['downstream']}: {r['accuracy']} "
                           f"({r['status']}, {r['fit_seconds'] or 0:.1f} s)", flush=True)
@@ -400,9 +462,25 @@ def run(a) -> None:
         write_peers(out / "peers.json", rows, NOTES, info)
 
 
+def fill(a) -> None:
+    """Rows for every (table, eps, draw, method) of the plan that no run wrote: 'not attempted'."""
+    manifest = json.loads((a.data / "manifest.json").read_text())
+    path = a.out / "peers.json"
+    have = {tuple(r.get(k) for k in ROW_ID) for r in (json.loads(path.read_text())["rows"] if path.is_file() else [])}
+    downs = ("direct",) if a.peer == "diffprivlib" else ("synthetic->logreg", "synthetic->hgb")
+    rows = [make_row(t, eps, draw, LABEL[a.peer, m], d, PRIVACY[a.peer], None, None,
+                     "not attempted: the session's time ran out")
+            for t in manifest["tables"] if not a.tables or t in a.tables for eps in a.epsilons
+            for draw in range(a.draws) for m in (a.methods or METHODS[a.peer]) for d in downs
+            if (t, eps, draw, LABEL[a.peer, m], d) not in have]
+    info = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "peer": a.peer, "step": "fill",
+            "rows_added": len(rows), "command": " ".join([sys.executable, "scripts/tabular_peers.py", *a.argv])}
+    write_peers(path, rows, NOTES, info)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=["prepare", "run"])
+    ap.add_argument("step", choices=["prepare", "run", "fill"])
     ap.add_argument("data", type=Path)
     ap.add_argument("out", type=Path, nargs="?", default=Path("docs/results/tabular"))
     ap.add_argument("--peer", choices=sorted(METHODS), default="diffprivlib")
@@ -410,9 +488,13 @@ def main(argv=None) -> None:
     ap.add_argument("--epsilons", default="1", help="comma-separated (default 1)")
     ap.add_argument("--draws", type=int, default=1)
     ap.add_argument("--tables", default="")
-    ap.add_argument("--time-limit", type=float, default=180.0, help="seconds per synthesizer fit")
+    ap.add_argument("--time-limit", type=float, default=180.0, help="CPU seconds per synthesizer fit")
+    ap.add_argument("--wall-limit", type=float, default=None, help="wall seconds per fit (default 4 x time limit)")
+    ap.add_argument("--skip-after", type=int, default=2,
+                    help="a synthesizer that timed out on this many tables is not run on the (larger) rest")
     ap.add_argument("--bins", type=int, default=8, help="equal-width bins per column (MST, AIM, PrivBayes)")
     a = ap.parse_args(argv)
+    a.argv = list(sys.argv[1:] if argv is None else argv)
     a.tables = [t for t in a.tables.split(",") if t]
     a.methods = [m for m in a.methods.split(",") if m]
     bad = [m for m in a.methods if m not in METHODS[a.peer]]
@@ -421,6 +503,8 @@ def main(argv=None) -> None:
     a.epsilons = [float(e) for e in a.epsilons.split(",") if e]
     if a.step == "prepare":
         prepare(a.data, tables=a.tables)
+    elif a.step == "fill":
+        fill(a)
     else:
         run(a)
 
