@@ -232,7 +232,9 @@ def _snsynth_dpctgan(X, y, lo, hi, n_classes, eps, n):
     tt.fit(pub)
     df = pd.DataFrame(np.clip(X, lo, hi), columns=cols)
     df["label"] = y
-    s = Synthesizer.create("dpctgan", epsilon=eps, delta=DELTA, cuda=False, verbose=False)
+    # the peer's default batch of 500 exceeds the small tables (opacus refuses a sample rate above 1)
+    batch = int(min(500, len(X) - len(X) % 2))
+    s = Synthesizer.create("dpctgan", epsilon=eps, delta=DELTA, cuda=False, verbose=False, batch_size=batch)
     t0 = time.perf_counter()
     s.fit(df, transformer=tt, preprocessor_eps=0.0)
     fit_s = time.perf_counter() - t0
@@ -349,7 +351,8 @@ NOTES = [
     "Synthetic rows are bin midpoints: within-bin detail is lost, which costs these peers accuracy on "
     "continuous tables; more bins cost them noise.",
     "smartnoise DP-CTGAN runs on the continuous columns with the study's bounds (MinMaxTransformer) and its "
-    "default hyper-parameters on CPU; it trains until its own accountant's eps passes the target, so the model "
+    "default hyper-parameters on CPU except batch_size = min(500, N_train rounded down to even) (the default "
+    "500 exceeds the small tables and opacus refuses a sample rate above 1); it trains until its own accountant's eps passes the target, so the model "
     "it releases may have spent up to one epoch more than eps (the peer's accounting, not ours).",
     "Each synthesizer fit runs in a child process killed once it has used cpu_limit_s CPU seconds (all its "
     "threads, read from /proc) or wall_limit_s wall seconds, whichever comes first: status 'timed out: ...', "
