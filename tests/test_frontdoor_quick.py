@@ -168,7 +168,7 @@ def test_tabular_family_draws(monkeypatch, tmp_path):
 
     draws: list = []
     monkeypatch.setattr(tabular, "_nonprivate_rows", lambda *a: [])
-    monkeypatch.setattr(tabular, "_dpgmm_rows", lambda *a: [])
+    monkeypatch.setattr(tabular, "_our_rows", lambda *a: [])
 
     def peer_rows(tab, eps, draw, *a):
         draws.append(draw)

@@ -374,7 +374,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     eps_list = _float_list(o.get("epsilons"), EPSILONS, "--epsilons")
     hgb_eps = None if o.get("hgb_epsilons") == "all" else _float_list(o.get("hgb_epsilons"), HGB_EPSILONS,
                                                                         "--hgb-epsilons")
-    draws = int((1 if config.quick else 3) if o.get("draws") is None else o["draws"])
+    draws = int(config.pick("draws", 3, 1))  # an explicit --draws beats --quick
     n_synth = int(N_SYNTH if o.get("n_synth") is None else o["n_synth"])
     if n_synth < 1 or draws < 1:
         raise ValueError(f"--n-synth and --draws must be >= 1, got {n_synth} and {draws}")
