@@ -167,3 +167,12 @@ def test_weak_budget_warns_at_release_time(tmp_path, capsys, flags, words):
     data = _table(tmp_path / "t.csv")
     assert main(_release_argv(data, tmp_path / "m.json", *flags)) == 0
     assert words in capsys.readouterr().err
+
+
+def test_readme_release_you_could_publish_is_unseeded():
+    """Issue 27 item 3: README's publishable release draws its noise from fresh OS entropy, not the seeded
+    generator of the Monte Carlo example above it (a seeded release's noise can be regenerated and removed)."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("# a release you could publish")
+    block = text[start:text.index("print(safe.privacy)", start)]
+    assert "manual_seed" not in block and "generator=g)" not in block and ".seed()" in block
