@@ -105,6 +105,10 @@ def _case(name, tmp):
                                            "--classes", "u,v", "--epsilon", "1", "--delta", "1e-5", "--image-transform",
                                            "none", "--bounds", "a=0:1,b=0:1", "--components-per-class", "5",
                                            "--out", str(tmp / "syn")],
+        "synthesize components above 2d before reading": ["synthesize", "--data", str(tmp / "nope.csv"),
+                                                          "--label-column", "label", "--classes", "u,v", "--epsilon",
+                                                          "1", "--delta", "1e-5", "--n-components", "2",
+                                                          "--components-per-class", "5", "--out", str(tmp / "syn")],
         "experiment budget before any trial": ["experiment", "iris", "--epsilons", "5000", "--out", str(tmp / "ex")],
         "--out is a folder": rel("--out", str(tmp)),
         "--out parent is a file": rel("--out", str(data / "m.json")),
@@ -121,7 +125,7 @@ CASES = ["missing file", "missing column", "duplicated header", "epsilon <= 0", 
          "bounds not naming every feature", "LOW >= HIGH", "unknown flag", "list flag not numbers",
          "list flag repeats a value", "memory budget below 16MiB", "study clip bound",
          "as-published non-numeric value", "as-published label outside --classes", "synthesize components above 2d",
-         "experiment budget before any trial", "--out is a folder",
+         "synthesize components above 2d before reading", "experiment budget before any trial", "--out is a folder",
          "--out parent is a file", "--device cuda without a GPU"]
 
 
@@ -136,8 +140,8 @@ def test_each_listed_bad_input_is_one_line_exit_2_nothing_written(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
-    if "before" in name:
-        assert "meaningful guarantee" in err  # the budget, not the missing file, is what is refused
+    if "before" in name:  # the public setting, not the missing file, is what is refused
+        assert ("components-per-class" if "components" in name else "meaningful guarantee") in err
 
 
 def test_existing_out_needs_force_and_symlink_is_refused(tmp_path, capsys):
@@ -167,3 +171,12 @@ def test_weak_budget_warns_at_release_time(tmp_path, capsys, flags, words):
     data = _table(tmp_path / "t.csv")
     assert main(_release_argv(data, tmp_path / "m.json", *flags)) == 0
     assert words in capsys.readouterr().err
+
+
+def test_readme_release_you_could_publish_is_unseeded():
+    """Issue 27 item 3: README's publishable release draws its noise from fresh OS entropy, not the seeded
+    generator of the Monte Carlo example above it (a seeded release's noise can be regenerated and removed)."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("# a release you could publish")
+    block = text[start:text.index("print(safe.privacy)", start)]
+    assert "manual_seed" not in block and "generator=g)" not in block and ".seed()" in block

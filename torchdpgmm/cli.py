@@ -744,6 +744,10 @@ def _check_synthesize_flags(args: argparse.Namespace) -> tuple[list[str], bool]:
         raise UsageError("torchdpgmm synthesize: error: -n must be >= 1")
     if args.components_per_class is not None and args.components_per_class < 1:
         raise UsageError("torchdpgmm synthesize: error: --components-per-class must be >= 1")
+    width = args.n_components or (40 if args.image_transform == "dct14" else None)  # else: the header's width
+    if args.components_per_class is not None and width is not None and args.components_per_class > 2 * width:
+        raise UsageError(f"torchdpgmm synthesize: error: --components-per-class must be <= 2 x --n-components = "
+                         f"{2 * width} (the initial centres lie along the top released directions)")
     if args.out.is_symlink() or (args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir()))):
         raise UsageError(f"torchdpgmm synthesize: error: --out {args.out} must be a new or empty folder")
     parent = next((p for p in args.out.absolute().parents if p.exists()), None)
