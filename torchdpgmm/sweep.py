@@ -365,11 +365,12 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
 def torch_threads(n: int | None = 1) -> Iterator[None]:
     """Run the block with ``n`` torch intra-op threads (restored after; None changes nothing).
 
-    One is the sweep's default: a chunk is a long sequence of small batched operations (3 x 3 and 6 x 6 factorisations, (T, K, 24)
-    element-wise steps of the covering-SDP solver); intra-op threads cannot split them usefully, and on a
-    loaded machine their OpenMP barriers wait for descheduled threads: the KL sweep of
-    ``benchmarks/bench_sweep_memory.py`` ran ~10x slower per trial with 2 threads than with 1 at load 9 on
-    2 cores. Parallelism comes from ``workers`` (one chunk per process) instead."""
+    One is the sweep's default: a chunk is a long sequence of small batched operations (3 x 3 and 6 x 6
+    factorisations, (T, K, 24) element-wise steps of the covering-SDP solver); intra-op threads cannot split
+    them usefully, and on a loaded machine their OpenMP barriers wait for descheduled threads (the KL sweep
+    with 2 threads against 1 on the same code and load: ``speed_before_after`` in
+    ``benchmarks/results/bench_sweep_memory.json``). Parallelism comes from ``workers`` (one chunk per
+    process) instead."""
     import torch
 
     if n is None:
