@@ -12,3 +12,7 @@ def test_bench_sweep_memory_quick(tmp_path, load_script):
     assert (res["small"]["trials"], res["large"]["trials"]) == (4, 40)
     assert res["large"]["rows"] == 7 * 40 and res["small"]["rows"] == 7 * 4   # 7 epsilons x trials
     assert res["small"]["peak_rss_mib"] > 0 and res["peak_rss_ratio_large_over_small"] > 0
+    # the compared figure counts the worker processes (driver + workers x largest worker)
+    assert res["config"]["workers"] == res["large"]["workers"] == 2
+    assert res["large"]["peak_rss_mib"] >= res["large"]["peak_rss_mib_driver"] + 2 * res["large"]["peak_rss_mib_largest_worker"] - 1e-9
+    assert res["speed_before_after"] is None   # --quick skips the baseline comparison

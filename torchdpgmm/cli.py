@@ -229,6 +229,9 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads of the local backend (default 1: a trial block's batched problems are "
                         "small, so more threads mostly add contention; rows do not depend on it)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes of the local backend, one chunk each (default 1; e.g. one per core; "
+                        "rows do not depend on it)")
     p.add_argument("--memory-budget", type=_bytes, default=None,
                    help="bytes one chunk may hold, e.g. 2e9, 512MiB or 4GB (default 1 GiB); ignored with "
                         "--chunk-size. Summaries stream over the chunk files, so memory stays that of one chunk")
@@ -891,13 +894,17 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
     _warn_as_published(args)
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.workers > 1 and args.backend != "local":
+        raise UsageError("--workers applies to --backend local (Ray schedules its own workers)")
     import torch
 
     torch.set_num_threads(args.threads)
     if not args.resume:
         _new_folder(args.out, created)
     res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,
-                    progress=not args.no_progress)
+                    progress=not args.no_progress, workers=args.workers, threads=args.threads)
     created.clear()
     print(f"sweep in {args.out}: {res['done']} chunks run, {res['skipped']} already done; rows in {res['results']}")
     return 0

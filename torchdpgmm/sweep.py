@@ -27,7 +27,8 @@ largest multiple of ``block_size`` whose estimated working set fits ``memory_bud
 streamed (:func:`iter_chunks`; on Ray a bounded window of tasks is in flight) and summaries are computed by
 streaming over the chunk files with :class:`~torchdpgmm.montecarlo.RunningStats` (exact running
 mean/variance, quantiles from a fixed log-grid histogram), so memory does not depend on the number of
-trials (``benchmarks/bench_sweep_memory.py``). A sweep whose rows cannot fit on the output's disk is
+trials (``benchmarks/bench_sweep_memory.py``). Locally, chunks run single-threaded by default (:func:`torch_threads`),
+in ``workers`` processes when asked (:func:`run_sweep`). A sweep whose rows cannot fit on the output's disk is
 refused before any work (:func:`check_disk`). With ``backend="ray"`` and an address, the address must
 accept a TCP connection within :data:`RAY_CONNECT_TIMEOUT` seconds.
 
@@ -37,6 +38,7 @@ and ``OUT/sweep.png``.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import json
@@ -50,7 +52,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 __all__ = ["SweepSpec", "Chunk", "plan_chunks", "iter_chunks", "num_chunks", "check_disk", "run_sweep", "load_results", "iter_results", "summarize",
-           "plot_results", "block_seed"]
+           "plot_results", "block_seed", "torch_threads"]
 
 RESULT_FIELDS = ["mechanism", "epsilon", "N", "K", "d", "seed", "trial", "kl"]
 MODES = ("as-published", "sound")
@@ -305,12 +307,23 @@ def _prepare(out: Path, spec: SweepSpec, resume: bool) -> None:
 
 def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: bool = False,
               ray_address: str | None = None, progress: bool = True,
-              trial_fn: Callable[[SweepSpec, Chunk], list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """Run (or resume) a sweep; returns ``{"done": n, "skipped": n, "results": path}``."""
+              trial_fn: Callable[[SweepSpec, Chunk], list[dict[str, Any]]] | None = None,
+              workers: int = 1, threads: int | None = 1) -> dict[str, Any]:
+    """Run (or resume) a sweep; returns ``{"done": n, "skipped": n, "results": path}``.
+
+    ``backend="local"`` runs the chunks with ``threads`` torch intra-op threads each (default 1, see
+    :func:`torch_threads`; None leaves torch's setting), in this process (``workers=1``) or in ``workers``
+    spawned worker processes (at most ``2 * workers`` chunks in flight; each worker holds one chunk, so the
+    working set is about ``workers`` times the chunk's); the rows do not depend on ``workers``."""
     out = Path(out)
     spec.validate()
     if backend not in ("local", "ray"):
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+    for name, v in (("workers", workers), ("threads", 1 if threads is None else threads)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    if backend == "ray" and workers != 1:
+        raise ValueError("workers applies to backend='local' (Ray schedules its own workers)")
     check_disk(spec, out)
     if backend == "ray":
         _check_ray_address(ray_address)
@@ -335,11 +348,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     todo = pending_chunks()
     done = 0
     if backend == "local":
-        for c in todo:
-            _atomic_rows(chunk_dir / f"{c.id}.csv", fn(spec, c))
-            done += 1
-            if bar is not None:
-                bar.update(1)
+        done = _run_local(spec, todo, chunk_dir, fn, workers, threads, bar)
     else:
         done = _run_ray(spec, todo, out, fn, ray_address, bar)
     if bar is not None:
@@ -350,6 +359,68 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "points": summary}, indent=2))
     plot_results(summary, out / "sweep.png", spec=spec)
     return {"done": done, "skipped": total - done, "results": str(results), "summary": summary}
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None = 1) -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads (restored after; None changes nothing).
+
+    One is the sweep's default: a chunk is a long sequence of small batched operations (3 x 3 and 6 x 6
+    factorisations, (T, K, 24) element-wise steps of the covering-SDP solver); intra-op threads cannot split
+    them usefully, and on a loaded machine their OpenMP barriers wait for descheduled threads (the KL sweep
+    with 2 threads against 1 on the same code and load: ``speed_before_after`` in
+    ``benchmarks/results/bench_sweep_memory.json``). Parallelism comes from ``workers`` (one chunk per
+    process) instead."""
+    import torch
+
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _worker_chunk(fn: Callable, spec: SweepSpec, chunk: Chunk, threads: int | None) -> list[dict[str, Any]]:
+    with torch_threads(threads):
+        return fn(spec, chunk)
+
+
+def _run_local(spec: SweepSpec, todo: Iterable[Chunk], chunk_dir: Path, fn: Callable, workers: int,
+               threads: int | None, bar: Any) -> int:
+    """Run the pending chunks here (``workers=1``) or in ``workers`` spawned processes, at most
+    ``2 * workers`` chunks in flight (memory does not grow with the number of chunks); each chunk's rows
+    are written by this process, atomically, as it finishes."""
+    done = 0
+    if workers == 1:
+        for c in todo:
+            _atomic_rows(chunk_dir / f"{c.id}.csv", _worker_chunk(fn, spec, c, threads))
+            done += 1
+            if bar is not None:
+                bar.update(1)
+        return done
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    todo = iter(todo)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: dict[Any, Chunk] = {}
+        while True:
+            for c in itertools.islice(todo, 2 * workers - len(pending)):
+                pending[pool.submit(_worker_chunk, fn, spec, c, threads)] = c
+            if not pending:
+                break
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                c = pending.pop(fut)
+                _atomic_rows(chunk_dir / f"{c.id}.csv", fut.result())
+                done += 1
+                if bar is not None:
+                    bar.update(1)
+    return done
 
 
 def _concat_chunks(path: Path, parts: Iterable[Path]) -> None:
