@@ -1,4 +1,4 @@
-"""Fill the generated parts of docs/privacy.md from JSON written by committed scripts.
+"""Fill the generated parts of docs/privacy.md and docs/audit.md from JSON written by committed scripts.
 
     torchdpgmm experiment audit --out results/audit --epsilons 1,4
     torchdpgmm experiment sound-utility --out results/sound-utility
@@ -6,12 +6,14 @@
     python scripts/privacy_doc.py --audit results/audit/audit.json \
         --utility results/sound-utility/sound-utility.json \
         --records results/privacy-records/privacy_records.json \
-        --discrete results/audit-discrete/audit.json [--doc docs/privacy.md]
+        --discrete results/audit-discrete/audit.json [--doc docs/privacy.md --doc docs/audit.md]
 
 Replaces the text between ``<!-- BEGIN NAME -->`` and ``<!-- END NAME -->`` markers (NAME = RECORDS TABLE,
 AUDIT SUMMARY, SOUND AUDIT TABLE, PUBLISHED AUDIT TABLE, DISCRETE AUDIT SUMMARY, UTILITY TABLE); nothing in
-those blocks is
-written by hand. Each option is optional: only the blocks of the JSON given are replaced.
+those blocks is written by hand. Each block sits in exactly one of the pages given (the reference page
+docs/privacy.md holds the records and utility tables, the task page docs/audit.md the audit tables); a
+block found in no page, or in two, is an error. Each option is optional: only the blocks of the JSON given
+are replaced. ``--check`` writes nothing and exits 1 if a page differs from its rendering.
 """
 from __future__ import annotations
 
@@ -24,10 +26,18 @@ from torchdpgmm.experiments.audit import (audit_markdown, audit_summary_markdown
                                           utility_markdown)
 
 
+BLOCKS = ("RECORDS TABLE", "AUDIT SUMMARY", "SOUND AUDIT TABLE", "PUBLISHED AUDIT TABLE", "DISCRETE AUDIT SUMMARY",
+          "UTILITY TABLE")
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def has_block(doc: str, name: str) -> bool:
+    return f"<!-- BEGIN {name} -->" in doc
+
+
 def fill(doc: str, name: str, body: str) -> str:
+    """``doc`` with the body of block ``name`` replaced; a page without that block is returned unchanged."""
     pat = re.compile(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)", re.S)
-    if not pat.search(doc):
-        raise SystemExit(f"marker {name} not found in the document")
     return pat.sub(lambda m: m.group(1) + body.rstrip("\n") + "\n" + m.group(2), doc)
 
 
@@ -76,17 +86,36 @@ def render(doc: str, audit: Path | None = None, utility: Path | None = None, rec
     return doc
 
 
-def main() -> None:
+def placement(docs: dict[Path, str]) -> dict[str, list[Path]]:
+    """block name -> the pages that hold it (each block must sit in exactly one page)."""
+    return {name: [p for p, text in docs.items() if has_block(text, name)] for name in BLOCKS}
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--audit", type=Path, default=None)
     ap.add_argument("--utility", type=Path, default=None)
     ap.add_argument("--records", type=Path, default=None)
     ap.add_argument("--discrete", type=Path, default=None, help="a sound-only audit JSON with discrete noise")
-    ap.add_argument("--doc", type=Path, default=Path(__file__).resolve().parents[1] / "docs" / "privacy.md")
-    a = ap.parse_args()
-    a.doc.write_text(render(a.doc.read_text(), a.audit, a.utility, a.records, a.discrete))
-    print(f"updated {a.doc}")
+    ap.add_argument("--doc", type=Path, action="append", default=None,
+                    help="a page holding generated blocks (repeatable; default docs/privacy.md and docs/audit.md)")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is stale")
+    a = ap.parse_args(argv)
+    docs = {p: p.read_text() for p in (a.doc or [DOCS / "privacy.md", DOCS / "audit.md"])}
+    bad = {n: ps for n, ps in placement(docs).items() if len(ps) != 1}
+    if bad:
+        raise SystemExit("each generated block must sit in exactly one page: "
+                         + "; ".join(f"{n}: {[str(p) for p in ps]}" for n, ps in bad.items()))
+    stale = []
+    for path, old in docs.items():
+        new = render(old, a.audit, a.utility, a.records, a.discrete)
+        if new != old:
+            stale.append(path)
+            if not a.check:
+                path.write_text(new)
+                print(f"updated {path}")
+    return 1 if (a.check and stale) else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,8 +1,14 @@
-"""Time README's main study as a user runs it, and write the timing with the machine's load beside it.
+"""Time README's main study and its test command as a user runs them, and write each timing with the
+machine's load beside it.
 
     python scripts/readme_timings.py            # time the fig2 study (about a minute), write the JSON, README
-    python scripts/readme_timings.py --render   # rewrite README's block from the committed JSON, no timing
-    python scripts/readme_timings.py --check    # exit 1 if README's block differs from the JSON (tests)
+    python scripts/readme_timings.py --suite    # time `python -m pytest -q` once (many minutes), JSON, README
+    python scripts/readme_timings.py --render   # rewrite README's blocks from the committed JSON, no timing
+    python scripts/readme_timings.py --check    # exit 1 if README's blocks differ from the JSON (tests)
+
+``--suite`` refuses to time when the 1-minute load average is above ``--max-load`` (default: the number of
+usable cores), since the time would then mostly measure other jobs; the JSON keeps the other timing as it
+was. A suite that fails is not recorded.
 
 The timed command is README's Quick-start command at README's default size, in a fresh process:
 ``torchdpgmm experiment fig2 --trials 100 --out TMP`` (``python -m torchdpgmm.cli ...``), so the time
@@ -13,7 +19,9 @@ child process and the versions. README quotes the wall time together with the co
 
 The JSON goes to ``benchmarks/results/readme-timings.json`` (README's sources for quoted numbers are the
 files under ``benchmarks/results/``, see ``tests/test_docs_numbers.py``); README's text between
-``<!-- generated: readme-timings -->`` and ``<!-- /generated -->`` is rendered from it by :func:`render`.
+``<!-- generated: readme-timings -->`` and ``<!-- /generated -->`` is rendered from it by :func:`render`, the text
+of ``<!-- generated: readme-timings-suite -->`` (below README's test command) from its ``test_suite`` record by
+:func:`render_suite` (a sentence saying how to measure it while there is none).
 """
 from __future__ import annotations
 
@@ -34,6 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 JSON_PATH = ROOT / "benchmarks" / "results" / "readme-timings.json"
 README = ROOT / "README.md"
 BLOCK = "readme-timings"
+SUITE_BLOCK = "readme-timings-suite"
+SUITE_COMMAND = [sys.executable, "-m", "pytest", "-q"]
 #: README's Quick-start default (the study's default trials)
 README_TRIALS = 100
 
@@ -91,13 +101,52 @@ def time_fig2(trials: int = README_TRIALS, quick: bool = False) -> dict:
     }
 
 
+def time_suite(root: Path = ROOT) -> dict:
+    """Run README's test command once in ``root`` (a fresh process) and return its timing record."""
+    load_before = _load_average()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(SUITE_COMMAND, cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load_after = _load_average()
+    tail = [ln for ln in proc.stdout.strip().splitlines() if ln.strip()]
+    summary = tail[-1].strip("= ") if tail else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"the test suite failed (exit {proc.returncode}), not recorded: {summary}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"command": "python -m pytest -q", "summary": summary, "wall_seconds": round(wall, 1),
+            "child_cpu_seconds": round(cpu, 1), "load_average_before": load_before,
+            "load_average_after": load_after, "cpu_count": os.cpu_count(), "usable_cores": _usable_cores(),
+            "python": platform.python_version(), "machine": platform.machine(),
+            "measured_at_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _load_text(rec: dict) -> str:
+    lb, la = rec.get("load_average_before"), rec.get("load_average_after")
+    return "unknown load" if not lb else (
+        f"1-minute load average {lb[0]:.2f} before and {la[0]:.2f} after" if la else
+        f"1-minute load average {lb[0]:.2f}")
+
+
+def render_suite(rec: dict | None) -> str:
+    """README's text below the test command, from the ``test_suite`` record (or how to make one)."""
+    if not rec:
+        return ("The suite's time is not measured yet: `python scripts/readme_timings.py --suite` runs the "
+                "command above once, on a machine whose load is below its core count, and writes the time "
+                "here with the load beside it. Expect many minutes on 2 cores.")
+    cores = rec.get("usable_cores") or rec.get("cpu_count")
+    return (f"Measured by `python scripts/readme_timings.py --suite` ({rec['measured_at_utc'][:10]}, written to "
+            f"benchmarks/results/readme-timings.json): `{rec['command']}` ({rec['summary']}) took "
+            f"{rec['wall_seconds'] / 60:.1f} min wall ({rec['child_cpu_seconds'] / 60:.1f} min of CPU) on {cores} "
+            f"CPU cores at {_load_text(rec)}. It grows with the load.")
+
+
 def render(rec: dict) -> str:
     """README's block (markdown) from one timing record."""
     cores = rec.get("usable_cores") or rec.get("cpu_count")
-    lb, la = rec.get("load_average_before"), rec.get("load_average_after")
-    load = "unknown load" if not lb else (
-        f"1-minute load average {lb[0]:.2f} before and {la[0]:.2f} after" if la else
-        f"1-minute load average {lb[0]:.2f}")
+    load = _load_text(rec)
     return (f"Measured by `python scripts/readme_timings.py` ({rec['measured_at_utc'][:10]}, written to "
             f"benchmarks/results/readme-timings.json): `{rec['command']}` took {rec['wall_seconds']:.1f} s wall "
             f"({rec['child_cpu_seconds']:.1f} s of CPU) on {cores} CPU cores at {load}. The wall time "
@@ -125,19 +174,38 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--render", action="store_true", help="rewrite README's block from the JSON, no timing")
     p.add_argument("--trials", type=int, default=README_TRIALS, help="trials of the timed study (default 100)")
     p.add_argument("--quick", action="store_true", help="time the --quick study (a smoke run; not for README)")
+    p.add_argument("--suite", action="store_true", help="time README's test command instead of the study")
+    p.add_argument("--max-load", type=float, default=None,
+                   help="with --suite: refuse to time above this 1-minute load (default: usable cores)")
     p.add_argument("--json", type=Path, default=JSON_PATH, help="timing record (default benchmarks/results/...)")
     p.add_argument("--readme", type=Path, default=README)
     a = p.parse_args(argv)
     if a.trials < 1:
         p.error("--trials must be >= 1")
+    if a.suite and (a.check or a.render):
+        p.error("--suite times the suite; it does not go with --check or --render")
     if not (a.check or a.render):
-        rec = time_fig2(a.trials, a.quick)
+        old_rec = json.loads(a.json.read_text()) if a.json.exists() else {}
+        if a.suite:
+            limit = a.max_load if a.max_load is not None else float(_usable_cores() or os.cpu_count() or 1)
+            load = _load_average()
+            if load and load[0] > limit:
+                print(f"1-minute load average {load[0]:.2f} is above {limit:g}: not timing the suite "
+                      f"(the time would mostly measure other jobs)", file=sys.stderr)
+                return 3
+            rec = dict(old_rec, test_suite=time_suite())
+        else:
+            rec = time_fig2(a.trials, a.quick)
+            if "test_suite" in old_rec:
+                rec["test_suite"] = old_rec["test_suite"]
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(rec, indent=2) + "\n")
         print(json.dumps(rec, indent=2))
     rec = json.loads(a.json.read_text())
     old = a.readme.read_text()
     new = rewrite(old, BLOCK, render(rec))
+    if f"<!-- generated: {SUITE_BLOCK} -->\n" in old or a.readme == README:
+        new = rewrite(new, SUITE_BLOCK, render_suite(rec.get("test_suite")))
     if a.check:
         if new != old:
             print(f"{a.readme}: the {BLOCK} block is stale; run: python scripts/readme_timings.py --render",

@@ -262,7 +262,7 @@ def main(argv=None) -> None:
             matplotlib.use("Agg")
             from torchdpgmm.experiments.synthetic_classifier import _plot
 
-            _plot(d["rows"], a.synthetic_plot)
+            _plot(d["rows"], a.synthetic_plot, d.get("config"))
             link = str(a.synthetic_plot).removeprefix("docs/")  # relative to docs/, where the tables go
             print(f"![accuracy vs epsilon]({link})\n")
     for name, fn in (("iris", iris_table), ("mnist", mnist_table), ("mnist-mlp", mlp_table), ("record-level", record_table)):

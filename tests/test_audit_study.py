@@ -52,15 +52,18 @@ def test_sound_utility_quick(tmp_path):
 
 
 def test_privacy_doc_tables_are_generated_from_the_committed_json(load_script):
-    """docs/privacy.md's generated blocks equal a fresh rendering of docs/results/*.json (no stale numbers)."""
+    """docs/privacy.md's and docs/audit.md's generated blocks equal a fresh rendering of docs/results/*.json (no
+    stale numbers), and each block sits in exactly one of the two pages."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     mod = load_script("scripts/privacy_doc.py")
     res = root / "docs" / "results"
-    doc = (root / "docs" / "privacy.md").read_text()
-    assert mod.render(doc, res / "audit.json", res / "sound-utility.json", res / "privacy_records.json",
-                      res / "audit-discrete.json") == doc
+    docs = {p: p.read_text() for p in (root / "docs" / "privacy.md", root / "docs" / "audit.md")}
+    assert all(len(pages) == 1 for pages in mod.placement(docs).values()), mod.placement(docs)
+    for doc in docs.values():
+        assert mod.render(doc, res / "audit.json", res / "sound-utility.json", res / "privacy_records.json",
+                          res / "audit-discrete.json") == doc
 
 
 def _figs(monkeypatch):

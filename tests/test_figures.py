@@ -62,3 +62,154 @@ def test_xi_table1_title_states_settings(tmp_path, figs):
     for s in ("prior=0.5", "n=500", "trials=7", "2,000 test points", "Xi, Kantarcioglu & Inan (2011)",
               "fraction misclassified"):
         assert s in text, s
+
+
+def _errorbars(ax):
+    """(x, mean, lower, upper) of every error bar drawn on ``ax``, read back from the matplotlib artists."""
+    out = []
+    for cont in ax.containers:                        # ErrorbarContainer: (line, caps, (LineCollection,))
+        xs, ms = cont.lines[0].get_data()
+        for x, m, seg in zip(xs, ms, cont.lines[2][0].get_segments()):
+            out.append((float(x), float(m), float(seg[:, 1].min()), float(seg[:, 1].max())))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("study, x, extra", [
+    ("fig1", "epsilon", ["--mechanisms", "kl/as-published"]),
+    ("fig3", "n", ["--mechanisms", "laplace,gaussian"]),
+    ("fig4", "k", ["--mechanisms", "laplace"]),
+    ("fig5", "d", ["--mechanisms", "laplace"]),
+])
+def test_synthetic_figures_draw_exactly_the_json_intervals(tmp_path, figs, study, x, extra):
+    """As for fig2 (tests/test_synthetic_studies.py): the error bars read back from the artists are the rows'
+    ``ci_low_log``/``ci_high_log``, which equal the delta-method interval ``m exp(+-h/m)`` recomputed here from
+    the Student-t interval; the title states the settings and the y label the unit."""
+    import math
+
+    import numpy as np
+
+    assert main(["experiment", study, "--out", str(tmp_path), "--quick", "--seed", "3", *extra]) == 0
+    rows = json.loads((tmp_path / f"{study}.json").read_text())["rows"]
+    for r in rows:
+        h = (r["ci_high"] - r["ci_low"]) / 2
+        assert r["ci_low_log"] == pytest.approx(r["mean"] * math.exp(-h / r["mean"]), rel=1e-12)
+        assert r["ci_high_log"] == pytest.approx(r["mean"] * math.exp(h / r["mean"]), rel=1e-12)
+    (fig,) = figs
+    ax = fig.axes[0]
+    stored = sorted((float(r[x]), r["mean"], r["ci_low_log"], r["ci_high_log"]) for r in rows)
+    drawn = _errorbars(ax)
+    assert len(drawn) == len(stored) > 0
+    assert np.allclose(drawn, stored, rtol=1e-12, atol=0)
+    text = _all_text(fig)
+    for s in ("delta=1e-05", "trials=", "adjacency=label-flip", "95% CI", "nats"):
+        assert s in text, s
+
+
+@pytest.mark.parametrize("study", ["fig1", "fig2", "fig3", "fig4"])
+def test_committed_synthetic_json_holds_the_drawn_intervals(study):
+    """The committed results of scripts/figures_synthetic.sh store, for every row, the interval their figure
+    draws (recomputed here from the stored Student-t interval)."""
+    import math
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "results" / "synthetic" / f"{study}.json"
+    rows = json.loads(path.read_text())["rows"]
+    for r in rows:
+        h = (r["ci_high"] - r["ci_low"]) / 2
+        assert r["ci_low_log"] == pytest.approx(r["mean"] * math.exp(-h / r["mean"]), rel=1e-9)
+        assert r["ci_high_log"] == pytest.approx(r["mean"] * math.exp(h / r["mean"]), rel=1e-9)
+
+
+def test_mnist_figure_states_settings_and_draws_the_json_accuracy_intervals(tmp_path, figs):
+    import numpy as np
+
+    assert main(["experiment", "mnist", "--quick", "--dataset", "digits", "--out", str(tmp_path),
+                 "--mechanisms", "kl,kl-sound"]) == 0
+    rows = json.loads((tmp_path / "mnist.json").read_text())["rows"]
+    (fig,) = figs
+    text = _all_text(fig)
+    for s in ("digits", "N=", "PCA d=", "delta=1e-05", "trials=", "kl label-level", "nats",
+              "fraction correct", "95% t-interval"):
+        assert s in text, s
+    acc_ax = fig.axes[1]
+    stored = sorted((r["epsilon"], r["gmm_accuracy"], r["gmm_accuracy_ci_low"], r["gmm_accuracy_ci_high"])
+                    for r in rows if r["epsilon"] is not None)
+    assert np.allclose(_errorbars(acc_ax), stored, rtol=1e-12, atol=1e-15)
+
+
+def test_synthetic_classifier_figure_draws_the_json_intervals(tmp_path, figs):
+    import numpy as np
+
+    from torchdpgmm.experiments.synthetic_classifier import _plot
+
+    rows = [{"kind": "summary", "method": m, "epsilon": e, "accuracy": a, "accuracy_ci_low": a - w,
+             "accuracy_ci_high": a + 2 * w, "n_seeds": 3, "adjacency": "add-remove", "dataset": "fashion-mnist", "d": 40}
+            for m, a0 in (("dpgmm-bayes", 0.7), ("dp-sgd", 0.75)) for e, a, w in ((0.5, a0, 0.01), (2.0, a0 + 0.1, 0.02))]
+    rows.append({"kind": "summary", "method": "non-private-bayes", "epsilon": None, "accuracy": 0.8, "n_seeds": 1})
+    _plot(rows, tmp_path / "s.png", {"delta": 1e-5, "n_train": 60000})
+    (fig,) = figs
+    text = _all_text(fig)
+    for s in ("fashion-mnist", "N=60000", "d=40", "delta=1e-05", "add-remove", "95% Student-t", "fraction correct"):
+        assert s in text, s
+    stored = sorted((r["epsilon"], r["accuracy"], r["accuracy_ci_low"], r["accuracy_ci_high"])
+                    for r in rows if r["epsilon"] is not None)
+    assert np.allclose(_errorbars(fig.axes[0]), stored, rtol=1e-12, atol=1e-15)
+
+
+def test_mnist_mlp_figure_states_settings():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from torchdpgmm.experiments.realdata import _plot_mlp
+
+    got = []
+    orig = Figure.savefig
+    Figure.savefig = lambda self, *a, **kw: got.append(self)
+    try:
+        rows = [{"kind": "mlp", "variant": v, "mechanism": "kl-sound", "epsilon": 1.0, "iteration": i, "epoch": i / 2,
+                 "lr": 0.01, "accuracy": 0.5 + 0.1 * i, "adjacency": "replace-one", "trials": 5}
+                for v in ("paper", "long") for i in range(3)]
+        _plot_mlp(rows, "unused.png", {"dataset": "fashion-mnist", "n_train": 5000, "pca_dim": 5, "pca_fit": "private",
+                                       "delta": 1e-5})
+    finally:
+        Figure.savefig = orig
+    text = _all_text(got[0])
+    for s in ("fashion-mnist", "N=5000", "PCA d=5", "delta=1e-05", "trials=5", "kl-sound replace-one",
+              "fraction correct", "no interval drawn"):
+        assert s in text, s
+
+
+def test_xi_figures_state_settings_and_draw_the_json_bands(tmp_path, figs):
+    """xi-fig1: the band drawn is the rows' dp_error_ci_low/high, the title gives prior, epsilon, delta,
+    adjacency, trials and test points; xi-compare labels each mechanism's guarantee."""
+    import numpy as np
+
+    assert main(["experiment", "xi-fig1", "--quick", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "xi-fig1.json").read_text())["rows"]
+    (fig,) = figs
+    text = _all_text(fig)
+    for s in ("prior=0.7", "epsilon=0.1", "delta=0", "replace-one", "trials=", "2,000 test points",
+              "fraction misclassified"):
+        assert s in text, s
+    band = fig.axes[0].collections[0].get_paths()[0].vertices[:, 1]
+    for r in rows:
+        assert np.isclose(band, r["dp_error_ci_low"], rtol=1e-12).any()
+        assert np.isclose(band, r["dp_error_ci_high"], rtol=1e-12).any()
+    from torchdpgmm.experiments.xi import _plot_compare
+
+    crow = [{"setting": "fig1", "mechanism": m, "n": n, "epsilon": 0.1, "delta": dl, "trials": 4,
+             "bayes_error_mean": 0.3, "bayes_error_ci_low": 0.2, "bayes_error_ci_high": 0.4}
+            for m, dl in (("xi-upper", 0.0), ("kl", 1e-5), ("nonprivate", 0.0)) for n in (500, 1000)]
+    _plot_compare(crow, tmp_path / "c.png")
+    legend = [t.get_text() for t in figs[-1].axes[0].get_legend().get_texts()]
+    assert legend == ["xi-upper (pure eps-DP, replace-one)", "kl (delta=1e-05, label-level (as published))",
+                      "nonprivate (no noise)"]
+
+
+def test_replot_docs_figures_from_committed_json(tmp_path, load_script):
+    """Every committed real-data / Xi figure can be redrawn from its committed JSON (no re-run)."""
+    written = load_script("scripts/replot_docs_figures.py").main(["--out", str(tmp_path)])
+    assert len(written) == 11
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)

@@ -1,6 +1,9 @@
 """Every fenced ```python and ```bash block of README.md (and the ```python blocks of docs/usage.md, every
-block of docs/tables.md) runs verbatim, each in a fresh process in an empty folder, with the small sizes the README documents beside
-the blocks (``TRIALS``).
+such block of the task pages docs/tables.md, docs/synthetic-data.md, docs/montecarlo.md, docs/audit.md and
+docs/budget.md) runs verbatim, each in a fresh process in an empty folder, with the small sizes the pages
+document beside the blocks (``TRIALS=3``, ``DRAWS=4000``, and ``IMAGES``: a small stand-in folder of random
+28x28 images in MNIST's IDX layout, written here, for the image page). Fences without a language (long
+commands whose page says they are long) are not run.
 
 Two blocks are not run here, by rule: the install block (``python3 -m venv ...``; it needs the network
 or a local wheel cache and minutes: set ``TORCHDPGMM_README_INSTALL=1`` to run it too; CI's ``.ci/run``
@@ -19,7 +22,10 @@ import pytest
 pytestmark = pytest.mark.slow  # one fresh process per block (about 15 s of CPU in all)
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {"TRIALS": "3"}
+SMALL = {"TRIALS": "3", "DRAWS": "4000"}
+PAGES = (("README.md", ("python", "bash")), ("docs/usage.md", ("python",)), ("docs/tables.md", ("python", "bash")),
+         ("docs/synthetic-data.md", ("python", "bash")), ("docs/montecarlo.md", ("python", "bash")),
+         ("docs/audit.md", ("python", "bash")), ("docs/budget.md", ("python", "bash")))
 
 
 def fenced_blocks(path: Path, languages=("python", "bash")) -> list[tuple[str, str]]:
@@ -30,11 +36,27 @@ def fenced_blocks(path: Path, languages=("python", "bash")) -> list[tuple[str, s
 
 def _blocks():
     out = []
-    pages = (("README.md", ("python", "bash")), ("docs/usage.md", ("python",)), ("docs/tables.md", ("python", "bash")))
-    for page, langs in pages:
+    for page, langs in PAGES:
         for i, (lang, code) in enumerate(fenced_blocks(ROOT / page, langs)):
             out.append(pytest.param(lang, code, id=f"{page}:{i}:{lang}"))
     return out
+
+
+def _stand_in_images(folder: Path) -> Path:
+    """A small folder in MNIST's IDX layout (600 train, 200 test images of 10 noisy class prototypes)."""
+    import torch
+
+    from torchdpgmm.data import write_idx
+
+    folder.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(0)
+    proto = torch.rand(10, 28, 28, generator=g)
+    for split, n in (("train", 600), ("t10k", 200)):
+        y = torch.randint(0, 10, (n,), generator=g)
+        x = (0.7 * proto[y] + 0.3 * torch.rand(n, 28, 28, generator=g)) * 255
+        write_idx(folder / f"{split}-images-idx3-ubyte", x.to(torch.uint8))
+        write_idx(folder / f"{split}-labels-idx1-ubyte", y.to(torch.uint8))
+    return folder
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -49,6 +71,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     env["PATH"] = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
+    env["IMAGES"] = str(_stand_in_images(tmp_path / "images"))
     return env
 
 
@@ -70,4 +93,12 @@ def test_readme_block_runs_verbatim(tmp_path, lang, code):
     r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"block failed (exit {r.returncode}):\n{code}\n--- stderr ---\n{r.stderr[-3000:]}"
     assert "Traceback" not in r.stderr
+
+
+def test_every_task_page_block_is_collected():
+    """The task pages hold runnable blocks, and none is written with a language this test would skip."""
+    for page in ("docs/synthetic-data.md", "docs/montecarlo.md", "docs/audit.md", "docs/budget.md"):
+        text = (ROOT / page).read_text()
+        langs = re.findall(r"^```(\w+)\n", text, re.M)
+        assert langs and set(langs) <= {"python", "bash"}, (page, langs)
 

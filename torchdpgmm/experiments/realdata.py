@@ -353,27 +353,59 @@ def run_mnist(config: ExperimentConfig) -> StudyResult:
         for n_ in _privacy_notes(rel):
             if n_ not in notes:
                 notes.append(n_)
-    return StudyResult(rows=rows, config={"dataset": ds, "n_train": F.X_train.shape[0], "pca_fit": F.pca_fit,
-                                          "trials": T, "epsilons": eps_list, "mechanisms": mechs, "delta": delta},
-                       notes=notes, plot=_plot_mnist)
+    cfg = {"dataset": ds, "n_train": F.X_train.shape[0], "pca_fit": F.pca_fit, "pca_dim": int(o.get("pca_dim", 5)),
+           "trials": T, "epsilons": eps_list, "mechanisms": mechs, "delta": delta}
+    return StudyResult(rows=rows, config=cfg, notes=notes, plot=lambda rows_, path: _plot_mnist(rows_, path, cfg))
 
 
-def _plot_mnist(rows, path: Path) -> None:
+_LABEL_LEVEL = ("kl", "kl-exact", "kl-global", "laplace", "gaussian", "colored", "r1smg")
+
+
+def _settings_line(config: dict | None, rows) -> str:
+    """Data set, N, PCA, delta, trials and the adjacency of each mechanism, for a figure's title."""
+    c = config or {}
+    adj = {}
+    for r in rows:
+        if r.get("epsilon") is not None and r.get("mechanism") not in adj:
+            a = r.get("adjacency")
+            if a is None and r["mechanism"] in _LABEL_LEVEL:
+                a = "label"         # the as-published mechanisms are label-level by definition
+            adj[r["mechanism"]] = "label-level" if a in ("label", "label-flip") else (a or "not recorded in this JSON")
+    trials = max((int(r.get("trials") or 0) for r in rows), default=0)
+    parts = [c.get("dataset"), f"N={c['n_train']}" if c.get("n_train") else None,
+             f"PCA d={c['pca_dim']} fitted on {c.get('pca_fit')} data" if c.get("pca_dim") else None,
+             f"delta={c['delta']:g}" if c.get("delta") is not None else None, f"trials={trials}" if trials else None,
+             "adjacency: " + ", ".join(f"{m} {a}" for m, a in adj.items()) if adj else None]
+    return ", ".join(p for p in parts if p)
+
+
+def _plot_mnist(rows, path: Path, config: dict | None = None) -> None:
+    """Figs 10-11: mean KL (no interval drawn: it is heavy-tailed; the JSON holds its t interval) and the
+    GMM classifier's test accuracy with the rows' 95% Student-t interval over trials, drawn as stored."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.8))
     for m in dict.fromkeys(r["mechanism"] for r in rows if r["epsilon"] is not None):
         rr = [r for r in rows if r["mechanism"] == m and r["epsilon"] is not None]
         a1.plot([r["epsilon"] for r in rr], [r["kl"] for r in rr], marker="o", label=m)
-        a2.plot([r["epsilon"] for r in rr], [r["gmm_accuracy"] for r in rr], marker="o", label=m)
+        acc = [r["gmm_accuracy"] for r in rr]
+        lo = [a - r.get("gmm_accuracy_ci_low", a) for a, r in zip(acc, rr)]
+        hi = [r.get("gmm_accuracy_ci_high", a) - a for a, r in zip(acc, rr)]
+        a2.errorbar([r["epsilon"] for r in rr], acc, yerr=[lo, hi], marker="o", capsize=2, label=m)
     base = [r for r in rows if r["mechanism"] == "non-private"]
     if base:
         a2.axhline(base[0]["gmm_accuracy"], color="k", ls="--", label="non-private")
     _eps_axis(a1, [r["epsilon"] for r in rows]), _eps_axis(a2, [r["epsilon"] for r in rows])
-    a1.set_yscale("log"), a1.set_xlabel("epsilon"), a1.set_ylabel("KL (Fig. 10)")
-    a2.set_xlabel("epsilon"), a2.set_ylabel("test accuracy (Fig. 11)")
-    a1.legend(fontsize=7), a2.legend(fontsize=7)
-    fig.tight_layout()
+    a1.set_yscale("log"), a1.set_xlabel("epsilon (privacy budget)"), a1.set_ylabel("mean KL(released || fitted), nats")
+    a1.set_title("Fig. 10: mean KL over trials (no interval drawn)", fontsize=9)
+    a2.set_xlabel("epsilon (privacy budget)"), a2.set_ylabel("test accuracy (fraction correct)")
+    a2.set_title("Fig. 11: GMM classifier, mean and 95% t-interval over trials", fontsize=9)
+    a2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
+    fig.suptitle(textwrap.fill("Liu, Scaglione & Peisert (2025) Figs 10-11: " + _settings_line(config, rows), 130, break_on_hyphens=False),
+                 fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -473,10 +505,9 @@ def run_mnist_mlp(config: ExperimentConfig) -> StudyResult:
     # DP-SGD on the same features, same (eps, delta), the same record-level adjacency as kl-sound
     rows += _dpsgd_rows(config, F, eps_list, delta, notes)
     _write_mlp_table(config.out, rows, eps_list, notes)
-    return StudyResult(rows=rows, config={"dataset": ds, "n_train": N, "pca_fit": F.pca_fit, "trials": T,
-                                          "epsilons": eps_list, "mechanisms": mechs, "delta": delta, "clip_bound": B,
-                                          "mlp_seconds": timing},
-                       notes=notes, plot=_plot_mlp)
+    cfg = {"dataset": ds, "n_train": N, "pca_fit": F.pca_fit, "pca_dim": int(o.get("pca_dim", 5)), "trials": T,
+           "epsilons": eps_list, "mechanisms": mechs, "delta": delta, "clip_bound": B, "mlp_seconds": timing}
+    return StudyResult(rows=rows, config=cfg, notes=notes, plot=lambda rows_, path: _plot_mlp(rows_, path, cfg))
 
 
 def _replace_one_dpsgd(X, y, X_test, y_test, epsilon, delta, *, epochs, lr, batch_size, max_grad_norm, seed,
@@ -594,10 +625,15 @@ def _write_mlp_table(out: Path, rows, eps_list, notes) -> None:
     (Path(out) / "mnist-mlp.md").write_text(text)
 
 
-def _plot_mlp(rows, path: Path) -> None:
+def _plot_mlp(rows, path: Path, config: dict | None = None) -> None:
+    """Fig. 12: test accuracy of the MLP trained on each release's synthetic data, per epoch (mean over trials,
+    the lr with the best final mean; no interval drawn, the JSON holds the t intervals), and DP-SGD's tuned
+    curve (one model per epsilon)."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     for ax, v in zip(axes, ("paper", "long")):
         mr = [r for r in rows if r.get("kind") == "mlp" and r["variant"] == v]
         for key in dict.fromkeys((r["mechanism"], r["epsilon"]) for r in mr):
@@ -607,15 +643,19 @@ def _plot_mlp(rows, path: Path) -> None:
             rr = [r for r in rr if r["lr"] == best_lr]  # the tuned curve
             style = {"real-data": "k-", "non-private-gmm": "r-"}.get(key[0], "-")
             lab = key[0] if key[1] is None else f"{key[0]} eps={key[1]:g}"
-            ax.plot([r["epoch"] for r in rr], [r["accuracy"] for r in rr], style, label=lab, lw=1)
+            ax.plot([r["epoch"] for r in rr], [r["accuracy"] for r in rr], style, label=f"{lab} (lr {best_lr:g})", lw=1)
         if v == "long":
             dr = [r for r in rows if r.get("kind") == "dpsgd"]
             for e in dict.fromkeys(r["epsilon"] for r in dr):
                 rr = [r for r in dr if r["epsilon"] == e]
                 ax.plot([r["epoch"] for r in rr], [r["accuracy"] for r in rr], ":", label=f"DP-SGD eps={e:g}")
-        ax.set_xlabel("epoch"), ax.set_ylabel("test accuracy"), ax.set_title(f"MLP on synthetic data ({v})")
-        ax.legend(fontsize=6)
-    fig.tight_layout()
+        ax.set_xlabel("epoch"), ax.set_ylabel("test accuracy (fraction correct)")
+        ax.set_title({"paper": "paper's settings: 1 epoch, lr 0.01", "long": "long: more epochs, lr tuned"}[v]
+                     + "; mean over trials, no interval drawn", fontsize=9)
+        ax.legend(fontsize=5.5, loc="lower right", ncol=2)
+    fig.suptitle(textwrap.fill("Liu, Scaglione & Peisert (2025) Fig. 12: MLP d-256-128-10 trained on synthetic "
+                               "data of each release vs DP-SGD; " + _settings_line(config, rows), 140, break_on_hyphens=False), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -285,27 +285,49 @@ def format_figure(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _plot_figure(title: str) -> Callable:
+def _num_test(cfg) -> int:
+    """The test-set size ``_fig_rows`` uses (2,000 in quick runs)."""
+    return 2_000 if cfg.quick else int(cfg.options.get("num_test", 50_000))
+
+
+def _xi_settings(rows, num_test: int | None) -> str:
+    first = rows[0] if rows else {}
+    trials = max((int(r.get("trials") or 0) for r in rows), default=0)
+    parts = [f"prior={first['prior']:g}" if "prior" in first else None,
+             f"epsilon={first['epsilon']:g}" if "epsilon" in first else None,
+             "delta=0 (pure epsilon-DP), replace-one adjacency (Xi et al.'s Laplace release)",
+             f"trials={trials} per point" if trials else None,
+             f"Bayes error on {num_test:,} test points" if num_test else None]
+    return ", ".join(p for p in parts if p)
+
+
+def _plot_figure(title: str, num_test: int | None = None) -> Callable:
+    """Bayes error vs training set size: the DP release's mean over all trials with its 95% t-interval (band,
+    the rows' ``dp_error_ci_low``/``dp_error_ci_high``), the mean of the first five trials (the paper's five
+    repetitions, crosses) and the no-noise error (squares); settings in the title."""
     def plot(rows, path: Path) -> None:
+        import textwrap
+
         import matplotlib.pyplot as plt
 
-        fig, ax = plt.subplots(figsize=(6.5, 4.2))
+        fig, ax = plt.subplots(figsize=(7.5, 6.4))
         keys = sorted({(r.get("sigma"), r["epsilon"]) for r in rows}, key=lambda k: (k[0] or 0, k[1]))
         for sigma, eps in keys:
             rr = [r for r in rows if r.get("sigma") == sigma and r["epsilon"] == eps]
             n = [r["n"] for r in rr]
             lab = (f"sigma={sigma:g} " if sigma is not None else "") + f"eps={eps:g}"
-            line, = ax.plot(n, [r["dp_error_mean"] for r in rr], "o-", label=f"DP {lab} (all trials)")
+            line, = ax.plot(n, [r["dp_error_mean"] for r in rr], "o-", label=f"DP {lab}: mean, 95% t band")
             ax.fill_between(n, [r["dp_error_ci_low"] for r in rr], [r["dp_error_ci_high"] for r in rr],
                             color=line.get_color(), alpha=0.15)
-            ax.plot(n, [r["dp_error_mean_5reps"] for r in rr], "x:", color=line.get_color(), label="  5 reps")
+            ax.plot(n, [r["dp_error_mean_5reps"] for r in rr], "x:", color=line.get_color(),
+                    label="  mean of the first 5 trials")
             ax.plot(n, [r["nonprivate_error_mean"] for r in rr], "s--", color=line.get_color(), alpha=0.6,
                     label="  no noise")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("training set size")
-        ax.set_ylabel("Bayes error")
-        ax.set_title(title)
-        ax.legend(fontsize=6, ncol=2)
+        ax.set_xlabel("training set size n (records, log scale)")
+        ax.set_ylabel("Bayes error (fraction misclassified)")
+        ax.set_title(textwrap.fill(f"{title}: {_xi_settings(rows, num_test)}", 95, break_on_hyphens=False), fontsize=8.5)
+        ax.legend(fontsize=6, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
         fig.tight_layout()
         fig.savefig(path, dpi=120)
         plt.close(fig)
@@ -318,7 +340,8 @@ def run_fig1(cfg: ExperimentConfig) -> StudyResult:
     rows, notes = _fig_rows("fig1", [({"d": 5, "prior": 0.7}, m)], cfg)
     notes.insert(0, "Section 5.1 mixture (prior 0.7, Sigma_1 entry '5, 76' read as 5.76). Paper: DP error "
                     "> 0.1 at every size up to 32000, no-noise error < 0.01; predicting class 1 errs 0.3.")
-    return StudyResult(rows, {"trials": cfg.trials or 50}, notes, _plot_figure("Xi et al. Fig. 1 (d=5)"))
+    return StudyResult(rows, {"trials": cfg.trials or 50}, notes,
+                       _plot_figure("Xi et al. Fig. 1 (d=5)", _num_test(cfg)))
 
 
 def _make_fig(d: int) -> Callable[[ExperimentConfig], StudyResult]:
@@ -334,7 +357,7 @@ def _make_fig(d: int) -> Callable[[ExperimentConfig], StudyResult]:
                         "the paper does not say which sigma its figure shows, so every sigma is a curve. "
                         "Paper: for n < 16000 the DP error is prohibitively high.")
         return StudyResult(rows, {"trials": cfg.trials or 50}, notes,
-                           _plot_figure(f"Xi et al. Fig. {d // 5 + 1} (d={d})"))
+                           _plot_figure(f"Xi et al. Fig. {d // 5 + 1} (d={d})", _num_test(cfg)))
 
     return run
 
@@ -437,20 +460,31 @@ def run_compare(cfg: ExperimentConfig) -> StudyResult:
 
 
 def _plot_compare(rows, path: Path) -> None:
+    """Bayes error vs n for each mechanism: mean over trials and its 95% t-interval (band, the rows'
+    ``bayes_error_ci_low``/``_high``); the legend gives each mechanism's delta and adjacency."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
     for mech in dict.fromkeys(r["mechanism"] for r in rows):
         rr = [r for r in rows if r["mechanism"] == mech]
         n = [r["n"] for r in rr]
-        line, = ax.plot(n, [r["bayes_error_mean"] for r in rr], "o-", label=mech)
+        level = ("pure eps-DP, replace-one" if mech.startswith("xi") else "no noise" if mech == "nonprivate" else
+                 f"delta={rr[0].get('delta', 0):g}, label-level (as published)")
+        line, = ax.plot(n, [r["bayes_error_mean"] for r in rr], "o-", label=f"{mech} ({level})")
         ax.fill_between(n, [r["bayes_error_ci_low"] for r in rr], [r["bayes_error_ci_high"] for r in rr],
                         color=line.get_color(), alpha=0.15)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("training set size")
-    ax.set_ylabel("Bayes error")
-    ax.set_title("Xi et al. (2011) Laplace release vs KL-optimal release")
-    ax.legend(fontsize=7)
+    ax.set_xlabel("training set size n (records, log scale)")
+    ax.set_ylabel("Bayes error (fraction misclassified)")
+    first = rows[0] if rows else {}
+    trials = max((int(r.get("trials") or 0) for r in rows), default=0)
+    ax.set_title(textwrap.fill(
+        f"Xi et al. (2011) Laplace release vs the releases of Liu, Scaglione & Peisert (2025), setting "
+        f"{first.get('setting', '?')}: epsilon={first.get('epsilon', float('nan')):g}, trials={trials} per point; "
+        "line: mean, band: 95% t-interval over trials; equal nominal epsilon, not equal protection", 95, break_on_hyphens=False), fontsize=8.5)
+    ax.legend(fontsize=6.5)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
