@@ -403,7 +403,8 @@ def _write_peers(path: Path, rows: list[dict], notes: list[str], run_info: dict)
     pj["study"] = "tabular-peers"
     pj["rows"] = merge_rows(pj.get("rows", []), rows)
     pj["notes"] = list(notes)  # every run of this script writes the same notes; per-run facts sit in runs
-    runs = [r for r in pj.get("runs", []) if r.get("started") != run_info["started"]]
+    same = lambda r: (r.get("started"), r.get("command")) == (run_info["started"], run_info["command"])  # noqa: E731
+    runs = [r for r in pj.get("runs", []) if not same(r)]
     pj["runs"] = runs + [run_info]
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(pj, indent=1, default=float))
