@@ -403,7 +403,8 @@ def _write_peers(path: Path, rows: list[dict], notes: list[str], run_info: dict)
     pj["study"] = "tabular-peers"
     pj["rows"] = merge_rows(pj.get("rows", []), rows)
     pj["notes"] = list(notes)  # every run of this script writes the same notes; per-run facts sit in runs
-    runs = [r for r in pj.get("runs", []) if r.get("started") != run_info["started"]]
+    same = lambda r: (r.get("started"), r.get("command")) == (run_info["started"], run_info["command"])  # noqa: E731
+    runs = [r for r in pj.get("runs", []) if not same(r)]
     pj["runs"] = runs + [run_info]
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(pj, indent=1, default=float))
@@ -465,14 +466,16 @@ def run(a) -> None:
         write_peers(out / "peers.json", rows, NOTES, info)
 
 
+FILL_STATUS = "not run to the end: the session's time ran out (not started, or stopped mid-fit)"
+
+
 def fill(a) -> None:
     """Rows for every (table, eps, draw, method) of the plan that no run wrote: 'not attempted'."""
     manifest = json.loads((a.data / "manifest.json").read_text())
     path = a.out / "peers.json"
     have = {tuple(r.get(k) for k in ROW_ID) for r in (json.loads(path.read_text())["rows"] if path.is_file() else [])}
     downs = ("direct",) if a.peer == "diffprivlib" else ("synthetic->logreg", "synthetic->hgb")
-    rows = [make_row(t, eps, draw, LABEL[a.peer, m], d, PRIVACY[a.peer], None, None,
-                     "not attempted: the session's time ran out")
+    rows = [make_row(t, eps, draw, LABEL[a.peer, m], d, PRIVACY[a.peer], None, None, FILL_STATUS)
             for t in manifest["tables"] if not a.tables or t in a.tables for eps in a.epsilons
             for draw in range(a.draws) for m in (a.methods or METHODS[a.peer]) for d in downs
             if (t, eps, draw, LABEL[a.peer, m], d) not in have]
