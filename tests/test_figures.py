@@ -105,7 +105,7 @@ def test_synthetic_figures_draw_exactly_the_json_intervals(tmp_path, figs, study
         assert s in text, s
 
 
-@pytest.mark.parametrize("study", ["fig1", "fig2", "fig3", "fig4"])
+@pytest.mark.parametrize("study", ["fig1", "fig2", "fig3", "fig4", "fig5"])
 def test_committed_synthetic_json_holds_the_drawn_intervals(study):
     """The committed results of scripts/figures_synthetic.sh store, for every row, the interval their figure
     draws (recomputed here from the stored Student-t interval)."""
