@@ -1,78 +1,243 @@
-"""covariance_type="auto": the full release shrunk toward the pooled covariance (torchdpgmm.sound)."""
+"""covariance_type="auto" (torchdpgmm.covariance_rule): the class and pooled second-moment blocks, their
+accounting, and the full -> tied -> diag shrinkage, against independent numpy / brute-force computations."""
 import math
 
 import numpy as np
+import pytest
 import torch
 
-from torchdpgmm.sound import kl_split, release_sound, shrinkage_weights
+from torchdpgmm.covariance_rule import (CLASS_TO_POOLED, POOLED, auto_split, combine_second_moments, diagonal_weight,
+                                        shrinkage_weights)
+from torchdpgmm.sound import joint_mu, kl_split, release_sound, sensitivities
 
 
 def _data(n=300, d=3, K=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     X = torch.rand(n, d, generator=g, dtype=torch.float64)
     y = torch.arange(n) % K
-    X = X * (0.5 + 0.2 * y[:, None]) + 0.1 * y[:, None]
+    X = 0.5 + (X - 0.5) * (0.5 + 0.2 * y[:, None])  # inside the ball of radius sqrt(d)/2 around 0.5
     return X, y
 
 
-def test_shrinkage_weight_matches_numpy():
+def _rel(ct, eps, X=None, y=None, **kw):
+    if X is None:
+        X, y = _data()
+    d = X.shape[-1]
+    return release_sound(X, y, 3, eps, 1e-5, clip_bound=math.sqrt(d) / 2, center=torch.full((d,), 0.5),
+                         covariance_type=ct, noise="continuous", generator=torch.Generator().manual_seed(3), **kw)
+
+
+# ---------------------------------------------------------------- accounting of the two second-moment blocks
+
+def _blocks(z, k, K):
+    """All four blocks of one record (numpy, independent of the package)."""
+    c = np.zeros(K)
+    c[k] = 1.0
+    s = np.zeros((K, len(z)))
+    s[k] = z
+    q = np.zeros((K, len(z), len(z)))
+    q[k] = np.outer(z, z)
+    return c, s, q, np.outer(z, z)
+
+
+def _whitened_sq(b0, b1, scales):
+    names = ("counts", "sums", "second_moments", POOLED)
+    return sum(np.sum((x - y) ** 2) / scales[n] ** 2 for n, x, y in zip(names, b0, b1))
+
+
+def _ball(rng, d, B, n):
+    v = rng.normal(size=(n, d))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    r = B * np.where(rng.random(n) < 0.5, 1.0, rng.random(n) ** (1 / d))
+    return v * r[:, None]
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+@pytest.mark.parametrize("adjacency", ["add-remove", "replace-one"])
+def test_joint_mu_of_auto_by_brute_force(d, adjacency):
+    """max over neighbouring datasets of sum_b ||Delta_b||^2 / sigma_b^2 (all four blocks) equals joint_mu^2."""
+    rng = np.random.default_rng(d)
+    B, K = 0.8, 3
+    for trial in range(4):
+        scales = dict(zip(("counts", "sums", "second_moments", POOLED), rng.uniform(0.2, 3.0, size=4)))
+        mu = joint_mu(scales, B, d, adjacency=adjacency, covariance_type="auto")
+        zs = _ball(rng, d, B, 400)
+        zs = np.vstack([zs, B * np.eye(d)[:1], -B * np.eye(d)[:1], np.zeros((1, d))] +
+                       ([B * np.eye(d)[1:2]] if d > 1 else []))
+        zero = _blocks(np.zeros(d), 0, K)
+        zero = (0 * zero[0],) + zero[1:]
+        best = 0.0
+        if adjacency == "add-remove":
+            for z in zs:
+                best = max(best, _whitened_sq(_blocks(z, 0, K), zero, scales))
+        else:
+            idx = rng.integers(0, len(zs), size=(4000, 2))
+            pairs = [(zs[i], zs[j]) for i, j in idx] + [(zs[-3], zs[-3]), (zs[-3], zs[-2]), (zs[-3], zs[-1])]
+            if d > 1:
+                pairs.append((zs[-4], zs[-1]))
+            for z, w in pairs:
+                for kz, kw in ((0, 0), (0, 1)):
+                    best = max(best, _whitened_sq(_blocks(z, kz, K), _blocks(w, kw, K), scales))
+            # the interior optimum of the within-class case (t = z.z' = -a / (2 b_total) when it lies in range)
+            for t in np.linspace(-B * B, B * B, 201):
+                if d > 1:
+                    z = np.zeros(d)
+                    z[0] = B
+                    w = np.zeros(d)
+                    w[0], w[1] = t / B, math.sqrt(max(B * B - (t / B) ** 2, 0.0))
+                    best = max(best, _whitened_sq(_blocks(z, 0, K), _blocks(w, 0, K), scales))
+                else:
+                    r = abs(t) / B
+                    for w in (np.array([r]), np.array([-r])):
+                        best = max(best, _whitened_sq(_blocks(np.array([B]), 0, K), _blocks(w, 0, K), scales))
+        assert best <= mu * mu * (1 + 1e-9)
+        assert best >= mu * mu * 0.995
+
+
+def test_pooled_block_sensitivities_by_brute_force():
+    """||z z^T||_F <= B^2 (add-remove), ||z z^T - z' z'^T||_F <= sqrt(2) B^2 (replace-one), attained; L1 of the
+    upper triangle <= (d + 1) B^2 / 2, doubled under replace-one."""
+    rng = np.random.default_rng(0)
+    d, B = 3, 1.3
+    zs = _ball(rng, d, B, 3000)
+    add = max(np.linalg.norm(np.outer(z, z)) for z in zs)
+    rep = max(np.linalg.norm(np.outer(z, z) - np.outer(w, w)) for z, w in zip(zs, zs[::-1]))
+    iu = np.triu_indices(d)
+    l1 = max(np.abs(np.outer(z, z)[iu]).sum() for z in list(zs) + [np.full(d, B / math.sqrt(d))])
+    s2 = sensitivities(B, d, adjacency="add-remove", covariance_type="auto")
+    s2r = sensitivities(B, d, adjacency="replace-one", covariance_type="auto")
+    s1 = sensitivities(B, d, adjacency="add-remove", norm="l1", covariance_type="auto")
+    s1r = sensitivities(B, d, adjacency="replace-one", norm="l1", covariance_type="auto")
+    assert add <= s2[POOLED] * (1 + 1e-12) and add >= 0.99 * s2[POOLED]
+    assert rep <= s2r[POOLED] * (1 + 1e-12) and rep >= 0.9 * s2r[POOLED]
+    assert l1 <= s1[POOLED] * (1 + 1e-12) and l1 >= s1[POOLED] * (1 - 1e-12)
+    assert s1r[POOLED] == pytest.approx(2 * s1[POOLED])
+
+
+@pytest.mark.parametrize("adjacency", ["add-remove", "replace-one"])
+@pytest.mark.parametrize("noise", ["continuous", "discrete"])
+def test_record_has_one_block_per_noised_statistic(adjacency, noise):
+    rel = release_sound(*_data(), 3, 1.0, 1e-5, clip_bound=1.0, center=torch.full((3,), 0.5), covariance_type="auto",
+                        adjacency=adjacency, noise=noise, generator=torch.Generator().manual_seed(0))
+    names = [b.name for b in rel.privacy.blocks]
+    assert names == ["counts", "sums", "second_moments", POOLED]
+    assert set(rel.privacy.split) == set(names) and math.isclose(sum(rel.privacy.split.values()), 1.0)
+    assert rel.extras["covariance_type"] == "auto"
+    if noise == "continuous":  # the blocks' whitened sensitivities recompose the calibrated mu (GDP)
+        from torchdpgmm.privacy.calibration import gdp_mu
+
+        tot = sum((b.sensitivity / b.noise_scale) ** 2 for b in rel.privacy.blocks)
+        assert math.sqrt(tot) == pytest.approx(gdp_mu(1.0, 1e-5), rel=1e-9)
+
+
+def test_auto_split_is_public_and_gives_the_class_block_the_pooled_share():
+    base = kl_split(1.0, 4, covariance_type="tied", num_classes=5)
+    sp = auto_split(base, 0.5)
+    assert sp["second_moments"] == pytest.approx(0.5 * sp[POOLED])
+    assert auto_split(base) == auto_split(base, CLASS_TO_POOLED)
+    assert sp["sums"] / sp["counts"] == pytest.approx(base["sums"] / base["counts"])
+    assert sum(sp.values()) == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- the estimate, against numpy
+
+def test_combination_is_the_generalised_least_squares_estimate():
+    """Q~ minimises sum_k ||Q^o_k - Q_k||^2 / sF^2 + ||P^o - sum_k Q_k||^2 / sP^2 (numpy lstsq, one entry)."""
+    rng = np.random.default_rng(2)
+    K, sf, sp = 4, 0.7, 0.3
+    qo, po = rng.normal(size=(K, 2, 2)), rng.normal(size=(2, 2))
+    q_adj, v_f, v_p = combine_second_moments(torch.as_tensor(qo), torch.as_tensor(po), sf, sp)
+    A = np.vstack([np.eye(K) / sf, np.ones((1, K)) / sp])
+    for i in range(2):
+        for j in range(2):
+            b = np.concatenate([qo[:, i, j] / sf, [po[i, j] / sp]])
+            sol = np.linalg.lstsq(A, b, rcond=None)[0]
+            np.testing.assert_allclose(q_adj[:, i, j].numpy(), sol, rtol=1e-12)
+    cov = np.linalg.inv(A.T @ A)  # GLS covariance of the estimates (diagonal entries)
+    assert v_f == pytest.approx(cov[0, 0], rel=1e-12)
+    assert v_p == pytest.approx(cov.sum(), rel=1e-12)
+
+
+def test_shrinkage_weights_match_numpy():
+    from scipy.linalg import sqrtm
+
     rng = np.random.default_rng(1)
-    K, d, q = 3, 2, 0.7
-    covs = np.stack([(lambda A: A @ A.T)(rng.normal(size=(d, d))) for _ in range(K)])
-    n = np.array([5.0, 9.0, 30.0])
-    lam, pool = shrinkage_weights(torch.as_tensor(covs), torch.as_tensor(n), q)
-    w = n - 1
-    pool_np = np.einsum("k,kij->ij", w, covs) / w.sum()
-    noise = q ** 2 * d * (d + 1) / 2 / w ** 2
-    dist = np.array([np.sum((c - pool_np) ** 2) for c in covs])
-    ref = np.clip(noise / np.minimum(dist, np.sum(pool_np ** 2)), 0, 1)
-    np.testing.assert_allclose(pool.numpy(), pool_np, rtol=1e-12)
-    np.testing.assert_allclose(lam.numpy(), ref, rtol=1e-12)
-
-
-def test_weight_limits():
-    covs = torch.stack([torch.eye(2), 2 * torch.eye(2)]).double()
-    n = torch.tensor([50.0, 50.0], dtype=torch.float64)
-    assert float(shrinkage_weights(covs, n, 1e-9)[0].max()) < 1e-12   # no noise: no shrinkage
-    assert float(shrinkage_weights(covs, n, 1e6)[0].min()) == 1.0     # noise dominates: pooled
-
-
-def _rel(ct, eps, **kw):
-    X, y = _data()
-    return release_sound(X, y, 3, eps, 1e-5, clip_bound=1.0, center=torch.full((3,), 0.5), covariance_type=ct,
-                         noise="continuous", generator=torch.Generator().manual_seed(3), **kw)
-
-
-def test_huge_epsilon_auto_equals_full():
-    split = kl_split(1.0, 3, covariance_type="tied", num_classes=3)
-    a, f = _rel("auto", 1e7), _rel("full", 1e7, split=split)
-    torch.testing.assert_close(a.model.covariances, f.model.covariances, atol=1e-6, rtol=0)
-    X, y = _data()  # and both are the non-private class covariances (closed form, numpy)
-    Z = X.numpy() - 0.5
-    Z = Z / np.maximum(1.0, np.linalg.norm(Z, axis=1, keepdims=True))
+    d, v_f = 3, 0.4
+    A = rng.normal(size=(d, d))
+    pool = A @ A.T + 0.1 * np.eye(d)
+    n = np.array([5.0, 40.0, 300.0])
+    lam = shrinkage_weights(torch.as_tensor(pool), torch.as_tensor(n), v_f, floor=0.05).numpy()
+    ev, V = np.linalg.eigh(pool)
+    W = np.real(np.linalg.inv(sqrtm(V @ np.diag(np.maximum(ev, 0.05)) @ V.T)))
+    # E||W N W||_F^2 by Monte Carlo over symmetric N (diagonal variance v, off-diagonal v / 2)
+    G = rng.normal(size=(20000, d, d))
+    N = (G + np.swapaxes(G, 1, 2)) / 2
+    e2 = np.mean(np.sum((W @ N @ W) ** 2, axis=(1, 2)))
     for k in range(3):
-        np.testing.assert_allclose(a.model.covariances[k].numpy(), np.cov(Z[y.numpy() == k].T), atol=5e-5)
+        eta2 = 4 * v_f * e2 / (n[k] - 1) ** 2 / d
+        assert lam[k] == pytest.approx(eta2 / (eta2 + 1), rel=0.03)
+    assert lam[0] > lam[1] > lam[2]
 
 
-def test_record_is_that_of_full_with_the_same_split():
-    split = kl_split(1.0, 3, covariance_type="tied", num_classes=3)
-    a, f = _rel("auto", 1.0), _rel("full", 1.0, split=split)
-    pa, pf = a.privacy, f.privacy  # the same blocks (up to the last bit of the renormalised split)
-    assert (pa.epsilon, pa.delta, pa.adjacency, pa.accountant, pa.notes) == \
-        (pf.epsilon, pf.delta, pf.adjacency, pf.accountant, pf.notes)
-    assert [(b.name, b.mechanism, b.norm) for b in pa.blocks] == [(b.name, b.mechanism, b.norm) for b in pf.blocks]
-    for ba, bf in zip(pa.blocks, pf.blocks):
-        assert math.isclose(ba.noise_scale, bf.noise_scale, rel_tol=1e-12)
-        assert math.isclose(ba.sensitivity, bf.sensitivity, rel_tol=1e-12)
-    assert a.extras["covariance_type"] == "auto"
+def test_diagonal_weight_matches_numpy():
+    rng = np.random.default_rng(4)
+    d, v_p, dof = 4, 2.0, np.array(50.0)
+    A = rng.normal(size=(d, d))
+    pool = A @ A.T
+    rho = float(diagonal_weight(torch.as_tensor(pool), torch.as_tensor(dof), v_p))
+    s = np.sqrt(np.diag(pool))
+    R = pool / np.outer(s, s)
+    off = R - np.diag(np.diag(R))
+    noise = sum(v_p / 2 / (pool[i, i] * pool[j, j]) for i in range(d) for j in range(d) if i != j) / dof ** 2
+    assert rho == pytest.approx(min(1.0, noise / np.sum(off ** 2)), rel=1e-10)
 
 
-def test_estimator_accepts_auto_with_the_full_layout():
-    """DPGaussianMixture(covariance_type="auto"): per-class covariances (full layout) that, with negligible
-    noise, equal numpy's class covariances (the shrinkage weight goes to 0)."""
+def test_negligible_noise_gives_the_empirical_class_covariances():
+    X, y = _data()
+    rel = _rel("auto", 1e8)
+    Z = X.numpy() - 0.5
+    B = math.sqrt(3) / 2
+    Z = Z * np.minimum(1.0, B / np.linalg.norm(Z, axis=1, keepdims=True))
+    for k in range(3):
+        np.testing.assert_allclose(rel.model.covariances[k].numpy(), np.cov(Z[y.numpy() == k].T), atol=1e-5)
+
+
+def test_huge_noise_gives_one_pooled_covariance():
+    """At eps -> 0 every class weight goes to 1: all classes share one (pooled, diagonalised) covariance."""
+    X, y = _data(n=3000)
+    rel = _rel("auto", 1e-3, X, y)
+    C = rel.model.covariances.numpy()
+    for k in (1, 2):
+        np.testing.assert_allclose(C[k], C[0], rtol=0.05, atol=1e-3 * np.abs(C[0]).max())
+
+
+def test_only_released_statistics_enter():
+    """Two different datasets with the same clipped class sums and second moments (C -> H C with H orthogonal
+    and H 1 = 1 inside each class) give the same model with the same noise seed."""
+    X, y = _data(n=60)
+    X2 = X.clone()
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        idx = torch.nonzero(y == k).flatten()
+        C = X[idx] - X[idx].mean(0)
+        n = len(idx)
+        M = np.linalg.qr(np.column_stack([np.ones(n), rng.normal(size=(n, n - 1))]))[0]
+        M[:, 0] *= np.sign(M[0, 0])
+        R = np.linalg.qr(rng.normal(size=(n - 1, n - 1)))[0]  # rotate the complement of 1, keep 1 fixed
+        H = M @ np.block([[np.ones((1, 1)), np.zeros((1, n - 1))], [np.zeros((n - 1, 1)), R]]) @ M.T
+        X2[idx] = X[idx].mean(0) + torch.as_tensor(H) @ C
+    assert not torch.allclose(X, X2)
+    B = math.sqrt(3) / 2
+    assert float(torch.linalg.norm(X2 - 0.5, dim=1).max()) < B  # no clipping: the statistics are equal
+    a, b = _rel("auto", 1.0, X, y), _rel("auto", 1.0, X2, y)
+    torch.testing.assert_close(a.model.covariances, b.model.covariances, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(a.model.means, b.model.means, rtol=1e-9, atol=1e-12)
+
+
+def test_estimator_default_is_auto_with_the_full_layout():
+    """DPGaussianMixture() defaults to covariance_type="auto": per-class covariances (full layout) that, with
+    negligible noise, equal numpy's class covariances."""
     import warnings
-
-    import numpy as np
 
     from torchdpgmm import DPGaussianMixture
 
@@ -80,11 +245,11 @@ def test_estimator_accepts_auto_with_the_full_layout():
     y = np.repeat([0, 1], 4000)
     A = np.array([[1.0, 0.6], [0.0, 0.5]])
     X = np.where(y[:, None] == 0, rng.normal(size=(8000, 2)) @ A.T * 0.05 + 0.3, rng.normal(size=(8000, 2)) * 0.08 + 0.7)
+    assert DPGaussianMixture().covariance_type == "auto"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = DPGaussianMixture(epsilon=500.0, delta=1e-5, classes=[0, 1], bounds=(0, 1), covariance_type="auto",
-                                random_state=0).fit(X, y)
+        est = DPGaussianMixture(epsilon=500.0, delta=1e-5, classes=[0, 1], bounds=(0, 1), random_state=0).fit(X, y)
     assert est.covariances_.shape == (2, 2, 2)
+    assert [b.name for b in est.privacy_.blocks][-1] == POOLED
     for k in (0, 1):
-        ref = np.cov(X[y == k].T)
-        np.testing.assert_allclose(est.covariances_[k], ref, atol=2e-4)
+        np.testing.assert_allclose(est.covariances_[k], np.cov(X[y == k].T), atol=2e-4)

@@ -128,8 +128,9 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
     _add_privacy_flags(p)
     p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
                    help="design variant for mechanism kl in as-published mode")
-    p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"],
-                   help="covariance structure of the sound release (as in sklearn.mixture.GaussianMixture)")
+    p.add_argument("--covariance-type", default="auto", choices=["auto", "full", "tied", "diag", "spherical"],
+                   help="covariance structure of the sound release: auto (default) shrinks full -> tied -> diag "
+                        "from released values (torchdpgmm.covariance_rule); the others as in sklearn's GaussianMixture")
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: fresh OS entropy; a seeded sound release is reproducible but its noise "
                         "is not secret: the record says so)")
@@ -624,7 +625,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     check_privacy_flags(args, need_classes=True)
     if args.seed is not None and args.seed < 0:
         raise UsageError("--seed must be >= 0")
-    if args.covariance_type != "full" and args.mode != "sound":
+    if args.covariance_type not in ("full", "auto") and args.mode != "sound":
         raise UsageError("--covariance-type applies to --mode sound only")
     _check_discrete_flag(args, "release")
     _check_out_file(args.out, args.force)  # the destination before any data is read

@@ -48,7 +48,7 @@ _COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 def _supported_covariance_types(mode: str) -> tuple[str, ...]:
     """What the release supports: every type in sound mode once ``torchdpgmm.sound`` has them, else full."""
     if mode != "sound":
-        return ("full",)
+        return ("full", "auto")  # as-published has one structure: "auto" resolves to it
     try:
         from torchdpgmm.sound import COVARIANCE_TYPES
     except ImportError:
@@ -346,12 +346,13 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     adjacency : {"add-remove", "replace-one"}, default "add-remove"
         Neighbouring datasets in sound mode. As-published mode is label-flip only, whatever this says;
         it refuses ``"replace-one"`` so that the two are not confused.
-    covariance_type : {"full", "tied", "diag", "spherical", "auto"}, default "full"
-        As in :class:`sklearn.mixture.GaussianMixture` (sound mode; as-published supports ``"full"`` only).
-        ``"auto"`` releases per-class full statistics and shrinks each class covariance toward the pooled
-        one by a weight computed from released values and the public noise scale
-        (:func:`torchdpgmm.sound.shrinkage_weights`); its fitted attributes have the ``"full"`` layout.
-        Not yet the default: see ``docs/results/covariance-rule.json`` (validation splits only).
+    covariance_type : {"auto", "full", "tied", "diag", "spherical"}, default "auto"
+        ``"auto"`` (:mod:`torchdpgmm.covariance_rule`) releases the per-class and the pooled second moments
+        and shrinks full -> tied -> diagonal with weights computed from released values and the public noise
+        scales only, so that one default serves many classes at small epsilon and few classes at large
+        epsilon (validation splits only: ``docs/results/covariance-rule.json``); its fitted attributes have
+        the ``"full"`` layout. The others as in :class:`sklearn.mixture.GaussianMixture` (sound mode;
+        as-published releases ``"full"`` only, which ``"auto"`` resolves to there).
     variant : str, default None
         Design variant of ``mechanism="kl"`` in as-published mode (``"as-published"``, ``"global"``, ``"exact-kl"``).
     random_state : int, numpy RandomState or None
@@ -371,7 +372,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  clip_bound: float | None = None, mechanism: str = "kl", mode: str = "sound",
-                 adjacency: str = "add-remove", covariance_type: str = "full", variant: str | None = None,
+                 adjacency: str = "add-remove", covariance_type: str = "auto", variant: str | None = None,
                  random_state: Any = None, device: str = "cpu", bounds: Any = None,
                  discrete: Any = None) -> None:
         self.epsilon = epsilon

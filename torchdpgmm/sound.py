@@ -22,10 +22,11 @@ guarantee holds (see ``docs/privacy.md``):
   counts ``n_k``, sums ``s_k`` and second moments, whose form depends on ``covariance_type``
   (scikit-learn's names): ``"full"`` ``Q_k = sum z z^T`` (K symmetric matrices), ``"tied"`` one pooled
   ``Q = sum_n z z^T``, ``"diag"`` ``sum z * z`` (K x d), ``"spherical"`` ``sum ||z||^2`` (K).
-  ``"auto"`` releases the full blocks with the budget split of ``"tied"`` (public facts only) and shrinks
-  each class covariance toward the pooled within-class covariance of the same released values
-  (:func:`shrinkage_weights`, post-processing); validated in ``docs/results/covariance-rule.json``
-  (``scripts/covariance_rule_validation.py``).
+  ``"auto"`` (:mod:`torchdpgmm.covariance_rule`) releases the full blocks ``Q_k`` AND the pooled block
+  ``P = sum_n z z^T`` (:data:`POOLED`, one more ``NoisedBlock``) with a split fixed from public facts, and
+  shrinks full -> tied -> diag in post-processing; validated in ``docs/results/covariance-rule.json``
+  (``scripts/covariance_rule_validation.py``). The pooled block has the second moments' sensitivities below
+  (L1 as for ``"tied"``); one record moves both blocks (:func:`joint_mu`).
   Per-block L2 sensitivities (Frobenius for matrices):
 
   ===============  ===========  ================================
@@ -88,6 +89,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
+from torchdpgmm.covariance_rule import POOLED, auto_split, shrunk_covariances
 from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import class_moments, moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
@@ -115,7 +117,7 @@ __all__ = [
     "SOUND_MECHANISMS",
     "COVARIANCE_TYPES",
     "DEFAULT_ADJACENCY",
-    "shrinkage_weights",
+    "POOLED",
 ]
 
 ADJACENCIES = (Adjacency.ADD_REMOVE, Adjacency.REPLACE_ONE)
@@ -124,8 +126,8 @@ SOUND_MECHANISMS = ("gaussian", "colored", "kl", "laplace")
 NOISES = ("discrete", "continuous")
 BLOCKS = ("counts", "sums", "second_moments")
 DEFAULT_SPLIT = {"counts": 0.1, "sums": 0.45, "second_moments": 0.45}
-#: ``"auto"`` releases exactly the ``"full"`` blocks and shrinks each class covariance toward the pooled one
-#: in post-processing (:func:`shrinkage_weights`); same noise, same record as ``"full"``.
+#: ``"auto"`` (:mod:`torchdpgmm.covariance_rule`) releases the ``"full"`` blocks and the pooled ``"tied"`` block
+#: (:data:`POOLED`) and shrinks full -> tied -> diagonal in post-processing
 COVARIANCE_TYPES = tuple(_MIXTURE_COVARIANCE_TYPES) + ("auto",)
 
 
@@ -143,7 +145,12 @@ def _check_adjacency(adjacency: Any) -> Adjacency:
 def _check_covariance_type(covariance_type: str) -> str:
     if covariance_type not in COVARIANCE_TYPES:
         raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
-    return "full" if covariance_type == "auto" else covariance_type  # auto releases the full blocks
+    return "full" if covariance_type == "auto" else covariance_type  # auto releases the full blocks (+ pooled)
+
+
+def _block_names(covariance_type: str) -> tuple[str, ...]:
+    """The noised blocks of a release: the three of eq. (2), plus the pooled second moment for ``"auto"``."""
+    return BLOCKS + ((POOLED,) if covariance_type == "auto" else ())
 
 
 def sensitivities(
@@ -161,17 +168,21 @@ def sensitivities(
     release is accounted jointly (:func:`joint_mu`), not by these per-block maxima.
     """
     adjacency = _check_adjacency(adjacency)
+    pooled = covariance_type == "auto"  # the full blocks plus the pooled (tied) block, same sensitivity
     covariance_type = _check_covariance_type(covariance_type)
     B = float(clip_bound)
     f = 1.0 if adjacency == "add-remove" else 2.0
     if norm == "l2":
         if adjacency == "add-remove":
-            return {"counts": 1.0, "sums": B, "second_moments": B * B}
-        return {"counts": math.sqrt(2.0), "sums": 2 * B, "second_moments": math.sqrt(2.0) * B * B}
+            out = {"counts": 1.0, "sums": B, "second_moments": B * B}
+        else:
+            out = {"counts": math.sqrt(2.0), "sums": 2 * B, "second_moments": math.sqrt(2.0) * B * B}
+        return out | ({POOLED: out["second_moments"]} if pooled else {})
     if norm == "l1":
         # sum_{i<=j} |z_i z_j| = (||z||_1^2 + ||z||_2^2)/2 <= (d B^2 + B^2)/2; sum_i z_i^2 <= B^2
         q = (dim + 1) * B * B / 2 if covariance_type in ("full", "tied") else B * B
-        return {"counts": f, "sums": f * math.sqrt(dim) * B, "second_moments": f * q}
+        out = {"counts": f, "sums": f * math.sqrt(dim) * B, "second_moments": f * q}
+        return out | ({POOLED: f * q} if pooled else {})
     raise ValueError(f"norm must be 'l2' or 'l1', got {norm!r}")
 
 
@@ -188,17 +199,24 @@ def joint_mu(
     ``noise_scales`` maps ``counts``, ``sums``, ``second_moments`` to the Gaussian standard deviations
     (isotropic in Frobenius-isometric coordinates for matrices), ``dim`` is d. Exact worst case over neighbouring
     datasets (derivation in the module docstring; Dong, Roth & Su 2019 for mu-GDP of the Gaussian
-    mechanism). Only public numbers enter.
+    mechanism). Only public numbers enter. A pooled block (``"auto"``, precision ``p = 1/sigma_P^2``) adds
+    ``p B^4`` under add/remove; under replace-one ``2 p B^4`` to a move between classes (``z . z' = 0``;
+    for d = 1 the vertex ``|z| = B, z' = 0`` of ``a(r^2+s^2) + b(r^4+s^4) + p(r^2-s^2)^2``) and ``p`` to
+    ``b`` within a class (both blocks then change by ``zz^T - z'z'^T``).
     """
     adjacency = _check_adjacency(adjacency)
     covariance_type = _check_covariance_type(covariance_type)
     B2 = float(clip_bound) ** 2
     g, a, b = (1.0 / float(noise_scales[k]) ** 2 for k in BLOCKS)
+    p = 1.0 / float(noise_scales[POOLED]) ** 2 if POOLED in noise_scales else 0.0
+    if covariance_type == "tied":  # the tied block is the pooled one: one record moving classes keeps it
+        b, p = 0.0, b + p
     if adjacency == "add-remove":
-        return math.sqrt(g + a * B2 + b * B2 * B2)
-    between = 2 * g + 2 * a * B2 + 2 * b * B2 * B2
-    if covariance_type == "tied" and dim == 1:  # pooled z^2 - z'^2: |z| = |z'| cancels it
-        between = 2 * g + max(2 * a * B2, a * B2 + b * B2 * B2)
+        return math.sqrt(g + a * B2 + (b + p) * B2 * B2)
+    between = 2 * g + 2 * a * B2 + 2 * (b + p) * B2 * B2
+    if dim == 1:  # pooled z^2 - z'^2: |z| = |z'| cancels it
+        between = 2 * g + max(2 * a * B2 + 2 * b * B2 * B2, a * B2 + (b + p) * B2 * B2)
+    b = b + p  # within a class the class block and the pooled block both move by zz^T - z'z'^T
     if covariance_type == "spherical" or dim == 1:  # z' = -r z/|z|: only the norms matter
         B = math.sqrt(B2)
         disc = B2 - 2 * a / b
@@ -299,12 +317,12 @@ def _check_mechanism(mechanism: str) -> None:
         raise ValueError(f"mechanism {mechanism!r} has no sound mode; choose one of {SOUND_MECHANISMS}")
 
 
-def _check_split(split: Any) -> dict[str, float]:
-    if not isinstance(split, dict) or set(split) != set(BLOCKS) or any(
+def _check_split(split: Any, names: tuple[str, ...] = BLOCKS) -> dict[str, float]:
+    if not isinstance(split, dict) or set(split) != set(names) or any(
             not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)) for v in split.values()):
-        raise ValueError(f"split must give positive fractions for {sorted(BLOCKS)}, got {split!r}")
+        raise ValueError(f"split must give positive fractions for {sorted(names)}, got {split!r}")
     tot = sum(split.values())
-    return {k: split[k] / tot for k in BLOCKS}
+    return {k: split[k] / tot for k in names}
 
 
 def sound_settings(
@@ -355,14 +373,15 @@ def sound_settings(
     if noise not in NOISES:
         raise ValueError(f"noise must be one of {NOISES}, got {noise!r}")
     if split is not None:
-        split = _check_split(split)
-    elif mechanism == "kl":
-        # auto: the class covariances end up mostly pooled when noise dominates, so the budget is split as
-        # for the pooled (tied) second moment: public facts only
-        split = kl_split(B, dim, adjacency=adjacency, prior_scale=prior_scale,
-                         covariance_type="tied" if shrink else covariance_type, num_classes=num_classes)
+        split = _check_split(split, _block_names("auto" if shrink else covariance_type))
     else:
-        split = dict(DEFAULT_SPLIT)
+        if mechanism == "kl":  # auto: counts, sums and the pooled block as for tied (public facts only)
+            split = kl_split(B, dim, adjacency=adjacency, prior_scale=prior_scale,
+                             covariance_type="tied" if shrink else covariance_type, num_classes=num_classes)
+        else:
+            split = dict(DEFAULT_SPLIT)
+        if shrink:  # plus the class blocks (torchdpgmm.covariance_rule.auto_split)
+            split = auto_split(split)
     return SoundSettings(eps, dlt, B, adjacency, mechanism, covariance_type, split, center, min_count, eig_floor,
                          noise_multiplier, num_draws, noise, shrink)
 
@@ -386,8 +405,17 @@ def check_schema(X: Any, y: Any, num_classes: Any, mask: Any = None) -> int:
     return int(X.shape[-1])
 
 
+def _ctype(st: SoundSettings) -> str:
+    return "auto" if st.shrink else st.covariance_type
+
+
+def _names(st: SoundSettings) -> tuple[str, ...]:
+    return _block_names(_ctype(st))
+
+
 def _norm(st: SoundSettings, block: str) -> str:
-    return "frobenius" if block == "second_moments" and st.covariance_type in ("full", "tied") else "l2"
+    return "frobenius" if block == POOLED or (block == "second_moments" and st.covariance_type in ("full", "tied")) \
+        else "l2"
 
 
 def _affected(st: SoundSettings, dim: int) -> dict[str, int]:
@@ -395,7 +423,8 @@ def _affected(st: SoundSettings, dim: int) -> dict[str, int]:
     at most one unit): one class under add/remove, two under replace-one; the tied block is shared."""
     r = 1 if st.adjacency == Adjacency.ADD_REMOVE else 2
     q = {"full": dim * (dim + 1) // 2, "tied": dim * (dim + 1) // 2, "diag": dim, "spherical": 1}[st.covariance_type]
-    return {"counts": r, "sums": r * dim, "second_moments": q if st.covariance_type == "tied" else r * q}
+    out = {"counts": r, "sums": r * dim, "second_moments": q if st.covariance_type == "tied" else r * q}
+    return out | ({POOLED: dim * (dim + 1) // 2} if st.shrink else {})
 
 
 def _grid_gaussian(sigma: float, grid: float) -> float:
@@ -410,8 +439,9 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
     snapped to grids ``g_b = c sigma_b``, exact discrete Gaussian noise (Canonne, Kamath & Steinke 2020);
     the rounding adds at most ``c sqrt(M)`` to the whitened sensitivity (M coordinates touched, Minkowski),
     and the whole release is ``W^2/2``-zCDP with ``W <= sqrt(2 rho)``, ``rho = zcdp_rho(eps, delta)``."""
-    sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, covariance_type=st.covariance_type)
-    shape = {k: sens[k] / math.sqrt(st.split[k]) for k in BLOCKS}  # per-block-sum whitened sensitivity 1
+    names = _names(st)
+    sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, covariance_type=_ctype(st))
+    shape = {k: sens[k] / math.sqrt(st.split[k]) for k in names}  # per-block-sum whitened sensitivity 1
     jm = lambda sig: joint_mu(sig, st.clip_bound, dim, adjacency=st.adjacency,  # noqa: E731
                               covariance_type=st.covariance_type)
     m = st.noise_multiplier
@@ -419,7 +449,7 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
         mu = gdp_mu(st.epsilon, st.delta)
         factor = jm({k: v / mu for k, v in shape.items()}) / mu
         scales = {k: m * factor * v / mu for k, v in shape.items()}
-        blocks = tuple(NoisedBlock(k, "gaussian", factor * sens[k], scales[k], norm=_norm(st, k)) for k in BLOCKS)
+        blocks = tuple(NoisedBlock(k, "gaussian", factor * sens[k], scales[k], norm=_norm(st, k)) for k in names)
         return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": factor,
                         "grids": None, "requested": scales, "blocks": blocks, "accountant": (
             f"Gaussian DP (Dong, Roth & Su 2019), joint worst case over the three blocks under {st.adjacency}, "
@@ -427,18 +457,18 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
     rho = float(zcdp_rho(st.epsilon, st.delta))
     mu = math.sqrt(2 * rho)
     aff = _affected(st, dim)
-    M = aff["sums"] + aff["second_moments"]
+    M = sum(aff[k] for k in names if k != "counts")
     c = min(0.01 * mu / math.sqrt(M), 2.0)
     lam = jm(shape) / (mu - c * math.sqrt(M))
     sigma = {k: lam * v for k, v in shape.items()}
-    grids = {k: c * sigma[k] for k in ("sums", "second_moments")}
+    grids = {k: c * sigma[k] for k in names if k != "counts"}
     grids["counts"] = 1.0 if sigma["counts"] >= 0.25 else 2.0 ** math.floor(math.log2(4 * sigma["counts"]))
-    scales = {k: _grid_gaussian(m * sigma[k], grids[k]) for k in BLOCKS}
-    W = jm(scales) + math.sqrt(sum(aff[k] * (grids[k] / scales[k]) ** 2 for k in ("sums", "second_moments")))
-    share = {k: (sens[k] / scales[k]) ** 2 for k in BLOCKS}
+    scales = {k: _grid_gaussian(m * sigma[k], grids[k]) for k in names}
+    W = jm(scales) + math.sqrt(sum(aff[k] * (grids[k] / scales[k]) ** 2 for k in names if k != "counts"))
+    share = {k: (sens[k] / scales[k]) ** 2 for k in names}
     tot = sum(share.values())
     blocks = tuple(NoisedBlock(k, "discrete-gaussian", scales[k] / grids[k] * W * math.sqrt(share[k] / tot),
-                               scales[k] / grids[k], norm=_norm(st, k)) for k in BLOCKS)
+                               scales[k] / grids[k], norm=_norm(st, k)) for k in names)
     return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": jm(shape),
                     "grids": grids, "requested": {k: m * v for k, v in sigma.items()}, "blocks": blocks, "accountant": (
         f"zCDP of the discrete Gaussian (Canonne, Kamath & Steinke 2020), joint worst case over the three blocks "
@@ -450,16 +480,17 @@ def _calibrate_laplace(st: SoundSettings, dim: int) -> tuple[dict[str, float], d
     """Laplace blocks, basic composition of pure-DP parts ``eps_b = split_b eps``. Discrete: counts on the
     integers, the other blocks on grids ``g_b`` with ``L1 / g_b + M_b`` grid-unit sensitivity (rounding),
     exact discrete Laplace noise (Canonne, Kamath & Steinke 2020), 99% of ``eps_b`` for the data."""
-    sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, norm="l1", covariance_type=st.covariance_type)
-    m, eps_b = st.noise_multiplier, {k: st.epsilon * st.split[k] for k in BLOCKS}
+    names = _names(st)
+    sens = sensitivities(st.clip_bound, dim, adjacency=st.adjacency, norm="l1", covariance_type=_ctype(st))
+    m, eps_b = st.noise_multiplier, {k: st.epsilon * st.split[k] for k in names}
     if st.noise == "continuous":
-        scales = {k: m * sens[k] / eps_b[k] for k in BLOCKS}
-        blocks = tuple(NoisedBlock(k, "laplace", sens[k], scales[k], norm="l1") for k in BLOCKS)
+        scales = {k: m * sens[k] / eps_b[k] for k in names}
+        blocks = tuple(NoisedBlock(k, "laplace", sens[k], scales[k], norm="l1") for k in names)
         return scales, {"kind": "laplace", "sensitivities": sens, "grids": None, "requested": scales, "blocks": blocks,
                         "accountant": "basic composition of Laplace mechanisms (pure epsilon-DP)"}
     aff = _affected(st, dim)
     grids, scales, requested, blocks = {"counts": 1.0}, {}, {}, []
-    for k in BLOCKS:
+    for k in names:
         b = sens[k] / eps_b[k] if k == "counts" else sens[k] / (0.99 * eps_b[k])
         if k != "counts":
             grids[k] = 0.01 * eps_b[k] / aff[k] * b
@@ -481,67 +512,45 @@ def _calibrate(st: SoundSettings, dim: int) -> tuple[dict[str, float], dict[str,
 
 def _perturb(stats, scales, st: SoundSettings, info: dict[str, Any], generator):
     """Add the calibrated noise (the noise layer, :func:`torchdpgmm.mechanisms.add_noise`) to (counts, sums,
-    second moments), in this fixed order. Discrete counts stay integers when their grid is 1."""
-    counts, sums, second = stats
+    second moments[, pooled second moment]), in this fixed order. Discrete counts stay integers when their
+    grid is 1."""
+    counts, *rest = stats
     kind, grids = info["kind"], info["grids"] or {}
     sym = st.covariance_type in ("full", "tied")
     if st.noise == "discrete" and grids["counts"] == 1.0:
         counts = counts.round().to(torch.int64)
     out = []
-    for k, x in zip(BLOCKS, (counts, sums, second)):
-        y, _ = add_noise(x, info["requested"][k], kind=kind, noise=st.noise,
-                         grid=grids.get(k, 1.0), symmetric=sym and k == "second_moments", generator=generator)
+    for k, x in zip(_names(st), (counts, *rest)):
+        y, _ = add_noise(x, info["requested"][k], kind=kind, noise=st.noise, grid=grids.get(k, 1.0),
+                         symmetric=(sym and k == "second_moments") or k == POOLED, generator=generator)
         out.append(y.to(torch.float64))
     return tuple(out)
 
 
-def shrinkage_weights(cov: torch.Tensor, n_hat: torch.Tensor, q_std: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Noise-aware shrinkage of released class covariances toward their pooled within-class covariance.
-
-    ``cov (..., K, d, d)`` are the class covariances of eq. (2) computed from the noisy full statistics,
-    ``n_hat (..., K)`` the floored noisy counts, ``q_std`` the public standard deviation of one diagonal
-    entry of the noise on ``Q_k`` (off-diagonal ``q_std/sqrt 2``, i.e. isotropic in Frobenius-isometric
-    coordinates). The noise on ``Sigma~_k`` then has ``E||N_k||_F^2 = q_std^2 d(d+1)/2 / (n_k - 1)^2``;
-    a James-Stein / Ledoit-Wolf weight (Ledoit & Wolf 2004) is
-    ``l_k = min(1, E||N_k||_F^2 / ||Sigma~_k - Sigma~_pool||_F^2)`` with the pooled covariance
-    ``Sigma~_pool = sum_k (n_k - 1) Sigma~_k / sum_k (n_k - 1)`` (Friedman 1989's regularised discriminant
-    analysis between QDA and LDA). Only released values and public constants enter; torch ops only (no
-    branch on a value). Returns ``(l (..., K), Sigma~_pool (..., d, d))``.
-    """
-    d = cov.shape[-1]
-    w = torch.clamp(n_hat - 1, min=1.0)
-    pool = (w[..., None, None] * cov).sum(-3) / w.sum(-1)[..., None, None]
-    noise = q_std * q_std * d * (d + 1) / 2 / (w * w)
-    dist = ((cov - pool.unsqueeze(-3)) ** 2).sum((-2, -1))
-    scale = (pool * pool).sum((-2, -1)).unsqueeze(-1)  # a class deviation larger than the pooled size is noise
-    lam = torch.clamp(noise / torch.clamp(torch.minimum(dist, scale), min=1e-300), min=0.0, max=1.0)
-    return lam, pool
-
-
 def _estimate(noisy, scales, st: SoundSettings, kind: str):
-    """Post-processing: count floor, eq. (2) from noisy moments, (auto) shrinkage toward the pooled
-    covariance (:func:`shrinkage_weights`), branch-free PSD repair at the noise level."""
-    n_c, s_n, q_n = noisy
+    """Post-processing: count floor, eq. (2) from noisy moments (``"auto"``: the full -> tied -> diagonal
+    shrinkage of :func:`torchdpgmm.covariance_rule.shrunk_covariances`), branch-free PSD repair at the noise
+    level."""
+    n_c, s_n, q_n, *pooled = noisy
     K, d = s_n.shape[-2:]
     n_hat = torch.clamp(n_c, min=st.min_count)
-    weights, means, cov = moments_to_parameters(n_hat, s_n, q_n, covariance_type=st.covariance_type)
+    lap = math.sqrt(2.0) if kind == "laplace" else 1.0  # std of Laplace noise of scale b
+    q_std = scales["second_moments"] * lap
     if st.shrink:  # public flag
-        q_std0 = scales["second_moments"] * (math.sqrt(2.0) if kind == "laplace" else 1.0)
-        lam, pool = shrinkage_weights(cov, n_hat, q_std0)
-        cov = (1 - lam[..., None, None]) * cov + lam[..., None, None] * pool.unsqueeze(-3)
+        rule = shrunk_covariances(n_hat, s_n, q_n, pooled[0], q_std, scales[POOLED] * lap)
+        weights, means, cov = rule["weights"], rule["means"], rule["covariances"]
+    else:
+        weights, means, cov = moments_to_parameters(n_hat, s_n, q_n, covariance_type=st.covariance_type)
     if st.eig_floor is None:
         # eigenvalues below the spectral size of the second-moment noise (~ sqrt(d) std / (n - 1)) are not
         # resolved; a function of released values and public constants only
-        q_std = scales["second_moments"] * (math.sqrt(2.0) if kind == "laplace" else 1.0)
         if st.covariance_type == "tied":
             denom = torch.clamp(n_hat.sum(-1, keepdim=True) - K, min=1.0).expand_as(n_hat)
         else:
             denom = torch.clamp(n_hat - 1, min=1.0)
-        if st.shrink:  # the shrunk estimate carries (1 - l) of the class noise and l of the pooled noise
-            pooled = torch.clamp(n_hat.sum(-1, keepdim=True) - K, min=1.0)
-            denom = 1.0 / ((1 - lam) / denom + lam / pooled)
         per = {"full": math.sqrt(d), "tied": math.sqrt(d), "diag": 1.0, "spherical": 1.0 / d}[st.covariance_type]
-        floor = torch.clamp(per * q_std / denom, min=1e-9 * st.clip_bound ** 2).unsqueeze(-1)
+        entry = rule["noise_std"] if st.shrink else q_std / denom
+        floor = torch.clamp(per * entry, min=1e-9 * st.clip_bound ** 2).unsqueeze(-1)
     else:
         floor = torch.full(n_hat.shape + (1,), st.eig_floor, dtype=torch.float64, device=n_hat.device)
     if st.covariance_type in ("full", "tied"):
@@ -566,6 +575,8 @@ def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     X = torch.where(valid.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     Z = clip_records(X, st.clip_bound, center=st.center)
     stats = class_moments(Z, y, num_classes, mask=valid, covariance_type=st.covariance_type)
+    if st.shrink:  # the pooled block sum_n z z^T (auto): the sum of the class blocks
+        stats = stats + (stats[2].sum(-3),)
     if st.num_draws is not None:
         stats = tuple(t.expand((st.num_draws,) + t.shape) for t in stats)
     return stats
