@@ -14,7 +14,7 @@ def test_public_names():
         assert getattr(tdg, name) is not None
     for name in ("gaussian", "laplace", "wishart", "r1smg", "random_mapping"):
         assert callable(getattr(tdg.mechanisms, name))
-    assert callable(tdg.accounting.gaussian_sigma)
+    assert callable(tdg.privacy.gaussian_sigma)
     assert callable(tdg.em.fit_gmm) and callable(tdg.em.fit_skew_normal_mixture)
 
 

@@ -453,7 +453,7 @@ def test_kl_split_is_the_minimiser(ct):
 
 @pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (1.0, 1e-6), (7.0, 1e-3)])
 def test_gdp_mu_agrees_with_core_analytic_gaussian(eps, delta):
-    from torchdpgmm.accounting import gaussian_sigma
+    from torchdpgmm.privacy import gaussian_sigma
 
     assert 1.0 / sound.gdp_mu(eps, delta) == pytest.approx(gaussian_sigma(eps, delta, 1.0, rule="analytic"), rel=1e-6)
     assert sound.gdp_epsilon(delta, sound.gdp_mu(eps, delta)) == pytest.approx(eps, rel=1e-6)

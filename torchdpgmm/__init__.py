@@ -29,7 +29,7 @@ _LAZY = {
     "DPSyntheticClassifier": "torchdpgmm.estimator",
 }
 _SUBMODULES = {
-    "mixture", "kl", "mechanisms", "accounting", "design", "release", "em", "bayes", "data",
+    "mixture", "kl", "mechanisms", "privacy", "design", "release", "em", "bayes", "data",
     "pipelines", "montecarlo", "audit", "experiments", "estimator", "cli", "sound", "modelfile",
 }
 

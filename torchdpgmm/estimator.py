@@ -371,7 +371,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         The released model in the layout of ``sklearn.mixture.GaussianMixture`` (``covariance_type="full"``).
     classes_ (K,), n_features_in_, feature_names_in_ (when X has column names)
     model_ : :class:`torchdpgmm.mixture.LabeledGMM` the released model.
-    privacy_ : :class:`torchdpgmm.accounting.PrivacyRecord` with float ``epsilon`` and ``delta``.
+    privacy_ : :class:`torchdpgmm.privacy.PrivacyRecord` with float ``epsilon`` and ``delta``.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,

@@ -38,7 +38,7 @@ from torchdpgmm._validation import check_delta, check_epsilon, check_finite, che
 from torchdpgmm.result import Release
 
 __all__ = ["release", "Release", "WeakPrivacyWarning", "check_privacy_strength", "REGISTRY", "Mechanism", "KLMechanism", "BaselineMechanism", "SoundMechanism",
-           "MECHANISMS", "VARIANTS", "SOLVERS", "MODES", "AS_PUBLISHED_NOTES"]
+           "MECHANISMS", "VARIANTS", "SOLVERS", "MODES", "AS_PUBLISHED_NOTES", "AS_PUBLISHED_CAVEATS"]
 
 MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 VARIANTS = ("as-published", "global", "exact-kl")
@@ -60,6 +60,15 @@ _TWO_CLASS_NOTE = (
     "Theorem 1 / eq. (9) under-counts the privacy loss."
 )
 AS_PUBLISHED_NOTES = (_LABEL_NOTE, _LOCAL_NOTE, _TWO_CLASS_NOTE)
+# the weaknesses of the published analysis, written into the notes of every as-published record
+AS_PUBLISHED_CAVEATS = (
+    "as-published mode reproduces Liu, Scaglione & Peisert (2025) and is NOT a verified DP guarantee:",
+    "the Wishart mechanism of Jiang et al. (2016) charged by eq. (9) was shown not to be DP (Sheffet 2019; Amin et al. 2019)",
+    "noise is calibrated to the dataset at hand (local sensitivity), which is not DP in general",
+    "a label flip changes two classes, so max_k composition under-counts",
+    "the random mapping's support depends on the data; lambda/|S| smoothing does not bound the likelihood ratio by e^eps0",
+)
+
 _PAPER_RULE_NOTE = (
     "Gaussian noise is calibrated by the paper's rule sigma = Delta sqrt(2 ln(2/delta)) / eps (condition "
     "(10)), which is not (eps, delta)-DP for large per-part eps (above about 9.4 at delta = 1e-5)."
@@ -242,7 +251,7 @@ def _as_published_inputs(X, y, num_classes, epsilon, delta, mask):
 
 
 def _as_published_release(mech, model, fitted, eps_t, delta_t, split, notes, design, extras) -> Release:
-    from torchdpgmm.accounting import PrivacyRecord
+    from torchdpgmm.privacy import PrivacyRecord
     from torchdpgmm.kl import kl_divergence
 
     privacy = PrivacyRecord(
@@ -274,7 +283,6 @@ class KLMechanism(Mechanism):
             raise ValueError(f"lam must lie in (0, 1), got {o['lam']!r}")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
-        from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS
         from torchdpgmm.mechanisms import gaussian as gaussian_noise
         from torchdpgmm.mechanisms import random_mapping, wishart
         from torchdpgmm.mixture import LabeledGMM
@@ -343,7 +351,6 @@ class BaselineMechanism(Mechanism):
                 raise ValueError("mechanism='r1smg' needs a scalar delta")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
-        from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS
         from torchdpgmm.baselines import BudgetSplit, baseline_release
 
         o = self.bind(options)
