@@ -22,7 +22,7 @@ from sklearn import datasets
 from sklearn.model_selection import train_test_split
 
 from torchdpgmm.bounds import Bounds
-from torchdpgmm.sound import release_sound
+from torchdpgmm.release.sound import release_sound
 
 EPS = (0.5, 1.0, 2.0, 5.0)
 TYPES = ("full", "tied", "diag", "auto")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torchdpgmm import audit as A
-from torchdpgmm import sound
+from torchdpgmm.release import sound
 
 
 def _laplace(scale):

@@ -1,10 +1,10 @@
-"""covariance_type="auto": the full release shrunk toward the pooled covariance (torchdpgmm.sound)."""
+"""covariance_type="auto": the full release shrunk toward the pooled covariance (torchdpgmm.release.sound)."""
 import math
 
 import numpy as np
 import torch
 
-from torchdpgmm.sound import kl_split, release_sound, shrinkage_weights
+from torchdpgmm.release.sound import kl_split, release_sound, shrinkage_weights
 
 
 def _data(n=300, d=3, K=3, seed=0):

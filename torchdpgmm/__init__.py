@@ -30,7 +30,7 @@ _LAZY = {
 }
 _SUBMODULES = {
     "mixture", "kl", "mechanisms", "privacy", "design", "release", "em", "bayes", "data",
-    "pipelines", "montecarlo", "audit", "experiments", "estimator", "cli", "sound", "modelfile",
+    "pipelines", "montecarlo", "audit", "experiments", "estimator", "cli", "modelfile",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -885,7 +885,7 @@ def gdp_epsilon_exact(delta: float, mu: float) -> float:
 
 def gdp_mu_exact(epsilon: float, delta: float) -> float:
     """The largest mu whose mu-GDP curve is (epsilon, delta)-DP (the analytic Gaussian calibration of
-    Balle & Wang 2018 in GDP form); scipy root finding, independent of :mod:`torchdpgmm.sound`."""
+    Balle & Wang 2018 in GDP form); scipy root finding, independent of :mod:`torchdpgmm.release.sound`."""
     from scipy.optimize import brentq
 
     hi = 1.0

@@ -607,9 +607,9 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
     """``release --check-settings``: the separate, non-private settings check (nothing released or written).
     ``X`` is what the release would see (the unit box with --bounds), ``clip_bound`` and ``center`` in its units."""
     try:
-        from torchdpgmm.evaluation import check_settings
+        from torchdpgmm.release.evaluation import check_settings
     except ImportError:
-        raise UsageError("--check-settings needs torchdpgmm.evaluation.check_settings, missing in this build") from None
+        raise UsageError("--check-settings needs torchdpgmm.release.evaluation.check_settings, missing in this build") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # printed below, once each
         msgs = check_settings(X, table.y, num_classes=table.num_classes, epsilon=args.epsilon, delta=args.delta,

@@ -46,11 +46,11 @@ _COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 
 
 def _supported_covariance_types(mode: str) -> tuple[str, ...]:
-    """What the release supports: every type in sound mode once ``torchdpgmm.sound`` has them, else full."""
+    """What the release supports: every type in sound mode once ``torchdpgmm.release.sound`` has them, else full."""
     if mode != "sound":
         return ("full",)
     try:
-        from torchdpgmm.sound import COVARIANCE_TYPES
+        from torchdpgmm.release.sound import COVARIANCE_TYPES
     except ImportError:
         return ("full",)
     return tuple(COVARIANCE_TYPES)
@@ -355,7 +355,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         As in :class:`sklearn.mixture.GaussianMixture` (sound mode; as-published supports ``"full"`` only).
         ``"auto"`` releases per-class full statistics and shrinks each class covariance toward the pooled
         one by a weight computed from released values and the public noise scale
-        (:func:`torchdpgmm.sound.shrinkage_weights`); its fitted attributes have the ``"full"`` layout.
+        (:func:`torchdpgmm.release.sound.shrinkage_weights`); its fitted attributes have the ``"full"`` layout.
         Not yet the default: see ``docs/results/covariance-rule.json`` (validation splits only).
     variant : str, default None
         Design variant of ``mechanism="kl"`` in as-published mode (``"as-published"``, ``"global"``, ``"exact-kl"``).
@@ -469,7 +469,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         All checks of public things (parameters, shapes, dtypes) run before any noise is drawn. In sound
         mode rows whose features are not finite or whose label is not among ``classes`` are dropped by the
         release without a branch on them (an error would reveal that such a row exists; under add/remove a
-        dropped row is a removal); ``torchdpgmm.evaluation.check_settings`` reports them to the data owner.
+        dropped row is a removal); ``torchdpgmm.release.evaluation.check_settings`` reports them to the data owner.
         The as-published mode refuses them. Returns ``self``; only the released model is kept.
         """
         self._check_params()

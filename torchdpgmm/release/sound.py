@@ -14,7 +14,7 @@ guarantee holds (see ``docs/privacy.md``):
   step raises, branches, loops or prints on private values. Rows whose label lies outside
   ``[0, num_classes)`` or whose features are not finite are DROPPED branch-free (an error would reveal
   them; dropping a row is at most a removal, within both adjacencies' sensitivities); the data owner can
-  list them beforehand with :func:`torchdpgmm.evaluation.check_settings`. Inputs are cast to float64
+  list them beforehand with :func:`torchdpgmm.release.evaluation.check_settings`. Inputs are cast to float64
   before clipping and the release is computed and returned in float64.
 * **Clipping**: ``z = clip(x - center)`` with ``||z||_2 <= B`` (Liu, Scaglione & Peisert 2025, Sec. IV-C
   eq. (28), enforced rather than assumed).
@@ -96,7 +96,7 @@ from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
 from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, zcdp_rho
 
 if TYPE_CHECKING:  # pragma: no cover
-    from torchdpgmm.result import Release
+    from torchdpgmm.release.result import Release
 
 __all__ = [
     "release_sound",
@@ -675,11 +675,11 @@ def release_sound(
     ``Release.model`` is the released ``LabeledGMM`` (float64), ``Release.privacy`` its record and
     ``Release.extras`` public diagnostics (noise scales, settings). Nothing non-private is returned:
     ``Release.fitted`` and ``Release.kl`` are None; evaluate against the data explicitly with
-    :func:`torchdpgmm.evaluation.evaluate` (not private). ``delta`` may be None for ``mechanism="laplace"``
+    :func:`torchdpgmm.release.evaluation.evaluate` (not private). ``delta`` may be None for ``mechanism="laplace"``
     (pure epsilon-DP). ``options`` as in :func:`sound_statistics`.
     """
     from torchdpgmm.mixture import LabeledGMM
-    from torchdpgmm.result import Release
+    from torchdpgmm.release.result import Release
 
     out, st, scales, info, d = _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options)
     model = LabeledGMM(out["weights"], out["means"], out["covariances"], counts=out["counts"], validate_args=False)
