@@ -1,6 +1,6 @@
 """Validation of the noise-aware default covariance structure (``covariance_type="auto"``) of the sound release.
 
-Compares full / tied / diag / auto (:mod:`torchdpgmm.covariance_rule`) on VALIDATION splits only. Every table
+Compares full / tied / diag / auto (:mod:`torchdpgmm.release.covariance_rule`) on VALIDATION splits only. Every table
 is first cut as the ``tabular`` study cuts it (80/20 stratified, ``random_state=0``); its 20% test part is
 dropped unread, and the 80% training part is split again 75/25 (stratified, ``random_state=0``) into the
 release's training rows and the validation rows scored here. Tables (:mod:`torchdpgmm.data.tables`):
@@ -29,10 +29,10 @@ import torch
 from sklearn import datasets
 from sklearn.model_selection import train_test_split
 
-from torchdpgmm import covariance_rule
+from torchdpgmm.release import covariance_rule
 from torchdpgmm.bounds import Bounds
 from torchdpgmm.data.tables import load_table
-from torchdpgmm.sound import release_sound
+from torchdpgmm.release.sound import release_sound
 
 EPS = (0.5, 1.0, 2.0, 5.0)
 FIXED = ("full", "tied", "diag")

@@ -42,7 +42,7 @@ def _releases() -> list[tuple[str, str, str, Callable[[], Any]]]:
     for mech in ("kl", "laplace", "gaussian", "colored", "r1smg"):
         out.append(("release", "as-published", mech,
                     lambda m=mech: release(X, y, K, EPS, DELTA, mechanism=m, mode="as-published", generator=g())))
-    from torchdpgmm.sound import release_sound
+    from torchdpgmm.release.sound import release_sound
 
     sig = inspect.signature(release_sound).parameters
     flavours: list[dict[str, str]] = [{}]  # the release's default noise

@@ -3,7 +3,7 @@ paid for exact discrete samplers.
 
 For each (mechanism split, covariance type, dimension d) writes the factor by which every noise standard
 deviation shrinks when the GDP parameter is the exact worst case of one record's change
-(:func:`torchdpgmm.sound.joint_mu`) instead of the sum of the per-block maxima. The factor depends only
+(:func:`torchdpgmm.release.sound.joint_mu`) instead of the sum of the per-block maxima. The factor depends only
 on the split, B (scale-free), d and the type. Usage::
 
     python scripts/sound_joint_factor.py --out results/sound_joint_factor.json
@@ -15,7 +15,7 @@ import json
 import math
 from pathlib import Path
 
-from torchdpgmm import sound
+from torchdpgmm.release import sound
 
 
 def factors(dims=(1, 2, 3, 5, 10, 20), clip_bound: float = 1.0) -> list[dict]:

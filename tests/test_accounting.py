@@ -1,10 +1,11 @@
+"""The Gaussian calibration rules of ``torchdpgmm.privacy.gaussian_sigma`` against closed forms and dp-accounting."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from torchdpgmm import accounting as A
+from torchdpgmm import privacy as A
 
 
 def test_paper_and_classical_rules_closed_form():
@@ -45,19 +46,29 @@ def test_sigma_vectorised_and_tensor_in_tensor_out():
 @pytest.mark.parametrize("eps,delta", [(0.0, 1e-5), (-1.0, 1e-5), (1.0, 0.0), (1.0, 1.0), (float("nan"), 1e-5)])
 def test_bad_privacy_parameters(eps, delta):
     with pytest.raises(ValueError):
-        A.gaussian_sigma(eps, delta)
+        A.gaussian_sigma(eps, delta, rule="paper")
 
 
-def test_laplace_and_wishart_charges():
+def test_laplace_charge_and_unknown_rule():
     assert A.laplace_scale(2.0, 3.0) == 1.5
-    np.testing.assert_allclose(A.wishart_epsilon([2.0, 4.0], [100, 50]), [0.03, 0.12])
     with pytest.raises(ValueError, match="rule"):
         A.gaussian_sigma(1.0, 1e-5, rule="nope")
+    with pytest.raises(TypeError):
+        A.gaussian_sigma(1.0, 1e-5)  # no default rule: the paper's is not DP for large eps
+
+
+def test_tensor_epsilon_keeps_its_dtype():
+    eps = torch.tensor([0.5, 2.0], dtype=torch.float32)
+    s = A.gaussian_sigma(eps, 1e-5, rule="classical")
+    assert s.dtype == torch.float32
+    np.testing.assert_allclose(s.numpy(), [math.sqrt(2 * math.log(1.25e5)) / e for e in (0.5, 2.0)], rtol=1e-6)
 
 
 def test_privacy_record_roundtrip():
+    from torchdpgmm.release import AS_PUBLISHED_CAVEATS
+
     r = A.PrivacyRecord(1.0, 1e-5, "label-flip", "basic", "as-published", "kl",
-                        split={"eps0": torch.tensor(0.2)}, notes=list(A.AS_PUBLISHED_CAVEATS))
+                        split={"eps0": torch.tensor(0.2)}, notes=list(AS_PUBLISHED_CAVEATS))
     d = r.to_dict()
     assert d["split"]["eps0"] == pytest.approx(0.2)
     assert A.PrivacyRecord.from_dict(d).epsilon == 1.0

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torchdpgmm import audit as A
-from torchdpgmm import sound
+from torchdpgmm.release import sound
 
 
 def _laplace(scale):
@@ -393,10 +393,11 @@ def test_draws_are_chunked_under_the_memory_budget():
 
 def test_noise_scales_read_from_typed_record_blocks():
     """A typed PrivacyRecord (NoisedBlock per block) gives the same statistic as the legacy noise dict."""
+    from torchdpgmm.audit.likelihood import _noise_scales
     from torchdpgmm.privacy import NoisedBlock, PrivacyRecord
 
     P, mech, rec = _worst_pair_setup(1.0, **CONTINUOUS)
-    scales = A._noise_scales(rec)
+    scales = _noise_scales(rec)
     blocks = tuple(NoisedBlock(name=k, mechanism="gaussian", sensitivity=1.0, noise_scale=scales[k][1])
                    for k in ("counts", "sums", "second_moments"))
     typed = PrivacyRecord(epsilon=EPS, delta=DELTA, adjacency="add-remove", accountant="GDP", mode="sound",

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchdpgmm.baselines import (
+from torchdpgmm.release.baselines import (
     BudgetSplit,
     clip_l1,
     data_bound_l1,

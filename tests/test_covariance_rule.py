@@ -1,4 +1,4 @@
-"""covariance_type="auto" (torchdpgmm.covariance_rule): the class and pooled second-moment blocks, their
+"""covariance_type="auto" (torchdpgmm.release.covariance_rule): the class and pooled second-moment blocks, their
 accounting, and the full -> tied -> diag shrinkage, against independent numpy / brute-force computations."""
 import math
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from torchdpgmm.covariance_rule import (CLASS_TO_POOLED, POOLED, auto_split, combine_second_moments, diagonal_weight,
+from torchdpgmm.release.covariance_rule import (CLASS_TO_POOLED, POOLED, auto_split, combine_second_moments, diagonal_weight,
                                         shrinkage_weights)
-from torchdpgmm.sound import joint_mu, kl_split, release_sound, sensitivities
+from torchdpgmm.release.sound import joint_mu, kl_split, release_sound, sensitivities
 
 
 def _data(n=300, d=3, K=3, seed=0):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from torchdpgmm.accounting_moments import (
+from torchdpgmm.privacy.moments import (
     DEFAULT_LAMBDAS,
     MomentsAccountant,
     calibrate_noise_multiplier,

@@ -1,5 +1,5 @@
 """Issue 27 item 4: a release where (nearly) every row was dropped says so at every front door, from released
-values only, through the one helper of :mod:`torchdpgmm.diagnostics`: ``torchdpgmm release`` and ``synthesize``
+values only, through the one helper of :mod:`torchdpgmm.release.diagnostics`: ``torchdpgmm release`` and ``synthesize``
 print one line on stderr, ``DPGaussianMixture.fit`` and ``DPSyntheticClassifier.fit`` issue a
 :class:`MostlyNoiseWarning`."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from torchdpgmm.cli import main
-from torchdpgmm.diagnostics import MostlyNoiseWarning, mostly_noise
+from torchdpgmm.release.diagnostics import MostlyNoiseWarning, mostly_noise
 from torchdpgmm.estimator import DPGaussianMixture, DPSyntheticClassifier
 
 BOUNDS = dict(bounds=([0.0] * 3, [1.0] * 3))

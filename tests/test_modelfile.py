@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import torchdpgmm as tdg
-from torchdpgmm.accounting import PrivacyRecord
+from torchdpgmm.privacy import PrivacyRecord
 from torchdpgmm.cli import main
 from torchdpgmm.mixture import histogram_counts
 from torchdpgmm.datafile import read_labeled_table

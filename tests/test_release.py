@@ -251,7 +251,7 @@ def test_validation_errors_before_any_noise(data):
 
 
 def test_sound_mode_dispatches_to_the_sound_module(data):
-    from torchdpgmm.sound import release_sound
+    from torchdpgmm.release.sound import release_sound
 
     X, y = data
     a = release(X, y, 3, 0.7, 1e-5, mode="sound", clip_bound=2.5, generator=_g(4))
@@ -307,7 +307,7 @@ def test_registry_declares_what_each_mechanism_needs():
 
 def test_evaluate_is_the_explicit_non_private_fit_and_kl(data):
     """evaluate() gives the eq. (2) fit and KL(released || fitted) (independent numpy check)."""
-    from torchdpgmm.evaluation import evaluate
+    from torchdpgmm.release.evaluation import evaluate
 
     X, y = data
     r = release(X, y, 3, 1.0, 1e-5, mode="sound", clip_bound=30.0, generator=_g(0))
@@ -329,7 +329,7 @@ def test_evaluate_is_the_explicit_non_private_fit_and_kl(data):
 
 
 def test_check_settings_warns_the_data_owner():
-    from torchdpgmm.evaluation import SettingsWarning, check_settings
+    from torchdpgmm.release.evaluation import SettingsWarning, check_settings
 
     X = torch.randn(100, 2, generator=_g(1), dtype=torch.float64)
     with pytest.warns(SettingsWarning) as rec:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchdpgmm import sound
+from torchdpgmm.release import sound
 
 TYPES = ["full", "tied", "diag", "spherical"]
 
@@ -269,7 +269,7 @@ def test_class_of_identical_records_and_empty_classes_release():
     rel = sound.release_sound(X, y, 5, 1.0, 1e-5, clip_bound=3.0, generator=_g(2))  # classes 3, 4 empty
     assert rel.model.num_classes == 5 and rel.fitted is None and rel.kl is None
     assert float(torch.linalg.eigvalsh(rel.model.covariances).min()) > 0
-    from torchdpgmm.evaluation import evaluate
+    from torchdpgmm.release.evaluation import evaluate
 
     ev = evaluate(rel, X, y)  # non-private evaluation: NaN KL, never an error
     assert bool(torch.isnan(ev.kl))
@@ -453,7 +453,7 @@ def test_kl_split_is_the_minimiser(ct):
 
 @pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (1.0, 1e-6), (7.0, 1e-3)])
 def test_gdp_mu_agrees_with_core_analytic_gaussian(eps, delta):
-    from torchdpgmm.accounting import gaussian_sigma
+    from torchdpgmm.privacy import gaussian_sigma
 
     assert 1.0 / sound.gdp_mu(eps, delta) == pytest.approx(gaussian_sigma(eps, delta, 1.0, rule="analytic"), rel=1e-6)
     assert sound.gdp_epsilon(delta, sound.gdp_mu(eps, delta)) == pytest.approx(eps, rel=1e-6)
@@ -548,7 +548,7 @@ def test_release_never_fails_on_adversarial_data(noise):
 
 def test_rows_that_overflow_once_centred_are_dropped_not_turned_into_nan():
     # finite rows whose difference to a public centre overflows float64 are dropped like non-finite rows
-    from torchdpgmm.sound import release_sound
+    from torchdpgmm.release.sound import release_sound
 
     X = torch.tensor([[1.7e308, 0.0], [0.5, 0.5], [0.2, -0.1], [0.1, 0.3]], dtype=torch.float64)
     y = torch.tensor([0, 0, 1, 1])
@@ -560,7 +560,7 @@ def test_rows_that_overflow_once_centred_are_dropped_not_turned_into_nan():
 
 def test_several_draws_of_one_dataset_are_not_covered_by_one_release_record():
     from torchdpgmm.privacy import BudgetExceededError, BudgetOdometer
-    from torchdpgmm.sound import release_sound
+    from torchdpgmm.release.sound import release_sound
 
     X = torch.randn(40, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     y = torch.arange(40) % 2

@@ -3,7 +3,8 @@
 * no function or method in ``torchdpgmm/`` is longer than 100 lines;
 * nothing in the package, its docs or the README points outside the repository (the old design notes,
   ``../shared``) or names a source paper by a file number instead of its authors and year;
-* the analytic-Gaussian solver and the Laplace sampler have one home each.
+* the analytic-Gaussian solver and the Laplace sampler have one home each;
+* the package layout is the layer table of docs/architecture.md, with no compatibility shims (issue #28).
 """
 from __future__ import annotations
 
@@ -56,3 +57,44 @@ def test_one_home_for_the_analytic_gaussian_solver_and_the_laplace_sampler():
         if re.search(r"def\s+\w*(laplace\w*noise|laplace_vec|analytic\w*sigma\w*|gdp_mu)\s*\(", text):
             offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, "samplers or solvers defined outside the noise layer / privacy package: " + ", ".join(offenders)
+
+
+def _architecture_paths() -> list[str]:
+    """The paths named in the modules column of docs/architecture.md's layer table."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    header, *rows = [r for r in rows if r.count("|") >= 4]
+    assert "modules" in header, header
+    return [p for r in rows for p in re.findall(r"`([^`]+)`", r.split("|")[2])]
+
+
+def test_layout_matches_the_architecture_table():
+    paths = _architecture_paths()
+    assert paths, "docs/architecture.md has no layer table"
+    missing = [p for p in paths if not (PACKAGE / p / "__init__.py" if p.endswith("/") else PACKAGE / p).is_file()]
+    assert not missing, "named in docs/architecture.md but not in torchdpgmm/: " + ", ".join(missing)
+    named_top = {p.split("/")[0] + ("/" if "/" in p else "") for p in paths}
+    actual_top = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    actual_top |= {p.name + "/" for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert actual_top == named_top, ("top level of torchdpgmm/ differs from docs/architecture.md: "
+                                     f"not in the table {sorted(actual_top - named_top)}, "
+                                     f"not in the package {sorted(named_top - actual_top)}")
+    # a folder whose modules the table lists has no module the table leaves out
+    listed = {p.rsplit("/", 1)[0] for p in paths if p.endswith(".py") and "/" in p}
+    unnamed = [f"{d}/{m.name}" for d in sorted(listed) for m in sorted((PACKAGE / d).glob("*.py"))
+               if m.name != "__init__.py" and f"{d}/{m.name}" not in paths]
+    assert not unnamed, "modules missing from docs/architecture.md: " + ", ".join(unnamed)
+
+
+def test_no_compatibility_shims():
+    # a module (not a package's __init__) that only imports and re-exports is a second home for names
+    shims = []
+    for path in _python_files():
+        if path.name == "__init__.py":
+            continue
+        body = ast.parse(path.read_text()).body
+        if all(isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+               or (isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"])
+               for n in body):
+            shims.append(str(path.relative_to(ROOT)))
+    assert not shims, "modules that only re-export others: " + ", ".join(shims)

@@ -143,7 +143,7 @@ def test_pipeline_record_states_its_caveats_and_release_carries_no_timing(adjace
     """Issue 27 item 14: the floating-point caveat of the sound release (word for word), no claim of an exact
     composition (an upper bound under replace-one), and no wall time on the released object."""
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
-    from torchdpgmm.sound import release_sound
+    from torchdpgmm.release.sound import release_sound
 
     X, y = _tiny_images()
     rel = release_pipeline(X, y, num_classes=3, epsilon=2.0, delta=1e-5, adjacency=adjacency,

@@ -1,8 +1,11 @@
 """torchdpgmm: differentially private release of labeled Gaussian mixture models, batched in PyTorch.
 
-Data flows one way: data -> mixture (:mod:`torchdpgmm.mixture`) -> mechanism design
-(:mod:`torchdpgmm.design`) -> noise (:mod:`torchdpgmm.mechanisms`) -> release -> evaluation
-(:mod:`torchdpgmm.kl`). Privacy records, adjacency and accountants live in :mod:`torchdpgmm.privacy`.
+Data flows one way, and the folders are the layers of docs/architecture.md: data (:mod:`torchdpgmm.data`)
+-> mixture (:mod:`torchdpgmm.mixture`, :mod:`torchdpgmm.kl`) -> mechanism design (:mod:`torchdpgmm.design`)
+-> noise (:mod:`torchdpgmm.mechanisms`) -> release (:mod:`torchdpgmm.release`) -> evaluation
+(:mod:`torchdpgmm.audit`, :mod:`torchdpgmm.bayes`, :mod:`torchdpgmm.em`, :mod:`torchdpgmm.pipelines`).
+Privacy records, adjacency, calibrations and accountants live in :mod:`torchdpgmm.privacy`; the front doors
+are :mod:`torchdpgmm.estimator`, :mod:`torchdpgmm.cli` and :mod:`torchdpgmm.experiments`.
 
 Every function maps over leading batch dimensions (a Monte Carlo study is one call) and keeps
 its tensors on the device of its inputs; randomness comes only from an explicit ``torch.Generator``.
@@ -29,8 +32,8 @@ _LAZY = {
     "DPSyntheticClassifier": "torchdpgmm.estimator",
 }
 _SUBMODULES = {
-    "mixture", "kl", "mechanisms", "accounting", "design", "release", "em", "bayes", "data",
-    "pipelines", "montecarlo", "audit", "experiments", "estimator", "cli", "sound", "modelfile",
+    "data", "montecarlo", "mixture", "kl", "design", "mechanisms", "privacy", "release", "audit", "bayes", "em",
+    "pipelines", "estimator", "cli", "modelfile", "datafile", "bounds", "sweep", "experiments",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

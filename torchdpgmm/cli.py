@@ -130,7 +130,7 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
                    help="design variant for mechanism kl in as-published mode")
     p.add_argument("--covariance-type", default="auto", choices=["auto", "full", "tied", "diag", "spherical"],
                    help="covariance structure of the sound release: auto (default) shrinks full -> tied -> diag "
-                        "from released values (torchdpgmm.covariance_rule); the others as in sklearn's GaussianMixture")
+                        "from released values (torchdpgmm.release.covariance_rule); the others as in sklearn's GaussianMixture")
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: fresh OS entropy; a seeded sound release is reproducible but its noise "
                         "is not secret: the record says so)")
@@ -670,7 +670,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
     if sound:
-        from torchdpgmm.diagnostics import sound_count_noise
+        from torchdpgmm.release.diagnostics import sound_count_noise
 
         _warn_mostly_noise("release", *sound_count_noise(rel))
     return 0
@@ -680,9 +680,9 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
     """``release --check-settings``: the separate, non-private settings check (nothing released or written).
     ``X`` is what the release would see (the unit box with --bounds), ``clip_bound`` and ``center`` in its units."""
     try:
-        from torchdpgmm.evaluation import check_settings
+        from torchdpgmm.release.evaluation import check_settings
     except ImportError:
-        raise UsageError("--check-settings needs torchdpgmm.evaluation.check_settings, missing in this build") from None
+        raise UsageError("--check-settings needs torchdpgmm.release.evaluation.check_settings, missing in this build") from None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # printed below, once each
         msgs = check_settings(X, table.y, num_classes=table.num_classes, epsilon=args.epsilon, delta=args.delta,
@@ -695,8 +695,8 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
 
 def _warn_mostly_noise(command: str, counts: Any, count_std: float | None, floor: float) -> None:
     """After a sound release, from RELEASED values only (post-processing): the one-line warning of
-    :mod:`torchdpgmm.diagnostics` when the released class counts are within a few noise scales of zero."""
-    from torchdpgmm.diagnostics import CLI_CAUSES, warn_if_mostly_noise
+    :mod:`torchdpgmm.release.diagnostics` when the released class counts are within a few noise scales of zero."""
+    from torchdpgmm.release.diagnostics import CLI_CAUSES, warn_if_mostly_noise
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -847,7 +847,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, adjacency={rec['adjacency']}"
           + ("" if args.n is None else f", {args.n} synthetic rows"))
-    from torchdpgmm.diagnostics import pipeline_count_noise
+    from torchdpgmm.release.diagnostics import pipeline_count_noise
 
     _warn_mostly_noise("synthesize", *pipeline_count_noise(rel))
     return 0

@@ -46,11 +46,11 @@ _COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 
 
 def _supported_covariance_types(mode: str) -> tuple[str, ...]:
-    """What the release supports: every type in sound mode once ``torchdpgmm.sound`` has them, else full."""
+    """What the release supports: every type in sound mode once ``torchdpgmm.release.sound`` has them, else full."""
     if mode != "sound":
         return ("full", "auto")  # as-published has one structure: "auto" resolves to it
     try:
-        from torchdpgmm.sound import COVARIANCE_TYPES
+        from torchdpgmm.release.sound import COVARIANCE_TYPES
     except ImportError:
         return ("full",)
     return tuple(COVARIANCE_TYPES)
@@ -347,7 +347,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         Neighbouring datasets in sound mode. As-published mode is label-flip only, whatever this says;
         it refuses ``"replace-one"`` so that the two are not confused.
     covariance_type : {"auto", "full", "tied", "diag", "spherical"}, default "auto"
-        ``"auto"`` (:mod:`torchdpgmm.covariance_rule`) releases the per-class and the pooled second moments
+        ``"auto"`` (:mod:`torchdpgmm.release.covariance_rule`) releases the per-class and the pooled second moments
         and shrinks full -> tied -> diagonal with weights computed from released values and the public noise
         scales only, so that one default serves many classes at small epsilon and few classes at large
         epsilon (validation splits only: ``docs/results/covariance-rule.json``); its fitted attributes have
@@ -367,7 +367,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         The released model in the layout of ``sklearn.mixture.GaussianMixture`` (``covariance_type="full"``).
     classes_ (K,), n_features_in_, feature_names_in_ (when X has column names)
     model_ : :class:`torchdpgmm.mixture.LabeledGMM` the released model.
-    privacy_ : :class:`torchdpgmm.accounting.PrivacyRecord` with float ``epsilon`` and ``delta``.
+    privacy_ : :class:`torchdpgmm.privacy.PrivacyRecord` with float ``epsilon`` and ``delta``.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
@@ -465,7 +465,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         All checks of public things (parameters, shapes, dtypes) run before any noise is drawn. In sound
         mode rows whose features are not finite or whose label is not among ``classes`` are dropped by the
         release without a branch on them (an error would reveal that such a row exists; under add/remove a
-        dropped row is a removal); ``torchdpgmm.evaluation.check_settings`` reports them to the data owner.
+        dropped row is a removal); ``torchdpgmm.release.evaluation.check_settings`` reports them to the data owner.
         The as-published mode refuses them. Returns ``self``; only the released model is kept.
         """
         self._check_params()
@@ -508,7 +508,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         self.model_ = rel.model if self.bounds is None else self.bounds_.model_from_unit(rel.model)
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound":  # from released values only (post-processing)
-            from torchdpgmm.diagnostics import sound_count_noise, warn_if_mostly_noise
+            from torchdpgmm.release.diagnostics import sound_count_noise, warn_if_mostly_noise
 
             counts, std, floor = sound_count_noise(rel)
             warn_if_mostly_noise(counts, std, floor=floor)
@@ -751,7 +751,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                                num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
-        from torchdpgmm.diagnostics import pipeline_count_noise, warn_if_mostly_noise
+        from torchdpgmm.release.diagnostics import pipeline_count_noise, warn_if_mostly_noise
 
         counts, std, floor = pipeline_count_noise(rel)  # released values only (post-processing)
         warn_if_mostly_noise(counts, std, floor=floor)

@@ -322,7 +322,7 @@ def moments_to_parameters(
     ``pi_k = N_k / N``, ``mu_k = s_k / N_k``, ``Sigma_k = (Q_k - s_k s_k^T / N_k) / (N_k - 1)``; for
     ``"tied"`` the pooled within-class scatter ``(Q - sum_k s_k s_k^T / N_k) / (N - K)``, for ``"diag"``
     and ``"spherical"`` the diagonal / the average variance ``tr(.) / d``. Used on exact statistics by
-    :func:`fit_labeled` and on noisy ones by the sound release (:mod:`torchdpgmm.sound`); the
+    :func:`fit_labeled` and on noisy ones by the sound release (:mod:`torchdpgmm.release.sound`); the
     denominators are clamped at 1 so that tiny or noisy counts never divide by zero (branch-free).
     Returns ``(weights (..., K), means (..., K, d), covariances (..., K, d, d))`` (expanded).
     """
@@ -373,7 +373,7 @@ def fit_labeled(
         mask: optional boolean ``(..., N)``; False rows are padding and ignored (ragged trials).
         min_count: every class needs at least this many points (2 for a covariance). ``0`` accepts empty
             and single-record classes (their covariance is 0 and their mean 0 when empty): the
-            evaluation of a sound release uses it (:func:`torchdpgmm.evaluation.evaluate`).
+            evaluation of a sound release uses it (:func:`torchdpgmm.release.evaluation.evaluate`).
         covariance_type: ``"full"`` (eq. 2c), ``"tied"``, ``"diag"`` or ``"spherical"``.
 
     Raises:

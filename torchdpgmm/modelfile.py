@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import torch
 
-from torchdpgmm.accounting import PrivacyRecord
+from torchdpgmm.privacy import PrivacyRecord
 from torchdpgmm.bounds import Bounds
 from torchdpgmm.mixture import LabeledGMM
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
-from torchdpgmm.accounting_moments import MomentsAccountant, calibrate_noise_multiplier
+from torchdpgmm.privacy.moments import MomentsAccountant, calibrate_noise_multiplier
 from torchdpgmm.em._common import (
     clip_rows_l2,
     make_record,

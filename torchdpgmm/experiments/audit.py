@@ -137,7 +137,7 @@ def _sound_mechanism(mechanism: str, eps: float, delta: float, clip_bound: float
     """The sound release of the noisy blocks, eigenvalue floor off so that they read back exactly
     (:func:`torchdpgmm.audit.sound_blocks`); post-processing can only lower epsilon. Returns
     ``(mechanism(D, n, g), noise scales in data units)``; raises (e.g. for r1smg) before any draw."""
-    from torchdpgmm.sound import release_sound, sound_statistics
+    from torchdpgmm.release.sound import release_sound, sound_statistics
 
     opts = dict(clip_bound=clip_bound, adjacency=adjacency, mechanism=mechanism)
     if noise is not None:
@@ -252,7 +252,7 @@ def _published_row(P: A.NeighbourPair, mech: str, eps: float, delta: float, K: i
 def _component_rows(pairs, eps, delta, draws, bs, K, g, quick=False) -> list[dict[str, Any]]:
     """Audits of the as-published building blocks in isolation (most favourable budget: all of eps)."""
     from torchdpgmm.mechanisms import mapping, r1smg, wishart
-    from torchdpgmm.sound import gdp_epsilon
+    from torchdpgmm.release.sound import gdp_epsilon
 
     rows: list[dict[str, Any]] = []
     base = dict(mode="as-published (component)", claimed_epsilon=eps, claimed_delta=delta, num_draws=draws)
@@ -500,7 +500,7 @@ def _add_utility_arguments(p: argparse.ArgumentParser) -> None:
 def run_utility(config: ExperimentConfig) -> StudyResult:
     """KL(released || fitted) against epsilon on the synthetic data of Liu, Scaglione & Peisert (2025),
     Sec. V-A: the sound mode (``--adjacency``, default replace-one; public bound B) beside the as-published curves (label flips)."""
-    from torchdpgmm.sound import release_sound
+    from torchdpgmm.release.sound import release_sound
 
     o = config.options
     trials = int(config.trials or 100)
@@ -545,10 +545,10 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
 
 def _kl(rel: Any, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """KL(released || fitted): the explicit, non-private evaluation call where the release no longer carries
-    it (``torchdpgmm.evaluation.evaluate``), else the release's own ``kl``."""
+    it (``torchdpgmm.release.evaluation.evaluate``), else the release's own ``kl``."""
     if getattr(rel, "kl", None) is not None:
         return rel.kl
-    from torchdpgmm.evaluation import evaluate
+    from torchdpgmm.release.evaluation import evaluate
 
     return evaluate(rel, X, y).kl
 
@@ -578,7 +578,7 @@ def _plot_utility(rows: list[dict[str, Any]], path: Path) -> None:
     where the rows carry it (written by the study since they exist), else the same delta-method interval
     computed from ``kl_ci_low``/``kl_ci_high`` (:func:`torchdpgmm.experiments.plotting.log_interval`)."""
     from torchdpgmm.experiments.plotting import log_interval_columns, plot_curves, series_from_rows
-    from torchdpgmm.sound import DEFAULT_ADJACENCY
+    from torchdpgmm.release.sound import DEFAULT_ADJACENCY
 
     ok = []
     for r in rows:

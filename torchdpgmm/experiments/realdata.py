@@ -103,7 +103,7 @@ def _stack_releases(rels):
 def _release(X, y, K, eps, delta, mechanism, generator, mask=None, **kw):
     """One release call for the whole (epsilon x trial) grid ``eps (E, T)``.
 
-    ``kl-sound`` (record-level, :func:`torchdpgmm.sound.release_sound`) takes a scalar epsilon, so it loops
+    ``kl-sound`` (record-level, :func:`torchdpgmm.release.sound.release_sound`) takes a scalar epsilon, so it loops
     over the E values, each call batched over the T trials.
     """
     from torchdpgmm.release import release

@@ -14,7 +14,7 @@ Methods (every trial: one training set of size ``n`` from the class model, one f
 * ``xi2011-laplace-common-box``: the same with one box for both classes, the union of the two generating
   boxes (the paper's Section 1.1 normalises every attribute with one range);
 * ``xi2011-laplace-public-box``: the same with the public box below instead of the generating boxes;
-* ``sound-gaussian``: :func:`torchdpgmm.sound.sound_statistics`, add/remove adjacency, analytic Gaussian
+* ``sound-gaussian``: :func:`torchdpgmm.release.sound.sound_statistics`, add/remove adjacency, analytic Gaussian
   (Balle & Wang 2018) at ``delta``, records standardised with the public box (centre ``c``, half width
   ``h``: ``z = (x - c) / h``) and clipped to ``||z||_2 <= sqrt(d)`` (the ball around the box), released
   statistics mapped back to the original units; classes public;
@@ -108,7 +108,7 @@ def sound_gaussian_release(x, y, epsilon: float, delta: float, lo, hi, generator
     records standardised by the public box ``[lo, hi]`` (``(d,)``): ``z = (x - c)/h`` with centre ``c`` and
     half width ``h``, clip bound ``sqrt(d)``; the released means ``m`` and covariances ``S`` of ``z`` are
     mapped back to ``c + h m`` and ``diag(h) S diag(h)`` (post-processing)."""
-    from torchdpgmm.sound import sound_statistics
+    from torchdpgmm.release.sound import sound_statistics
 
     c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
     d = x.shape[-1]

@@ -3,7 +3,7 @@
 The types come from the accounting package :mod:`torchdpgmm.privacy`. Gaussian-only pipelines compose in Gaussian
 differential privacy (Dong, Roth & Su 2019): a Gaussian mechanism of L2 sensitivity ``Delta`` and noise ``sigma`` is ``(Delta/sigma)``-GDP and
 ``mu^2`` adds over blocks (also under adaptive composition); ``(eps, delta)`` follows from Balle & Wang
-(2018, Thm. 8) via :func:`torchdpgmm.sound.gdp_epsilon`. Each block is charged at its own worst case, so
+(2018, Thm. 8) via :func:`torchdpgmm.release.sound.gdp_epsilon`. Each block is charged at its own worst case, so
 under replace-one (where one record's change moves every block at once, not each at its worst) the composed
 ``mu`` is an upper bound, not an exact value. The noise is continuous float64 Gaussian noise: every record
 says it is not protected against floating-point attacks (Mironov 2012).
@@ -15,13 +15,13 @@ from dataclasses import asdict
 from typing import Any
 
 from torchdpgmm.privacy import NoisedBlock, PrivacyRecord
-from torchdpgmm.sound import gdp_delta, gdp_epsilon, gdp_mu
+from torchdpgmm.release.sound import gdp_delta, gdp_epsilon, gdp_mu
 
 __all__ = ["ADJACENCIES", "NoisedBlock", "parse_adjacency", "gdp_mu", "gdp_epsilon", "gdp_delta",
            "block_mu", "composed_mu", "make_record"]
 
 ADJACENCIES = ("add-remove", "replace-one")
-# the caveat the sound release carries for continuous noise (torchdpgmm.sound), word for word
+# the caveat the sound release carries for continuous noise (torchdpgmm.release.sound), word for word
 FLOAT_NOTE = "continuous float64 noise (not protected against floating-point attacks, Mironov 2012)"
 
 

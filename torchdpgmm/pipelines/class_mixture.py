@@ -4,7 +4,7 @@ Input: records ``U (N, d)`` in the unit ball (after :func:`~torchdpgmm.pipelines
 with public-range labels ``y``. All noise is Gaussian, so the stages compose exactly in GDP
 (Dong, Roth & Su 2019); their ``mu`` budgets are fixed in advance from public quantities.
 
-1. **Class stage** (always): :func:`torchdpgmm.sound.sound_statistics` (the project's sound release,
+1. **Class stage** (always): :func:`torchdpgmm.release.sound.sound_statistics` (the project's sound release,
    Gaussian mechanism on per-class counts, sums and second moments of clipped records) gives one Gaussian
    per class: the one-component model, and the starting point and shrinkage target of the cells.
 2. **Cells** (``components_per_class = m > 1``): ``m`` centres per class start at the released class mean
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 
 from torchdpgmm.mechanisms import gaussian
-from torchdpgmm.sound import gdp_epsilon, sound_statistics
+from torchdpgmm.release.sound import gdp_epsilon, sound_statistics
 
 from ._privacy import NoisedBlock, parse_adjacency
 from .dp_pca import usable_records

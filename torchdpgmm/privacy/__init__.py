@@ -17,8 +17,10 @@ from torchdpgmm.privacy.adjacency import Adjacency
 from torchdpgmm.privacy.calibration import (
     analytic_gaussian_sigma,
     block_sigmas,
+    GAUSSIAN_RULES,
     classical_gaussian_sigma,
     gaussian_delta,
+    gaussian_sigma,
     gdp_delta,
     gdp_epsilon,
     gdp_mu,
@@ -49,5 +51,5 @@ __all__ = [
     "Accountant", "GDPAccountant", "ZCDPAccountant", "PLDAccountant", "RDPAccountant", "make_accountant",
     "BudgetOdometer", "BudgetExceededError",
     "gdp_delta", "gdp_epsilon", "gdp_mu", "gaussian_delta", "analytic_gaussian_sigma", "laplace_scale",
-    "paper_gaussian_sigma", "classical_gaussian_sigma", "zcdp_delta", "zcdp_epsilon", "zcdp_rho", "block_sigmas",
+    "paper_gaussian_sigma", "classical_gaussian_sigma", "gaussian_sigma", "GAUSSIAN_RULES", "zcdp_delta", "zcdp_epsilon", "zcdp_rho", "block_sigmas",
 ]

@@ -39,6 +39,8 @@ __all__ = [
     "laplace_scale",
     "paper_gaussian_sigma",
     "classical_gaussian_sigma",
+    "GAUSSIAN_RULES",
+    "gaussian_sigma",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_rho",
@@ -176,6 +178,26 @@ def classical_gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -
     (eps, dl, sens), is_t = _prepare(epsilon, delta, sensitivity)
     _check_sensitivity(sens)
     return _out(sens * torch.sqrt(2 * torch.log(1.25 / dl)) / eps, is_t)
+
+
+GAUSSIAN_RULES = ("paper", "classical", "analytic")
+
+
+def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0, *, rule: str) -> Any:
+    """Noise standard deviation of an (epsilon, delta) Gaussian mechanism of L2 ``sensitivity`` by ``rule``.
+
+    ``"paper"``: :func:`paper_gaussian_sigma` (Liu, Scaglione & Peisert 2025, condition (10); not DP for
+    large epsilon); ``"classical"``: :func:`classical_gaussian_sigma` (Dwork & Roth 2014, Thm A.1;
+    epsilon < 1 only); ``"analytic"``: :func:`analytic_gaussian_sigma` (Balle & Wang 2018, Thm 8; exact
+    for every epsilon). A tensor ``epsilon`` of a floating dtype gives the result in that dtype.
+    """
+    fns = {"paper": paper_gaussian_sigma, "classical": classical_gaussian_sigma, "analytic": analytic_gaussian_sigma}
+    if rule not in fns:
+        raise ValueError(f"rule must be one of {GAUSSIAN_RULES}, got {rule!r}")
+    out = fns[rule](epsilon, delta, sensitivity)
+    if torch.is_tensor(epsilon) and epsilon.dtype.is_floating_point:
+        return out.to(epsilon.dtype)
+    return out
 
 
 def _zcdp_log_delta(eps: torch.Tensor, rho: torch.Tensor, steps: int = 80) -> torch.Tensor:

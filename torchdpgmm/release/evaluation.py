@@ -40,7 +40,7 @@ class Evaluation:
 def evaluate(release: Any, X: torch.Tensor, y: torch.Tensor, *, mask: torch.Tensor | None = None) -> Evaluation:
     """Fit eq. (2) to ``(X, y)`` and compute ``KL(release.model || fitted)`` (NOT private; see module doc).
 
-    ``release`` is a :class:`~torchdpgmm.result.Release` (or anything with ``.model``); ``X (..., N, d)``,
+    ``release`` is a :class:`~torchdpgmm.release.result.Release` (or anything with ``.model``); ``X (..., N, d)``,
     ``y (..., N)`` are the data it was computed from, ``mask (..., N)`` marks real rows. Raises
     ``ValueError`` for labels outside ``[0, K)`` or non-finite features (this is not a release: errors
     may depend on the data).

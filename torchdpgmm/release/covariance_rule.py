@@ -4,14 +4,14 @@ No fixed covariance structure suits every table: a 26-class table at eps 0.5 wan
 (``"tied"``: the K classes share one noisy block, K times the precision), a large 2-class table at eps 5
 wants a covariance per class (``"full"``). This rule releases both and lets the released values decide.
 
-**Release** (accounted in :mod:`torchdpgmm.sound`; two second-moment blocks):
+**Release** (accounted in :mod:`torchdpgmm.release.sound`; two second-moment blocks):
 
 * the class second moments ``Q_k = sum_{y=k} z z^T`` (the ``"full"`` block, noise ``sigma_F`` per diagonal
   entry, ``sigma_F/sqrt 2`` off the diagonal), and
 * the pooled second moment ``P = sum_n z z^T`` (the ``"tied"`` block, noise ``sigma_P``),
 
 with a budget split fixed from public facts only (:func:`auto_split`): the first-order KL split of Liu,
-Scaglione & Peisert (2025) / :func:`torchdpgmm.sound.kl_split` for counts, sums and the pooled block (as for
+Scaglione & Peisert (2025) / :func:`torchdpgmm.release.sound.kl_split` for counts, sums and the pooled block (as for
 ``"tied"``), plus a class block whose precision ``1/sigma_F^2`` is a fixed public multiple
 :data:`CLASS_TO_POOLED` of the pooled block's. One record touches ``P`` and one ``Q_k``: under add/remove
 the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2)``.
@@ -43,7 +43,7 @@ the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2
    ``eta / (eta + 1)`` (:mod:`torchdpgmm.pipelines.class_mixture`) leaves a residual ``(1 - l) eta -> 1``
    as the noise grows (up to 30 points lost on validation), where ``(1 - l) eta -> 0`` here. ``l_k -> 0`` as the noise vanishes (the empirical class covariance,
    ``"full"``), ``l_k -> 1`` when it dominates (the pooled one, ``"tied"``, itself shrunk toward ``"diag"``).
-5. The PSD repair of :mod:`torchdpgmm.sound` floors eigenvalues at ``sqrt(d)`` times the per-entry noise std
+5. The PSD repair of :mod:`torchdpgmm.release.sound` floors eigenvalues at ``sqrt(d)`` times the per-entry noise std
    of the shrunk estimate, ``sqrt((1 - l_k)^2 v_F / (n_k - 1)^2 + l_k^2 v_P / m^2)``.
 
 Only public constants (``sigma_F``, ``sigma_P``, d, K) and released values (noisy counts, sums and second

@@ -65,13 +65,13 @@ def warn_if_mostly_noise(counts: Any, count_std: float | None, *, floor: float =
 
 
 def _default_min_count() -> float:
-    from torchdpgmm.sound import SoundSettings
+    from torchdpgmm.release.sound import SoundSettings
 
     return float(next(f.default for f in dataclasses.fields(SoundSettings) if f.name == "min_count"))
 
 
 def sound_count_noise(rel: Any) -> tuple[Any, float | None, float]:
-    """``(counts, count_std, floor)`` of a sound :class:`~torchdpgmm.result.Release`: the released counts, the
+    """``(counts, count_std, floor)`` of a sound :class:`~torchdpgmm.release.result.Release`: the released counts, the
     standard deviation of their noise in count units (``extras["noise"]``: Gaussian ``sigma_counts``, Laplace
     ``sqrt(2) laplace_scale_counts``) and the sound release's public floor ``min_count``."""
     noise = (getattr(rel, "extras", None) or {}).get("noise") or {}

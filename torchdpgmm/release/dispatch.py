@@ -14,15 +14,15 @@ data; the weaknesses are written into the record's notes): the empirical labeled
   ``N(0, Gamma_k^{-1})`` on the means (eq. 5), Wishart noise ``W_d(I/gamma_k, d+1)`` on the covariances
   (eq. 6) and the random mapping of the weights with budget ``eps_0`` (eqs. 15, 25-27);
 * ``"laplace"``, ``"gaussian"``, ``"colored"``, ``"r1smg"`` (:class:`BaselineMechanism`) -- the baselines
-  of Sec. V-A (:mod:`torchdpgmm.baselines`), charged under the same accountant.
+  of Sec. V-A (:mod:`torchdpgmm.release.baselines`), charged under the same accountant.
 
-Its :class:`~torchdpgmm.result.Release` also carries the non-private ``fitted`` model and the realised
+Its :class:`~torchdpgmm.release.result.Release` also carries the non-private ``fitted`` model and the realised
 ``kl`` per trial, which the paper's Monte Carlo studies need.
 
-``mode="sound"`` (:class:`SoundMechanism`, :mod:`torchdpgmm.sound`): record-level (epsilon, delta)-DP with
+``mode="sound"`` (:class:`SoundMechanism`, :mod:`torchdpgmm.release.sound`): record-level (epsilon, delta)-DP with
 public classes (``num_classes``), a public clipping bound (``clip_bound``, required), add/remove adjacency
 by default; its Release holds only private values (``fitted`` and ``kl`` are None; evaluate with
-:func:`torchdpgmm.evaluation.evaluate`, which is not private).
+:func:`torchdpgmm.release.evaluation.evaluate`, which is not private).
 
 Every check on the inputs runs before any noise is drawn.
 """
@@ -35,10 +35,10 @@ from typing import Any, ClassVar
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon, check_finite, check_labels
-from torchdpgmm.result import Release
+from torchdpgmm.release.result import Release
 
 __all__ = ["release", "Release", "WeakPrivacyWarning", "check_privacy_strength", "REGISTRY", "Mechanism", "KLMechanism", "BaselineMechanism", "SoundMechanism",
-           "MECHANISMS", "VARIANTS", "SOLVERS", "MODES", "AS_PUBLISHED_NOTES"]
+           "MECHANISMS", "VARIANTS", "SOLVERS", "MODES", "AS_PUBLISHED_NOTES", "AS_PUBLISHED_CAVEATS"]
 
 MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 VARIANTS = ("as-published", "global", "exact-kl")
@@ -60,6 +60,15 @@ _TWO_CLASS_NOTE = (
     "Theorem 1 / eq. (9) under-counts the privacy loss."
 )
 AS_PUBLISHED_NOTES = (_LABEL_NOTE, _LOCAL_NOTE, _TWO_CLASS_NOTE)
+# the weaknesses of the published analysis, written into the notes of every as-published record
+AS_PUBLISHED_CAVEATS = (
+    "as-published mode reproduces Liu, Scaglione & Peisert (2025) and is NOT a verified DP guarantee:",
+    "the Wishart mechanism of Jiang et al. (2016) charged by eq. (9) was shown not to be DP (Sheffet 2019; Amin et al. 2019)",
+    "noise is calibrated to the dataset at hand (local sensitivity), which is not DP in general",
+    "a label flip changes two classes, so max_k composition under-counts",
+    "the random mapping's support depends on the data; lambda/|S| smoothing does not bound the likelihood ratio by e^eps0",
+)
+
 _PAPER_RULE_NOTE = (
     "Gaussian noise is calibrated by the paper's rule sigma = Delta sqrt(2 ln(2/delta)) / eps (condition "
     "(10)), which is not (eps, delta)-DP for large per-part eps (above about 9.4 at delta = 1e-5)."
@@ -242,7 +251,7 @@ def _as_published_inputs(X, y, num_classes, epsilon, delta, mask):
 
 
 def _as_published_release(mech, model, fitted, eps_t, delta_t, split, notes, design, extras) -> Release:
-    from torchdpgmm.accounting import PrivacyRecord
+    from torchdpgmm.privacy import PrivacyRecord
     from torchdpgmm.kl import kl_divergence
 
     privacy = PrivacyRecord(
@@ -274,7 +283,6 @@ class KLMechanism(Mechanism):
             raise ValueError(f"lam must lie in (0, 1), got {o['lam']!r}")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
-        from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS
         from torchdpgmm.mechanisms import gaussian as gaussian_noise
         from torchdpgmm.mechanisms import random_mapping, wishart
         from torchdpgmm.mixture import LabeledGMM
@@ -315,7 +323,7 @@ class KLMechanism(Mechanism):
 
 
 class BaselineMechanism(Mechanism):
-    """The baselines of Sec. V-A of Liu, Scaglione & Peisert (2025) (:mod:`torchdpgmm.baselines`)."""
+    """The baselines of Sec. V-A of Liu, Scaglione & Peisert (2025) (:mod:`torchdpgmm.release.baselines`)."""
 
     mode = "as-published"
     names = ("laplace", "gaussian", "colored", "r1smg")
@@ -343,8 +351,7 @@ class BaselineMechanism(Mechanism):
                 raise ValueError("mechanism='r1smg' needs a scalar delta")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
-        from torchdpgmm.accounting import AS_PUBLISHED_CAVEATS
-        from torchdpgmm.baselines import BudgetSplit, baseline_release
+        from torchdpgmm.release.baselines import BudgetSplit, baseline_release
 
         o = self.bind(options)
         split = o["split"]
@@ -385,7 +392,7 @@ class BaselineMechanism(Mechanism):
 
 def _baseline_bound(X, y, num_classes, mask, data_bound, fitted0, notes):
     """Wu et al.'s L1 data bound R: read from the data (leaks; noted) or given and enforced by clipping."""
-    from torchdpgmm.baselines import clip_l1, data_bound_l1
+    from torchdpgmm.release.baselines import clip_l1, data_bound_l1
     from torchdpgmm.mixture import fit_labeled
 
     data_batch = X.shape[:-2]
@@ -401,7 +408,7 @@ def _baseline_bound(X, y, num_classes, mask, data_bound, fitted0, notes):
 
 
 class SoundMechanism(Mechanism):
-    """Record-level DP release of :mod:`torchdpgmm.sound` (public classes and clipping bound)."""
+    """Record-level DP release of :mod:`torchdpgmm.release.sound` (public classes and clipping bound)."""
 
     mode = "sound"
     names = ("gaussian", "colored", "kl", "laplace")
@@ -411,7 +418,7 @@ class SoundMechanism(Mechanism):
     noised_blocks = ("counts", "sums", "second_moments")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
-        from torchdpgmm.sound import release_sound
+        from torchdpgmm.release.sound import release_sound
 
         o = self.bind(options)
         return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask,
@@ -508,7 +515,7 @@ def release(
             ``split``, ``prior_scale``, ``min_count``, ``eig_floor``, ``noise_multiplier``, ``num_draws``.
 
     Returns:
-        :class:`~torchdpgmm.result.Release` (``model``, ``privacy``, ``design``, ``extras``; ``fitted`` and
+        :class:`~torchdpgmm.release.result.Release` (``model``, ``privacy``, ``design``, ``extras``; ``fitted`` and
         ``kl`` in as-published mode only).
     """
     if mode not in MODES:
@@ -519,24 +526,9 @@ def release(
     impl = REGISTRY.get((mode, mechanism))
     if impl is None:
         if mode == "sound":
-            from torchdpgmm.sound import _check_mechanism
+            from torchdpgmm.release.sound import _check_mechanism
 
             _check_mechanism(mechanism)  # raises with the reason
         known = sorted(n for m, n in REGISTRY if m == mode)
         raise ValueError(f"mechanism must be one of {known} in mode={mode!r}, got {mechanism!r}")
     return impl(X, y, num_classes, epsilon, delta, generator=generator, mask=mask, **options)
-
-
-# ``torchdpgmm.release`` is both this module and, at the top level, the function ``release``. Importing the
-# submodule makes Python bind the *module* to the package attribute, which would shadow the function
-# for ``tdg.release(...)``. Making the module callable keeps both spellings working.
-import sys as _sys
-import types as _types
-
-
-class _CallableModule(_types.ModuleType):
-    def __call__(self, *args: Any, **kwargs: Any):
-        return release(*args, **kwargs)
-
-
-_sys.modules[__name__].__class__ = _CallableModule

@@ -14,7 +14,7 @@ guarantee holds (see ``docs/privacy.md``):
   step raises, branches, loops or prints on private values. Rows whose label lies outside
   ``[0, num_classes)`` or whose features are not finite are DROPPED branch-free (an error would reveal
   them; dropping a row is at most a removal, within both adjacencies' sensitivities); the data owner can
-  list them beforehand with :func:`torchdpgmm.evaluation.check_settings`. Inputs are cast to float64
+  list them beforehand with :func:`torchdpgmm.release.evaluation.check_settings`. Inputs are cast to float64
   before clipping and the release is computed and returned in float64.
 * **Clipping**: ``z = clip(x - center)`` with ``||z||_2 <= B`` (Liu, Scaglione & Peisert 2025, Sec. IV-C
   eq. (28), enforced rather than assumed).
@@ -22,7 +22,7 @@ guarantee holds (see ``docs/privacy.md``):
   counts ``n_k``, sums ``s_k`` and second moments, whose form depends on ``covariance_type``
   (scikit-learn's names): ``"full"`` ``Q_k = sum z z^T`` (K symmetric matrices), ``"tied"`` one pooled
   ``Q = sum_n z z^T``, ``"diag"`` ``sum z * z`` (K x d), ``"spherical"`` ``sum ||z||^2`` (K).
-  ``"auto"`` (:mod:`torchdpgmm.covariance_rule`) releases the full blocks ``Q_k`` AND the pooled block
+  ``"auto"`` (:mod:`torchdpgmm.release.covariance_rule`) releases the full blocks ``Q_k`` AND the pooled block
   ``P = sum_n z z^T`` (:data:`POOLED`, one more ``NoisedBlock``) with a split fixed from public facts, and
   shrinks full -> tied -> diag in post-processing; validated in ``docs/results/covariance-rule.json``
   (``scripts/covariance_rule_validation.py``). The pooled block has the second moments' sensitivities below
@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
-from torchdpgmm.covariance_rule import POOLED, auto_split, shrunk_covariances
+from torchdpgmm.release.covariance_rule import POOLED, auto_split, shrunk_covariances
 from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import class_moments, moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
@@ -98,7 +98,7 @@ from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
 from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, zcdp_rho
 
 if TYPE_CHECKING:  # pragma: no cover
-    from torchdpgmm.result import Release
+    from torchdpgmm.release.result import Release
 
 __all__ = [
     "release_sound",
@@ -126,7 +126,7 @@ SOUND_MECHANISMS = ("gaussian", "colored", "kl", "laplace")
 NOISES = ("discrete", "continuous")
 BLOCKS = ("counts", "sums", "second_moments")
 DEFAULT_SPLIT = {"counts": 0.1, "sums": 0.45, "second_moments": 0.45}
-#: ``"auto"`` (:mod:`torchdpgmm.covariance_rule`) releases the ``"full"`` blocks and the pooled ``"tied"`` block
+#: ``"auto"`` (:mod:`torchdpgmm.release.covariance_rule`) releases the ``"full"`` blocks and the pooled ``"tied"`` block
 #: (:data:`POOLED`) and shrinks full -> tied -> diagonal in post-processing
 COVARIANCE_TYPES = tuple(_MIXTURE_COVARIANCE_TYPES) + ("auto",)
 
@@ -380,7 +380,7 @@ def sound_settings(
                              covariance_type="tied" if shrink else covariance_type, num_classes=num_classes)
         else:
             split = dict(DEFAULT_SPLIT)
-        if shrink:  # plus the class blocks (torchdpgmm.covariance_rule.auto_split)
+        if shrink:  # plus the class blocks (torchdpgmm.release.covariance_rule.auto_split)
             split = auto_split(split)
     return SoundSettings(eps, dlt, B, adjacency, mechanism, covariance_type, split, center, min_count, eig_floor,
                          noise_multiplier, num_draws, noise, shrink)
@@ -529,7 +529,7 @@ def _perturb(stats, scales, st: SoundSettings, info: dict[str, Any], generator):
 
 def _estimate(noisy, scales, st: SoundSettings, kind: str):
     """Post-processing: count floor, eq. (2) from noisy moments (``"auto"``: the full -> tied -> diagonal
-    shrinkage of :func:`torchdpgmm.covariance_rule.shrunk_covariances`), branch-free PSD repair at the noise
+    shrinkage of :func:`torchdpgmm.release.covariance_rule.shrunk_covariances`), branch-free PSD repair at the noise
     level."""
     n_c, s_n, q_n, *pooled = noisy
     K, d = s_n.shape[-2:]
@@ -686,11 +686,11 @@ def release_sound(
     ``Release.model`` is the released ``LabeledGMM`` (float64), ``Release.privacy`` its record and
     ``Release.extras`` public diagnostics (noise scales, settings). Nothing non-private is returned:
     ``Release.fitted`` and ``Release.kl`` are None; evaluate against the data explicitly with
-    :func:`torchdpgmm.evaluation.evaluate` (not private). ``delta`` may be None for ``mechanism="laplace"``
+    :func:`torchdpgmm.release.evaluation.evaluate` (not private). ``delta`` may be None for ``mechanism="laplace"``
     (pure epsilon-DP). ``options`` as in :func:`sound_statistics`.
     """
     from torchdpgmm.mixture import LabeledGMM
-    from torchdpgmm.result import Release
+    from torchdpgmm.release.result import Release
 
     out, st, scales, info, d = _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options)
     model = LabeledGMM(out["weights"], out["means"], out["covariances"], counts=out["counts"], validate_args=False)

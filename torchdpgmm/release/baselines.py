@@ -218,7 +218,7 @@ def baseline_release(
     Returns ``(released LabeledGMM, info)`` where ``info`` holds the per-part budgets, the noise scales
     and the sensitivities that were used (all tensors, batch-shaped).
     """
-    from torchdpgmm.accounting import gaussian_sigma
+    from torchdpgmm.privacy import gaussian_sigma
     from torchdpgmm.mechanisms import laplace_noise, normal_noise, symmetric_noise
     from torchdpgmm.mixture import LabeledGMM
 

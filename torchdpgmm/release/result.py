@@ -26,7 +26,7 @@ class Release:
             2025) the release was derived from. The as-published mode reproduces that paper, is not DP for
             real data, and its Monte Carlo studies need the fit and the KL of every trial. ``None`` in
             sound mode, which returns nothing computed from the data without noise: use
-            :func:`torchdpgmm.evaluation.evaluate` (explicitly non-private) there.
+            :func:`torchdpgmm.release.evaluation.evaluate` (explicitly non-private) there.
         kl: as-published mode only: ``kl_divergence(model, fitted)`` per trial (Appendix B), ``batch_shape``;
             ``None`` in sound mode.
     """
