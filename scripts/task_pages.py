@@ -99,12 +99,15 @@ def sweep_scale_table() -> str:
     c = d["config"]
     out = [f"_From benchmarks/results/bench_sweep_memory.json (`python benchmarks/bench_sweep_memory.py`): "
            f"`torchdpgmm sweep`, mechanism {c['mechanism']} ({c['mode']}), N = {c['N']}, K = {c['K']}, d = {c['d']}, "
-           f"7 epsilons, {c['threads']} torch threads, memory budget {c['memory_budget']}, on "
-           f"{d['machine']['cpus']} cores at load average {d['machine']['loadavg'][0]:.1f}._", "",
-           "| trials | chunks | rows written | wall time (s) | peak memory (MiB) |", "|---|---|---|---|---|"]
+           f"7 epsilons, {c['workers']} worker processes of {c['threads_per_worker']} torch thread each, memory "
+           f"budget {c['memory_budget']}, on {d['machine']['cpus']} cores at load average "
+           f"{d['machine']['loadavg_before'][0]:.1f} before the run._", "",
+           "| trials | chunks | rows written | wall time (s) | CPU time (s) | peak memory, driver + workers (MiB) |",
+           "|---|---|---|---|---|---|"]
     for key in ("small", "large"):
         r = d[key]
-        out.append(f"| {r['trials']} | {r['chunks']} | {r['rows']} | {r['seconds']:.0f} | {r['peak_rss_mib']:.0f} |")
+        out.append(f"| {r['trials']} | {r['chunks']} | {r['rows']} | {r['seconds']:.0f} | {r['cpu_seconds']:.0f} | "
+                   f"{r['peak_rss_mib']:.0f} |")
     out.append(f"\nPeak memory of the large sweep over the small one: {d['peak_rss_ratio_large_over_small']:.3f}x "
                f"(the chunks bound it, whatever the number of trials).")
     return "\n".join(out)
