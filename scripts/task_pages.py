@@ -63,7 +63,8 @@ def synthetic_table() -> str:
     t = _json(SYNTH / "synth-release-timing.json")
     head = (f"_From docs/realdata_results/synthetic-classifier/run_0.5_1_2_5/synthetic-classifier.json "
             f"(`torchdpgmm experiment synthetic-classifier --dataset fashion-mnist --epsilons 0.5,1,2,5 --threads 2`) "
-            f"and synth-release-timing.json (`python scripts/synth_release_timing.py`); rendered by "
+            f"and docs/realdata_results/synthetic-classifier/synth-release-timing.json "
+            f"(`python scripts/synth_release_timing.py`); rendered by "
             f"scripts/realdata_tables.py. Fashion-MNIST, full training set (N = {t['n']}), d = {t['d']}, "
             f"delta 1e-5, add/remove adjacency._")
     timing = (f"One release at N = {t['n']}, d = {t['d']}, epsilon 1, {t['threads']} threads: median "
