@@ -139,7 +139,7 @@ def render_suite(rec: dict | None) -> str:
     cores = rec.get("usable_cores") or rec.get("cpu_count")
     return (f"Measured by `python scripts/readme_timings.py --suite` ({rec['measured_at_utc'][:10]}, written to "
             f"benchmarks/results/readme-timings.json): `{rec['command']}` ({rec['summary']}) took "
-            f"{rec['wall_seconds'] / 60:.1f} min wall ({rec['child_cpu_seconds'] / 60:.1f} min of CPU) on {cores} "
+            f"{rec['wall_seconds']:.0f} s wall ({rec['child_cpu_seconds']:.0f} s of CPU) on {cores} "
             f"CPU cores at {_load_text(rec)}. It grows with the load.")
 
 

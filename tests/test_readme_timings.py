@@ -44,7 +44,7 @@ def test_suite_timing_renders_and_rewrites_only_its_block(load_script, tmp_path)
              "child_cpu_seconds": 690.0, "load_average_before": [1.5, 1.0, 1.0], "load_average_after": [2.25, 1, 1],
              "cpu_count": 2, "usable_cores": 2, "measured_at_utc": "2026-01-02T03:04:05Z"}
     text = mod.render_suite(suite)
-    for s in ("6.7 min wall", "11.5 min of CPU", "812 passed", "2 CPU cores", "1.50 before", "2.25 after",
+    for s in ("402 s wall", "690 s of CPU", "812 passed", "2 CPU cores", "1.50 before", "2.25 after",
               "2026-01-02", "--suite"):
         assert s in text, s
     fig2 = {"command": "torchdpgmm experiment fig2 --trials 100 --out results", "wall_seconds": 54.3,
