@@ -14,7 +14,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = {"fig2": ROOT / "docs" / "release.md", "scale": ROOT / "docs" / "release.md", "sdp": ROOT / "docs" / "design.md",
+DOCS = {"fig2": ROOT / "docs" / "release.md", "scale": ROOT / "docs" / "release.md",
+        "scale-gpu": ROOT / "docs" / "release.md", "sdp": ROOT / "docs" / "design.md",
         "benchmarks": ROOT / "README.md", "trace": ROOT / "docs" / "design.md"}
 
 
@@ -102,6 +103,22 @@ def scale_table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def gpu_table(runs: dict[str, dict]) -> str:
+    """CPU vs GPU seconds per trial of ``bench_scale.py`` runs made on a machine with a GPU (their "gpu" section
+    beside the "per_mechanism" one, measured in the same run)."""
+    lines = ["| file | block (trials) | timed trials | step | CPU s per trial | GPU s per trial |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, res in runs.items():
+        cpu, gpu = res["per_mechanism"], res["gpu"]
+        for step in ["generate", "fit"] + list(res["config"]["mechanisms"]):
+            lines.append(f"| `{name}` | {res['config']['block_size']} | {gpu['trials']} | {step} | "
+                         f"{_f(cpu['seconds_per_trial'][step])} | {_f(gpu['seconds_per_trial'][step])} |")
+    env = next(iter(runs.values()))["environment"]
+    lines += ["", f"Machine: {env['cpus']} CPU cores ({next(iter(runs.values()))['config']['threads']} torch threads) "
+              f"and one GPU (torch {env['torch']}; the `_h100` files: one NVIDIA H100 80GB)."]
+    return "\n".join(lines)
+
+
 def sdp_table(res: dict, extra: dict | None) -> str:
     lines = [f"`bench_sdp.json`: {res['meta']['threads']} thread(s), load average {_la(res['meta'].get('loadavg_start'))}"
              f" at start. Seconds per problem, median of the repeats:", "",
@@ -129,6 +146,10 @@ def tables(results: Path) -> dict[str, str]:
         out["fig2"] = fig2_table(load("bench_fig2.json"))
     if load("bench_scale.json"):
         out["scale"] = scale_table(load("bench_scale.json"))
+    gpu_runs = {p.name: json.loads(p.read_text()) for p in sorted(results.glob("bench_scale*.json"))}
+    gpu_runs = {k: v for k, v in gpu_runs.items() if v.get("gpu")}
+    if gpu_runs:
+        out["scale-gpu"] = gpu_table(gpu_runs)
     if load("bench_sdp.json"):
         out["sdp"] = sdp_table(load("bench_sdp.json"), load("bench_sdp_lmi_3x5000.json"))
     out["benchmarks"] = readme_table(results)
