@@ -366,3 +366,21 @@ def test_fixed_types_do_not_shrink_means(ct):
     assert "shrinkage" not in rel.extras
     assert np.abs(M[1] - M[0]).max() > 1.0
     assert np.linalg.norm(M - 0.5, axis=1).max() > math.sqrt(4) / 2
+
+
+def test_mean_shrinkage_maps_over_batch_dims_and_num_draws():
+    """Batch dims first: a stack of cases gives each case's weights; a num_draws release keeps every draw's means
+    in the clipping ball."""
+    from torchdpgmm.release.covariance_rule import shrunk_means
+
+    cases = [_mean_case(seed=s) for s in (5, 6, 7)]
+    m, n, p = (torch.as_tensor(np.stack([c[i] for c in cases])) for i in range(3))
+    bm, bl = shrunk_means(m, n, p, 0.4, 1.5, clip_bound=0.5)
+    for i in range(3):
+        om, ol = shrunk_means(m[i], n[i], p[i], 0.4, 1.5, clip_bound=0.5)
+        torch.testing.assert_close(bm[i], om, rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(bl[i], ol, rtol=1e-12, atol=1e-15)
+    X, y = _data(n=300, d=4)
+    rel = _rel("auto", 0.01, X, y, num_draws=3)
+    assert rel.model.means.shape == (3, 3, 4) and rel.extras["shrinkage"]["class_means"].shape == (3, 3)
+    assert (torch.linalg.vector_norm(rel.model.means - 0.5, dim=-1) <= 1.0 + 1e-12).all()
