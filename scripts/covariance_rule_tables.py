@@ -18,8 +18,11 @@ NAME = "covariance-rule"
 
 
 def table(data: dict) -> str:
-    lines = ["| table (N train, d, K) | epsilon | full | tied | diag | auto | auto - best fixed |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    flip = "auto_mean_shrinkage_flipped"
+    flip_label = "auto without James-Stein means" if data["mean_shrinkage"] else "auto with James-Stein means"
+    lines = [f"| table (N train, d, K) | epsilon | majority class | full | tied | diag | auto | {flip_label} | "
+             "auto - best fixed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, s in data["summary"].items():
         label = f"{name} ({s['n_train']}, {s['d']}, {s['K']})"
         for key, v in s.items():
@@ -27,12 +30,14 @@ def table(data: dict) -> str:
                 continue
             best = v["best_fixed"]
             cells = [f"**{v[c]:.3f}**" if c == best else f"{v[c]:.3f}" for c in ("full", "tied", "diag")]
-            lines.append(f"| {label} | {key[4:]} | " + " | ".join(cells) + f" | {v['auto']:.3f} | "
-                         f"{v['auto_minus_best_fixed']:+.3f} |")
-    w, wt = data["worst_auto_minus_best_fixed"], data["worst_auto_minus_tied"]
+            lines.append(f"| {label} | {key[4:]} | {s['majority_class_accuracy']:.3f} | " + " | ".join(cells)
+                         + f" | {v['auto']:.3f} | {v[flip]:.3f} | {v['auto_minus_best_fixed']:+.3f} |")
+    w, wt, wm = data["worst_auto_minus_best_fixed"], data["worst_auto_minus_tied"], data["worst_mean_shrinkage_gain"]
     lines += ["", f"Worst row against the best fixed type: {w['table']} at {w['cell'].replace('=', ' ')} "
                   f"({w['value']:+.3f}); against tied: {wt['table']} at {wt['cell'].replace('=', ' ')} "
-                  f"({wt['value']:+.3f})."]
+                  f"({wt['value']:+.3f}); of the James-Stein means against none: {wm['table']} at "
+                  f"{wm['cell'].replace('=', ' ')} ({wm['value']:+.3f}). {len(data['seeds'])} noise seeds, "
+                  f"counts floor {data['counts_floor']:g}."]
     return "\n".join(lines)
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from torchdpgmm.release.covariance_rule import (CLASS_TO_POOLED, POOLED, auto_split, combine_second_moments, diagonal_weight,
-                                        shrinkage_weights)
+from torchdpgmm.release.covariance_rule import (CLASS_TO_POOLED, COUNTS_FLOOR, POOLED, auto_split,
+                                               combine_second_moments, diagonal_weight, shrinkage_weights)
 from torchdpgmm.release.sound import joint_mu, kl_split, release_sound, sensitivities
 
 
@@ -132,11 +132,23 @@ def test_record_has_one_block_per_noised_statistic(adjacency, noise):
 
 def test_auto_split_is_public_and_gives_the_class_block_the_pooled_share():
     base = kl_split(1.0, 4, covariance_type="tied", num_classes=5)
+    assert base["counts"] > COUNTS_FLOOR  # the floor does not bind here
     sp = auto_split(base, 0.5)
     assert sp["second_moments"] == pytest.approx(0.5 * sp[POOLED])
     assert auto_split(base) == auto_split(base, CLASS_TO_POOLED)
     assert sp["sums"] / sp["counts"] == pytest.approx(base["sums"] / base["counts"])
     assert sum(sp.values()) == pytest.approx(1.0)
+
+
+def test_auto_split_floors_the_counts_share():
+    """Large d: the KL split leaves the counts under 1%; auto gives them COUNTS_FLOOR and keeps the other ratios."""
+    base = kl_split(math.sqrt(33) / 2, 33, covariance_type="tied", num_classes=2)
+    assert base["counts"] < 0.01
+    sp = auto_split(base, 0.3)
+    raw = {"sums": base["sums"], "second_moments": 0.3 * base["second_moments"], POOLED: base["second_moments"]}
+    assert sp["counts"] == pytest.approx(COUNTS_FLOOR, rel=1e-12)
+    for k, v in raw.items():
+        assert sp[k] == pytest.approx((1 - COUNTS_FLOOR) * v / sum(raw.values()), rel=1e-12)
 
 
 # ---------------------------------------------------------------- the estimate, against numpy
@@ -253,3 +265,122 @@ def test_estimator_default_is_auto_with_the_full_layout():
     assert [b.name for b in est.privacy_.blocks][-1] == POOLED
     for k in (0, 1):
         np.testing.assert_allclose(est.covariances_[k], np.cov(X[y == k].T), atol=2e-4)
+
+
+# ---------------------------------------------------------------- step 6: the class means (James-Stein)
+
+def _mean_case(seed=5, d=5, K=3):
+    rng = np.random.default_rng(seed)
+    means = rng.uniform(-0.3, 0.3, size=(K, d))
+    n = np.array([12.0, 30.0, 55.0])[:K]
+    A = rng.normal(size=(K, d, d))
+    cov = A @ np.swapaxes(A, 1, 2) + 0.5 * np.eye(d)
+    return means, n, np.linalg.inv(cov)
+
+
+def test_mean_shrinkage_weights_match_a_monte_carlo_of_the_noise():
+    """l_k = (d - 2)/d E[D-noise^T P_k D-noise] / (D_k^T P_k D_k), the noise of D_k = m_k - sum_j w_j m_j drawn
+    in numpy from its first-order model e_j = (e_s - m_j e_c) / n_j (independent sums and count noise)."""
+    from torchdpgmm.release.covariance_rule import mean_shrinkage_weights
+
+    means, n, prec = _mean_case()
+    K, d = means.shape
+    ss, sc = 0.4, 1.5
+    lam = mean_shrinkage_weights(torch.as_tensor(means), torch.as_tensor(n), torch.as_tensor(prec), ss, sc).numpy()
+    rng = np.random.default_rng(0)
+    R = 200000
+    e = (rng.normal(size=(R, K, d)) * ss - means[None] * rng.normal(size=(R, K, 1)) * sc) / n[None, :, None]
+    w = n / n.sum()
+    D = means - w @ means
+    noise_D = e - np.einsum("j,rjd->rd", w, e)[:, None, :]
+    for k in range(K):
+        T = np.mean(np.einsum("rd,de,re->r", noise_D[:, k], prec[k], noise_D[:, k]))
+        ref = min(1.0, max(0.0, (d - 2) / d * T / (D[k] @ prec[k] @ D[k])))
+        assert lam[k] == pytest.approx(ref, rel=0.02)
+    assert 0 < lam.min() and lam.max() < 1  # the case is interior (the clamp is not what is tested)
+
+
+def test_mean_shrinkage_limits():
+    """No noise: the released means unchanged; huge noise: every class at the count-weighted pooled mean; d <= 2:
+    no shrinkage (James-Stein's d - 2); the result stays in the clipping ball."""
+    from torchdpgmm.release.covariance_rule import shrunk_means
+
+    means, n, prec = _mean_case()
+    args = (torch.as_tensor(means), torch.as_tensor(n), torch.as_tensor(prec))
+    m0, l0 = shrunk_means(*args, 0.0, 0.0, clip_bound=10.0)
+    np.testing.assert_allclose(m0.numpy(), means, rtol=0, atol=1e-15)
+    assert float(l0.abs().max()) == 0.0
+    m1, l1 = shrunk_means(*args, 1e6, 1e6, clip_bound=10.0)
+    np.testing.assert_allclose(m1.numpy(), np.broadcast_to(n @ means / n.sum(), means.shape), atol=1e-14)
+    np.testing.assert_allclose(l1.numpy(), 1.0)
+    m2, l2 = shrunk_means(args[0][:, :2], args[1], args[2][:, :2, :2], 1e6, 1e6, clip_bound=10.0)
+    assert float(l2.abs().max()) == 0.0
+    np.testing.assert_allclose(m2.numpy(), means[:, :2], atol=1e-15)
+    m3, _ = shrunk_means(*args, 0.0, 0.0, clip_bound=0.1)
+    np.testing.assert_allclose(np.linalg.norm(m3.numpy(), axis=1), 0.1, rtol=1e-12)  # every mean was outside
+    np.testing.assert_allclose(m3.numpy() / 0.1, means / np.linalg.norm(means, axis=1, keepdims=True), rtol=1e-12)
+
+
+def test_auto_release_projects_means_and_records_the_weights():
+    """The rule (James-Stein off): negligible noise gives numpy's class means; huge noise gives the released means
+    projected onto the clipping ball, weights 0. With MEAN_SHRINKAGE on: the same covariances, every class at one
+    mean inside the ball, weights 1."""
+    from torchdpgmm.release import covariance_rule
+
+    assert covariance_rule.MEAN_SHRINKAGE is False
+    X, y = _data(n=600, d=4)
+    rel = _rel("auto", 1e8, X, y)
+    Z = X.numpy() - 0.5
+    for k in range(3):
+        np.testing.assert_allclose(rel.model.means[k].numpy() - 0.5, Z[y.numpy() == k].mean(0), atol=1e-6)
+    sh = rel.extras["shrinkage"]
+    assert set(sh) == {"class_covariances", "pooled_to_diagonal", "class_means"}
+    assert float(sh["class_means"].abs().max()) == 0.0
+    off = _rel("auto", 1e-3, X, y)
+    assert float(off.extras["shrinkage"]["class_means"].abs().max()) == 0.0
+    Moff = off.model.means.numpy() - 0.5
+    r = np.linalg.norm(Moff, axis=1)  # noise of order 1 / eps: projected onto the ball of radius B = 1
+    assert r.max() == pytest.approx(1.0, rel=1e-12) and (r <= 1.0 + 1e-12).all()
+    assert np.abs(Moff[1] - Moff[0]).max() > 0.1
+    try:
+        covariance_rule.MEAN_SHRINKAGE = True
+        on_small = _rel("auto", 1e8, X, y)
+        big = _rel("auto", 1e-3, X, y)
+    finally:
+        covariance_rule.MEAN_SHRINKAGE = False
+    assert float(on_small.extras["shrinkage"]["class_means"].max()) < 1e-6
+    np.testing.assert_allclose(big.extras["shrinkage"]["class_means"].numpy(), 1.0)
+    torch.testing.assert_close(off.model.covariances, big.model.covariances, rtol=0, atol=0)
+    M = big.model.means.numpy()
+    np.testing.assert_allclose(M[1:], np.broadcast_to(M[0], M[1:].shape), atol=1e-12)
+    assert np.linalg.norm(M[0] - 0.5) <= 1.0 * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("ct", ["full", "tied", "diag"])
+def test_fixed_types_do_not_shrink_means(ct):
+    """The fixed types keep the raw released means s_k / n_k: at huge noise they stay apart and may leave the
+    clipping ball (no shrinkage, no projection), and their extras carry no rule weights."""
+    X, y = _data(n=600, d=4)
+    rel = _rel(ct, 1e-3, X, y)
+    M = rel.model.means.numpy()
+    assert "shrinkage" not in rel.extras
+    assert np.abs(M[1] - M[0]).max() > 1.0
+    assert np.linalg.norm(M - 0.5, axis=1).max() > math.sqrt(4) / 2
+
+
+def test_mean_shrinkage_maps_over_batch_dims_and_num_draws():
+    """Batch dims first: a stack of cases gives each case's weights; a num_draws release keeps every draw's means
+    in the clipping ball."""
+    from torchdpgmm.release.covariance_rule import shrunk_means
+
+    cases = [_mean_case(seed=s) for s in (5, 6, 7)]
+    m, n, p = (torch.as_tensor(np.stack([c[i] for c in cases])) for i in range(3))
+    bm, bl = shrunk_means(m, n, p, 0.4, 1.5, clip_bound=0.5)
+    for i in range(3):
+        om, ol = shrunk_means(m[i], n[i], p[i], 0.4, 1.5, clip_bound=0.5)
+        torch.testing.assert_close(bm[i], om, rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(bl[i], ol, rtol=1e-12, atol=1e-15)
+    X, y = _data(n=300, d=4)
+    rel = _rel("auto", 0.01, X, y, num_draws=3)
+    assert rel.model.means.shape == (3, 3, 4) and rel.extras["shrinkage"]["class_means"].shape == (3, 3)
+    assert (torch.linalg.vector_norm(rel.model.means - 0.5, dim=-1) <= 1.0 + 1e-12).all()

@@ -13,7 +13,13 @@ wants a covariance per class (``"full"``). This rule releases both and lets the 
 with a budget split fixed from public facts only (:func:`auto_split`): the first-order KL split of Liu,
 Scaglione & Peisert (2025) / :func:`torchdpgmm.release.sound.kl_split` for counts, sums and the pooled block (as for
 ``"tied"``), plus a class block whose precision ``1/sigma_F^2`` is a fixed public multiple
-:data:`CLASS_TO_POOLED` of the pooled block's. One record touches ``P`` and one ``Q_k``: under add/remove
+:data:`CLASS_TO_POOLED` of the pooled block's; the counts then get at least :data:`COUNTS_FLOOR` of ``mu^2``
+(the other blocks keep their ratios). The KL split prices count noise by the weights' KL only
+(``Delta_c^2 / 2``), which leaves the counts under 1% of the budget when d is large (Ionosphere, Sonar,
+Parkinsons, breast cancer, digits): on a small table the released counts are then pure noise, yet they set
+the priors and divide every mean and covariance, and the Bayes classifier falls below predicting the majority
+class. The floor costs the other blocks at most ``1 - sqrt(1 - 0.05) = 2.5%`` of precision in std.
+One record touches ``P`` and one ``Q_k``: under add/remove
 the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2)``.
 
 **Estimate** (post-processing of released values; torch ops only, no branch on a value):
@@ -46,8 +52,36 @@ the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2
 5. The PSD repair of :mod:`torchdpgmm.release.sound` floors eigenvalues at ``sqrt(d)`` times the per-entry noise std
    of the shrunk estimate, ``sqrt((1 - l_k)^2 v_F / (n_k - 1)^2 + l_k^2 v_P / m^2)``.
 
-Only public constants (``sigma_F``, ``sigma_P``, d, K) and released values (noisy counts, sums and second
-moments) enter. Validated on validation splits only: ``scripts/covariance_rule_validation.py`` ->
+6. The class means. Each released mean ``m_k = s_k / n_k`` (clipped coordinates) is projected onto the public
+   clipping ball ``||m_k|| <= B`` (every true class mean of clipped records lies in it, a convex set, so the
+   projection never increases a mean's Euclidean error; the analogue of diffprivlib's truncation of its noisy
+   means into the bounds). Optionally (:data:`MEAN_SHRINKAGE`, OFF in the rule: see below) it is first shrunk
+   toward the count-weighted pooled mean by a positive-part James-Stein weight (James & Stein 1961, Efron &
+   Morris 1973) measured in the metric of the class's final (repaired) covariance ``Sigma_k``
+   (:func:`shrunk_means`, applied by :mod:`torchdpgmm.release.sound` after step 5)::
+
+       m_bar = sum_j w_j m_j,  w_j = n_j / sum_i n_i,     D_k = m_k - m_bar,
+       t_kj  = (sigma_S^2 tr(Sigma_k^-1) + sigma_c^2 m_j^T Sigma_k^-1 m_j) / n_j^2,
+       T_k   = sum_j w_j^2 t_kj + (1 - 2 w_k) t_kk,
+       l_k   = clamp(((d - 2) / d) T_k / (D_k^T Sigma_k^-1 D_k), 0, 1),
+       m_k  <- m_bar + (1 - l_k) D_k,   then projected onto the ball.
+
+   ``n_k`` are the floored noisy counts, ``sigma_S`` / ``sigma_c`` the std of the sums' / counts' noise. To
+   first order the noise of ``m_k`` is ``e_k = (e_s - m_k e_c) / n_k`` (independent over classes), with
+   covariance ``(sigma_S^2 I + sigma_c^2 m_k m_k^T) / n_k^2``; ``t_kj`` is ``E e_j^T Sigma_k^-1 e_j`` and
+   ``T_k`` the same for ``D_k``'s noise ``(1 - w_k) e_k - sum_{j != k} w_j e_j``. Approximations: the plug-in
+   ``m_j`` in the count term, the first-order count noise (the released count stands for the true one), and
+   ``(d - 2) / d`` times the trace for James-Stein's ``(d - 2) sigma^2`` (exact for isotropic whitened noise; no
+   shrinkage for d <= 2). ``l_k -> 0`` as the noise vanishes, ``l_k -> 1`` (the pooled mean) when it dominates.
+   Why it is off: James-Stein minimises the means' squared error, not the classifier's error. Where the noise
+   dominates in squared norm, the noisy means still point along the class differences (a nearest-mean score
+   averages the noise out over the d coordinates), and ``l_k -> 1`` throws that direction away; with all means
+   at ``m_bar`` the Bayes classifier follows the noisy priors and covariances. On validation splits it lost on
+   most rows, most on digits with 64 columns at eps 0.5, and gained on few (``docs/results/covariance-rule.json``:
+   ``auto_mean_shrinkage_flipped`` and ``worst_mean_shrinkage_gain``).
+
+Only public constants (``sigma_F``, ``sigma_P``, ``sigma_S``, ``sigma_c``, B, d, K) and released values (noisy
+counts, sums and second moments) enter. Validated on validation splits only: ``scripts/covariance_rule_validation.py`` ->
 ``docs/results/covariance-rule.json``.
 """
 from __future__ import annotations
@@ -56,13 +90,18 @@ import math
 
 import torch
 
-__all__ = ["CLASS_TO_POOLED", "POOLED", "auto_split", "combine_second_moments", "shrinkage_weights",
-           "diagonal_weight", "shrunk_covariances"]
+__all__ = ["CLASS_TO_POOLED", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "POOLED", "auto_split", "combine_second_moments",
+           "shrinkage_weights", "diagonal_weight", "shrunk_covariances", "mean_shrinkage_weights", "shrunk_means"]
 
 #: name of the pooled second-moment block in the record and the split
 POOLED = "pooled_second_moment"
 #: the class blocks' precision as a multiple of the pooled block's (a public constant of the rule)
 CLASS_TO_POOLED = 0.3
+#: step 6's James-Stein weights of the means (off in the rule: they lost on validation); ``False`` keeps the
+#: released means, projected onto the clipping ball. The validation script flips it to compare
+MEAN_SHRINKAGE = False
+#: the counts' least share of mu^2 in the ``"auto"`` split (a public constant of the rule)
+COUNTS_FLOOR = 0.05
 
 
 def auto_split(base: dict[str, float], class_to_pooled: float | None = None) -> dict[str, float]:
@@ -70,13 +109,17 @@ def auto_split(base: dict[str, float], class_to_pooled: float | None = None) -> 
 
     ``base`` maps counts, sums, second_moments (the pooled block) to fractions; the class block
     ``second_moments`` gets ``class_to_pooled`` times the pooled block's share, then all are renormalised.
-    Public facts only; ``class_to_pooled`` defaults to :data:`CLASS_TO_POOLED`.
+    Public facts only; ``class_to_pooled`` defaults to :data:`CLASS_TO_POOLED`. The counts get at least
+    :data:`COUNTS_FLOOR` (the other three blocks scaled down together).
     """
     class_to_pooled = CLASS_TO_POOLED if class_to_pooled is None else class_to_pooled
     raw = {"counts": base["counts"], "sums": base["sums"], "second_moments": class_to_pooled * base["second_moments"],
            POOLED: base["second_moments"]}
     tot = sum(raw.values())
-    return {k: v / tot for k, v in raw.items()}
+    out = {k: v / tot for k, v in raw.items()}
+    counts = max(out["counts"], COUNTS_FLOOR)
+    rest = (1.0 - counts) / (1.0 - out["counts"])
+    return {k: counts if k == "counts" else v * rest for k, v in out.items()}
 
 
 def combine_second_moments(q: torch.Tensor, p: torch.Tensor, sigma_f: float, sigma_p: float
@@ -146,3 +189,34 @@ def shrunk_covariances(n_hat: torch.Tensor, sums: torch.Tensor, q: torch.Tensor,
     return {"weights": weights, "means": means, "covariances": cov, "class_shrinkage": lam,
             "diag_shrinkage": rho[..., 0, 0], "noise_std": std}
 
+
+
+def mean_shrinkage_weights(means: torch.Tensor, n_hat: torch.Tensor, precision: torch.Tensor, sigma_s: float,
+                           sigma_c: float) -> torch.Tensor:
+    """Positive-part James-Stein weights ``l (..., K)`` of the class means toward the pooled mean (module step 6).
+
+    ``means (..., K, d)`` the released means in clipped coordinates, ``n_hat (..., K)`` the floored noisy counts,
+    ``precision (..., K, d, d)`` the inverse of each class's covariance (the metric), ``sigma_s`` / ``sigma_c``
+    the noise std of one coordinate of a sum / of a count."""
+    d = means.shape[-1]
+    w = n_hat / n_hat.sum(-1, keepdim=True)
+    diff = means - (w.unsqueeze(-1) * means).sum(-2, keepdim=True)
+    tr = torch.diagonal(precision, dim1=-2, dim2=-1).sum(-1)                           # (..., K): tr(P_k)
+    quad = torch.einsum("...jd,...kde,...je->...kj", means, precision, means)          # m_j^T P_k m_j
+    t = (sigma_s ** 2 * tr.unsqueeze(-1) + sigma_c ** 2 * quad) / (n_hat * n_hat).unsqueeze(-2)
+    noise = (w * w).unsqueeze(-2).mul(t).sum(-1) + (1 - 2 * w) * torch.diagonal(t, dim1=-2, dim2=-1)
+    signal = torch.einsum("...kd,...kde,...ke->...k", diff, precision, diff)
+    return torch.clamp(max(d - 2, 0) / d * noise / torch.clamp(signal, min=1e-300), min=0.0, max=1.0)
+
+
+def shrunk_means(means: torch.Tensor, n_hat: torch.Tensor, precision: torch.Tensor, sigma_s: float, sigma_c: float,
+                 clip_bound: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Module step 6: ``(means (..., K, d), l (..., K))``, the class means shrunk toward the count-weighted pooled
+    mean by :func:`mean_shrinkage_weights`, then projected onto the ball ``||m|| <= clip_bound`` (clipped
+    coordinates)."""
+    lam = mean_shrinkage_weights(means, n_hat, precision, sigma_s, sigma_c)
+    w = n_hat / n_hat.sum(-1, keepdim=True)
+    bar = (w.unsqueeze(-1) * means).sum(-2, keepdim=True)
+    out = bar + (1 - lam).unsqueeze(-1) * (means - bar)
+    norm = torch.linalg.vector_norm(out, dim=-1, keepdim=True)
+    return out * torch.clamp(clip_bound / torch.clamp(norm, min=1e-300), max=1.0), lam

@@ -24,7 +24,9 @@ guarantee holds (see ``docs/privacy.md``):
   ``Q = sum_n z z^T``, ``"diag"`` ``sum z * z`` (K x d), ``"spherical"`` ``sum ||z||^2`` (K).
   ``"auto"`` (:mod:`torchdpgmm.release.covariance_rule`) releases the full blocks ``Q_k`` AND the pooled block
   ``P = sum_n z z^T`` (:data:`POOLED`, one more ``NoisedBlock``) with a split fixed from public facts, and
-  shrinks full -> tied -> diag in post-processing; validated in ``docs/results/covariance-rule.json``
+  shrinks full -> tied -> diag in post-processing (and projects the class means onto the clipping ball); its split
+  gives the counts at least :data:`torchdpgmm.release.covariance_rule.COUNTS_FLOOR`; validated in
+  ``docs/results/covariance-rule.json``
   (``scripts/covariance_rule_validation.py``). The pooled block has the second moments' sensitivities below
   (L1 as for ``"tied"``); one record moves both blocks (:func:`joint_mu`).
   Per-block L2 sensitivities (Frobenius for matrices):
@@ -559,9 +561,27 @@ def _estimate(noisy, scales, st: SoundSettings, kind: str):
         cov = 0.5 * (cov + cov.transpose(-1, -2))
     else:
         cov = torch.diag_embed(torch.maximum(torch.diagonal(cov, dim1=-2, dim2=-1), floor))
+    out = {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}
+    if st.shrink:  # public flag: step 6 of the rule, in the metric of the repaired covariances
+        out |= _auto_means(out, scales, st, lap, rule)
     if st.center is not None:
-        means = means + st.center.to(means.device)
-    return {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}
+        out["means"] = out["means"] + st.center.to(means.device)
+    return out
+
+
+def _auto_means(out, scales, st: SoundSettings, lap: float, rule) -> dict[str, Any]:
+    """``"auto"``: step 6 of the rule (:func:`torchdpgmm.release.covariance_rule.shrunk_means`), the James-Stein
+    weights only when :data:`torchdpgmm.release.covariance_rule.MEAN_SHRINKAGE` is on (zero noise otherwise: the
+    projection onto the clipping ball alone), and the rule's weights for ``extras``."""
+    from torchdpgmm.release import covariance_rule
+
+    on = 1.0 if covariance_rule.MEAN_SHRINKAGE else 0.0  # a public constant of the rule
+    evals, evecs = torch.linalg.eigh(out["covariances"])
+    prec = (evecs / torch.clamp(evals, min=1e-300).unsqueeze(-2)) @ evecs.transpose(-1, -2)
+    means, lam = covariance_rule.shrunk_means(out["means"], out["counts"], prec, on * scales["sums"] * lap,
+                                              on * scales["counts"] * lap, st.clip_bound)
+    return {"means": means, "shrinkage": {"class_covariances": rule["class_shrinkage"],
+                                          "pooled_to_diagonal": rule["diag_shrinkage"], "class_means": lam}}
 
 
 def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
@@ -625,6 +645,7 @@ def sound_statistics(
     in float64. Every check is on public inputs and happens before any noise is drawn.
     """
     out, st, scales, info, d = _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options)
+    out.pop("shrinkage", None)  # diagnostics of "auto": in release_sound's extras
     return out, _record(st, scales, info, d)
 
 
@@ -684,7 +705,9 @@ def release_sound(
     """Record-level (epsilon, delta)-DP release of a labeled GMM (module docstring); returns a ``Release``.
 
     ``Release.model`` is the released ``LabeledGMM`` (float64), ``Release.privacy`` its record and
-    ``Release.extras`` public diagnostics (noise scales, settings). Nothing non-private is returned:
+    ``Release.extras`` public diagnostics (noise scales, settings; for ``"auto"`` also ``shrinkage``: the rule's
+    weights ``class_covariances`` (..., K), ``pooled_to_diagonal`` (...) and ``class_means`` (..., K), functions of
+    released values). Nothing non-private is returned:
     ``Release.fitted`` and ``Release.kl`` are None; evaluate against the data explicitly with
     :func:`torchdpgmm.release.evaluation.evaluate` (not private). ``delta`` may be None for ``mechanism="laplace"``
     (pure epsilon-DP). ``options`` as in :func:`sound_statistics`.
@@ -699,4 +722,6 @@ def release_sound(
         "covariance_type": "auto" if st.shrink else st.covariance_type, "noise": _noise_summary(scales, info, st), "dim": d,
         "sensitivities": dict(info["sensitivities"]),
     }
+    if "shrinkage" in out:  # "auto": the rule's weights (post-processing of released values)
+        extras["shrinkage"] = out["shrinkage"]
     return Release(model=model, privacy=_record(st, scales, info, d), extras=extras)
