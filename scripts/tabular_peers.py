@@ -4,7 +4,7 @@ Two steps, so that every peer sees exactly the study's split and public bounds:
 
     PYTHONPATH=. /work/main/.venv/bin/python scripts/tabular_peers.py prepare DIR
     /work/venvs/PEER/bin/python scripts/tabular_peers.py run DIR [OUT] --peer PEER [--methods ...]
-        [--epsilons 1] [--draws 1] [--tables a,b] [--time-limit CPU_S] [--wall-limit S] [--bins 8]
+        [--epsilons 1] [--draws 1] [--first-draw 0] [--tables a,b] [--time-limit CPU_S] [--wall-limit S] [--bins 8]
     python3 scripts/tabular_peers.py fill DIR [OUT] --peer PEER ...   # 'not attempted' rows for the rest
 
 ``prepare`` (the project's environment) writes, per table, the study's 80/20 stratified split
@@ -425,7 +425,7 @@ def run(a) -> None:
     except Exception as e:  # noqa: BLE001 - any import failure means the peer cannot run here
         have = f"not installed ({type(e).__name__}: {str(e)[:120]})"
     info = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "peer": a.peer, "methods": methods,
-            "epsilons": eps_list, "draws": a.draws, "tables_planned": names, "tables_done": [],
+            "epsilons": eps_list, "draws": a.draws, "first_draw": a.first_draw, "tables_planned": names, "tables_done": [],
             "time_limit_s": a.time_limit, "bins": a.bins, **study,
             "command": " ".join([sys.executable, "scripts/tabular_peers.py", *a.argv]), "environment": _versions(a.peer),
             "cpu": f"{os.cpu_count()} cores (shared)"}
@@ -441,7 +441,7 @@ def run(a) -> None:
     for name in names:
         z = dict(np.load(data / f"{name}.npz"))
         for eps in eps_list:
-            for draw in range(a.draws):
+            for draw in range(a.first_draw, a.first_draw + a.draws):
                 for m in methods:
                     if have is not None:
                         rows += [make_row(name, eps, draw, LABEL[a.peer, m], d, PRIVACY[a.peer], None, None, have)
@@ -493,6 +493,8 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", default="", help="comma-separated, of the peer's: " + str(METHODS))
     ap.add_argument("--epsilons", default="1", help="comma-separated (default 1)")
     ap.add_argument("--draws", type=int, default=1)
+    ap.add_argument("--first-draw", type=int, default=0,
+                    help="index of the first noise draw (draws first..first+draws-1; a draw's seed is its index)")
     ap.add_argument("--tables", default="")
     ap.add_argument("--time-limit", type=float, default=180.0, help="CPU seconds per synthesizer fit")
     ap.add_argument("--wall-limit", type=float, default=None, help="wall seconds per fit (default 4 x time limit)")
@@ -504,8 +506,8 @@ def main(argv=None) -> None:
     a.tables = [t for t in a.tables.split(",") if t]
     a.methods = [m for m in a.methods.split(",") if m]
     bad = [m for m in a.methods if m not in METHODS[a.peer]]
-    if bad or a.draws < 1 or a.bins < 2 or a.time_limit <= 0:
-        ap.exit(2, f"tabular_peers: bad arguments ({bad or 'draws >= 1, bins >= 2, time limit > 0'})\n")
+    if bad or a.draws < 1 or a.first_draw < 0 or a.bins < 2 or a.time_limit <= 0:
+        ap.exit(2, f"tabular_peers: bad arguments ({bad or 'draws >= 1, first draw >= 0, bins >= 2, time limit > 0'})\n")
     a.epsilons = [float(e) for e in a.epsilons.split(",") if e]
     if a.step == "prepare":
         prepare(a.data, tables=a.tables)

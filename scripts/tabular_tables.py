@@ -137,7 +137,9 @@ def targets_block(s: dict, bench: dict | None) -> str:
              + (f", no peer row on {n_none} ({missing})" if n_none else "") + ".",
              f"- ... and above smartnoise-synth's MST on most tables: {_word(most['met'])}; above on "
              f"{most['above_on']} of {most['tables']} tables"
-             + (f", no MST row on {len(most['tables_without_mst'])} ({_missing_peers(s, False)})"
+             + (f", no MST accuracy on {len(most['tables_without_mst'])} ("
+                + "; ".join(f"{t}: {per[t].get('mst_reason') or _missing_peers(s, False)}"
+                            for t in most["tables_without_mst"]) + ")"
                 if most["tables_without_mst"] else "")
              + ".",
              f"- No table gives a default release ({nb['default_method']}) below diffprivlib's GaussianNB at the "
