@@ -171,10 +171,33 @@ def _rewrite():
     return mod.rewrite
 
 
+def peer_wins_block(s: dict) -> str:
+    """The tables where the best DP peer is more than 1 point above our best synthetic-data classifier at eps 1:
+    both sides' mean accuracy over their noise draws, the number of draws and the mean fit time."""
+    per = s["targets"]["eps1_synthetic_vs_best_peer"]["per_table"]
+    lines = ["| table | ours: best synthetic-data classifier | draws | fit (s) | best peer | draws | fit (s) |",
+             "|---|---|---|---|---|---|---|"]
+    for t, p in per.items():
+        if p["within_1_point_or_above"] is not False:
+            continue
+        cells = [t]
+        for method in (p["best_dp_synthetic_method"], p["best_peer_method"]):
+            m, _, down = method.rpartition(" ")
+            r = _get(s, t, 1.0, m, down)[0]
+            cells += [f"{_pct(r['mean_accuracy'])} ({_short(r)})", str(r["draws"]),
+                      "-" if r["mean_fit_seconds"] is None else f"{r['mean_fit_seconds']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(lines) == 2:
+        return "No table: at epsilon = 1 our best synthetic-data classifier is within 1 point of, or above, every peer."
+    return "\n".join(lines) + ("\n\nAt epsilon = 1; a row's accuracy is the mean over its noise draws (fit time: the "
+                              "synthesizer's fit alone, on the machine its run records).")
+
+
 def render(doc: str, summary: dict, bench: dict | None) -> str:
     rewrite = _rewrite()
     for name, body in (("tabular-overview", overview_block(summary)), ("tabular-epsilon", epsilon_block(summary)),
-                       ("tabular-targets", targets_block(summary, bench))):
+                       ("tabular-targets", targets_block(summary, bench)),
+                       ("tabular-peer-wins", peer_wins_block(summary))):
         if f"<!-- generated: {name} -->\n" not in doc:
             raise ValueError(f"docs/tables.md has no '<!-- generated: {name} -->' block")
         doc = rewrite(doc, name, body)

@@ -153,7 +153,7 @@ def test_render_writes_means_and_only_its_blocks(load_script, tmp_path):
     (tmp_path / "tabular.json").write_text(json.dumps(_study_json(rows, targets)))
     doc = tmp_path / "tables.md"
     blocks = "".join(f"<!-- generated: tabular-{n} -->\nold\n<!-- /generated -->\ntext {n}\n"
-                     for n in ("overview", "epsilon", "targets"))
+                     for n in ("overview", "epsilon", "targets", "peer-wins"))
     doc.write_text("head\n" + blocks + "tail\n")
     argv = ["--results", str(tmp_path), "--doc", str(doc), "--bench", str(tmp_path / "none.json")]
     assert mod.main(["--check", *argv]) == 1
@@ -162,7 +162,8 @@ def test_render_writes_means_and_only_its_blocks(load_script, tmp_path):
     d = [r for r in s["rows"] if r["method"] == "DPGaussianMixture[default=full]"][0]
     assert d["mean_accuracy"] == pytest.approx(0.55) and d["mean_fit_seconds"] == pytest.approx(2.0) and d["draws"] == 2
     text = doc.read_text()
-    assert text.startswith("head\n") and text.endswith("text targets\ntail\n") and "old" not in text
+    assert text.startswith("head\n") and text.endswith("text peer-wins\ntail\n") and "old" not in text
+    assert "No table: at epsilon = 1" in text  # no peer rows: no peer wins
     row = [ln for ln in text.splitlines() if ln.startswith("| t |")][0]
     for cell in ("95.0% / 97.0%", "55.0%", "85.0% (GMM[tied] → hgb)", "not run", "train min-max"):
         assert cell in row
@@ -170,3 +171,18 @@ def test_render_writes_means_and_only_its_blocks(load_script, tmp_path):
     doc.write_text("head\n")
     with pytest.raises(ValueError, match="tabular-overview"):
         mod.main(["--write", *argv])
+
+
+def test_peer_wins_block_lists_only_tables_where_a_peer_is_more_than_a_point_above(load_script):
+    mod = load_script("scripts/tabular_tables.py")
+    ours = [_row("DPGaussianMixture[tied]", "synthetic->logreg", a, draw=i, fit_seconds=0.5) for i, a in
+            enumerate((0.80, 0.84))]                                           # mean 0.82 over 2 draws
+    peers = [_row("smartnoise AIM", "synthetic->hgb", 0.90, privacy="(1, 1e-05)-DP", fit_seconds=300.0),
+             _row("smartnoise MST", "synthetic->hgb", 0.70, privacy="(1, 1e-05)-DP", fit_seconds=60.0)]
+    study = _study_json(ours + peers, tabular.compute_targets(ours, peers))
+    text = mod.peer_wins_block(mod.summarize(study))
+    line = [ln for ln in text.splitlines() if ln.startswith("| t |")]
+    assert line == ["| t | 82.0% (GMM[tied] → logreg) | 2 | 0.50 | 90.0% (smartnoise AIM → hgb) | 1 | 300.00 |"]
+    close = [_row("smartnoise AIM", "synthetic->hgb", 0.825, privacy="(1, 1e-05)-DP")]   # within 1 point
+    study = _study_json(ours + close, tabular.compute_targets(ours, close))
+    assert mod.peer_wins_block(mod.summarize(study)).startswith("No table")
