@@ -42,7 +42,9 @@ covariance is shrunk toward its diagonal (Ledoit & Wolf 2004) and each class tow
 ``l = eta^2 / (eta^2 + 1)`` measured in whitened coordinates; the cells are shrunk toward these class
 covariances as above. On Fashion-MNIST's validation split ``"auto"`` lost to ``"legacy"`` at eps 0.5, 1 and 2
 (``docs/results/synth-validation-class-rule.json``, ``scripts/synth_validation.py``): there the rule's class
-weight is ~0.98 (nearly tied) where the classifier does best near 0.5-0.65, so ``"legacy"`` stays the default.
+weight is nearly 1 (nearly tied) where the classifier does best near the legacy weight
+(``docs/results/class-rule-diagnosis.json``, ``scripts/class_rule_diagnosis.py``), so ``"legacy"`` stays the
+default.
 """
 from __future__ import annotations
 
