@@ -15,7 +15,8 @@ the score is the accuracy of the released model's Bayes classifier on the valida
 
 Run: ``python scripts/covariance_rule_validation.py`` (writes docs/results/covariance-rule.json, a few minutes).
 ``--class-to-pooled R`` (exploration only, not written unless ``--out``) evaluates the rule with another
-public ratio of the class blocks' precision to the pooled block's.
+public ratio of the class blocks' precision to the pooled block's; ``--noise-sds C`` (likewise) the class weight's
+constant :data:`torchdpgmm.release.covariance_rule.NOISE_SDS`.
 """
 from __future__ import annotations
 
@@ -105,12 +106,16 @@ def score_table(X, y, public_bounds) -> tuple[dict, dict]:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--class-to-pooled", type=float, default=None)
+    p.add_argument("--noise-sds", type=float, default=None, help="the class weight's constant (exploration)")
     p.add_argument("--tables", default=None, help="comma-separated subset (exploration)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.class_to_pooled is not None:
         covariance_rule.CLASS_TO_POOLED = args.class_to_pooled
-    out_path = pathlib.Path(args.out) if args.out else (OUT if args.class_to_pooled is None and not args.tables else None)
+    if args.noise_sds is not None:
+        covariance_rule.NOISE_SDS = args.noise_sds
+    out_path = pathlib.Path(args.out) if args.out else (
+        OUT if args.class_to_pooled is None and args.noise_sds is None and not args.tables else None)
     t0 = time.time()
     rows, summary = [], {}
     for name, (X, y, pb) in tables().items():
@@ -143,6 +148,7 @@ def main(argv=None) -> None:
            "runtime_s": time.time() - t0}
     print("worst auto - best fixed:", out["worst_auto_minus_best_fixed"], "worst auto - tied:",
           out["worst_auto_minus_tied"], "runtime", round(time.time() - t0, 1), "s")
+    out["noise_sds"] = covariance_rule.NOISE_SDS
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(out, indent=1) + "\n")
