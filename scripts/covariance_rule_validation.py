@@ -19,9 +19,9 @@ rule's step 6) flipped from its value in the rule; the JSON's ``mean_shrinkage``
 ``mean_shrinkage_gain`` is accuracy with the James-Stein means minus accuracy without.
 
 Run: ``python scripts/covariance_rule_validation.py`` (writes docs/results/covariance-rule.json, a few minutes).
-``--class-to-pooled R`` / ``--counts-floor F`` (exploration only, not written unless ``--out``) evaluate the rule
-with another public ratio of the class blocks' precision to the pooled block's / another least share of the
-counts.
+``--class-to-pooled R`` / ``--counts-floor F`` / ``--noise-sds C`` (exploration only, not written unless
+``--out``) evaluate the rule with another public ratio of the class blocks' precision to the pooled block's / another
+least share of the counts / another class-weight constant :data:`torchdpgmm.release.covariance_rule.NOISE_SDS`.
 """
 from __future__ import annotations
 
@@ -122,6 +122,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--class-to-pooled", type=float, default=None)
     p.add_argument("--counts-floor", type=float, default=None)
+    p.add_argument("--noise-sds", type=float, default=None, help="the class weight's constant (exploration)")
     p.add_argument("--tables", default=None, help="comma-separated subset (exploration)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
@@ -129,8 +130,11 @@ def main(argv=None) -> None:
         covariance_rule.CLASS_TO_POOLED = args.class_to_pooled
     if args.counts_floor is not None:
         covariance_rule.COUNTS_FLOOR = args.counts_floor
-    out_path = pathlib.Path(args.out) if args.out else (OUT if args.class_to_pooled is None and args.counts_floor is None
-                                                          and not args.tables else None)
+    if args.noise_sds is not None:
+        covariance_rule.NOISE_SDS = args.noise_sds
+    out_path = pathlib.Path(args.out) if args.out else (
+        OUT if args.class_to_pooled is None and args.counts_floor is None and args.noise_sds is None
+        and not args.tables else None)
     t0 = time.time()
     rows, summary = [], {}
     for name, (X, y, pb) in tables().items():
@@ -169,6 +173,7 @@ def main(argv=None) -> None:
     print("worst auto - best fixed:", out["worst_auto_minus_best_fixed"], "worst auto - tied:",
           out["worst_auto_minus_tied"], "worst mean-shrinkage gain:", out["worst_mean_shrinkage_gain"], "runtime",
           round(time.time() - t0, 1), "s")
+    out["noise_sds"] = covariance_rule.NOISE_SDS
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(out, indent=1) + "\n")

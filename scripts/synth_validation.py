@@ -5,6 +5,11 @@ defaults of ``PipelineConfig``.
     python scripts/synth_validation.py --out DIR [--epsilons 1,5] [--seeds 2] [--data-dir DIR] [--only A;B]
         [--suffix=-NAME] [--geometry]
 
+``docs/results/synth-validation-class-rule.json`` (the class stage's covariance rule, issue #26 item 3: the
+tabular noise-aware rule ``class_rule=auto`` against ``class_rule=legacy``, same release seeds) was written by
+``--out docs/results --suffix=-class-rule --epsilons 0.5,1,2 --seeds 4 --threads 1
+--only "class_rule=legacy;class_rule=auto"``.
+
 ``synth-validation-cellclip.json`` (the cell clip and the components rule) was written by
 ``--epsilons 1,2,5 --seeds 4 --suffix=-cellclip --geometry --only "default;components=1;components=4;
 components=8;components=16;components=8,cell_clip=0.4;components=8,cell_clip=0.5;components=8,cell_clip=0.8;
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -76,6 +82,8 @@ VARIATIONS = {
     "components=8,cell_clip=2": {"components_per_class": 8, "cell_clip": 2.0},
     "covariance=diag": {"covariance_type": "diag"},
     "covariance=tied": {"covariance_type": "tied"},
+    "class_rule=legacy": {"class_rule": "legacy"},
+    "class_rule=auto": {"class_rule": "auto"},
 }
 
 
@@ -107,12 +115,18 @@ def main(argv=None) -> None:
     p.add_argument("--geometry", action="store_true",
                    help="also record, for the default release at each epsilon, quantiles of the records' norms in the "
                         "unit ball and of their distance to the nearest released component mean of their class")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: $TORCH_THREADS, else 1)")
+    p.add_argument("--fit-rows", type=int, default=None,
+                   help="release on the first this many rows of the fitting part only (default all 50,000; a bounded "
+                        "run on a busy machine; the validation rows are the same)")
     a = p.parse_args(argv)
-    torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
+    threads = a.threads if a.threads is not None else int(os.environ.get("TORCH_THREADS", "1"))
+    torch.set_num_threads(threads)
     X, y = load_fashion_mnist(a.data_dir, split="train")
     X = X.reshape(X.shape[0], -1)
     perm = torch.randperm(X.shape[0], generator=torch.Generator().manual_seed(12345))
     val, fit = perm[:10000], perm[10000:]
+    fit = fit if a.fit_rows is None else fit[:a.fit_rows]
     names = [n for n in a.only.split(";") if n] or list(VARIATIONS)
     rows = []
     for name in names:
@@ -135,6 +149,9 @@ def main(argv=None) -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"synth-validation{a.suffix}.json").write_text(json.dumps(
         {"rows": rows, "geometry": geometry, "split": "Fashion-MNIST train, permutation seed 12345, first 10000 rows = validation",
+         "fit_rows": int(fit.numel()), "validation_rows": int(val.numel()), "delta": 1e-5,
+         "release_seeds": [1000 + s for s in range(a.seeds)], "threads": threads,
+         "command": "python scripts/synth_validation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
          "load_average": os.getloadavg(), "time": time.strftime("%Y-%m-%d %H:%M:%S")}, indent=1))
 
 

@@ -171,24 +171,28 @@ def test_combination_is_the_generalised_least_squares_estimate():
 
 
 def test_shrinkage_weights_match_numpy():
-    from scipy.linalg import sqrtm
-
+    """l_k = mean_i x/(1+x), x = (3 s_k / lambda_i)^2, lambda_i the floored eigenvalues of the pooled covariance and
+    s_k = sqrt(v_f)/(n_k - 1): numpy eigenvalues and loops, with s_k checked by Monte Carlo as the std of a
+    diagonal entry of V^T N V (the class noise N: diagonal variance v_f, off-diagonal v_f / 2)."""
     rng = np.random.default_rng(1)
-    d, v_f = 3, 0.4
-    A = rng.normal(size=(d, d))
-    pool = A @ A.T + 0.1 * np.eye(d)
+    d, v_f, floor = 4, 0.4, 0.05
+    Q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    pool = Q @ np.diag([0.01, 0.3, 2.0, 5.0]) @ Q.T
     n = np.array([5.0, 40.0, 300.0])
-    lam = shrinkage_weights(torch.as_tensor(pool), torch.as_tensor(n), v_f, floor=0.05).numpy()
+    lam = shrinkage_weights(torch.as_tensor(pool), torch.as_tensor(n), v_f, floor=floor).numpy()
     ev, V = np.linalg.eigh(pool)
-    W = np.real(np.linalg.inv(sqrtm(V @ np.diag(np.maximum(ev, 0.05)) @ V.T)))
-    # E||W N W||_F^2 by Monte Carlo over symmetric N (diagonal variance v, off-diagonal v / 2)
-    G = rng.normal(size=(20000, d, d))
-    N = (G + np.swapaxes(G, 1, 2)) / 2
-    e2 = np.mean(np.sum((W @ N @ W) ** 2, axis=(1, 2)))
+    assert ev.min() < floor  # the floor is exercised
+    G = rng.normal(size=(40000, d, d)) * math.sqrt(v_f)
+    N = (G + np.swapaxes(G, 1, 2)) / 2  # diagonal variance v_f, off-diagonal v_f / 2
+    np.testing.assert_allclose(N[:, 0, 0].var(), v_f, rtol=0.03)
+    np.testing.assert_allclose(N[:, 0, 1].var(), v_f / 2, rtol=0.03)
+    rot = np.einsum("ji,njk,ki->ni", V, N, V)  # diagonal of V^T N V
+    np.testing.assert_allclose(rot.var(0), v_f, rtol=0.03)
     for k in range(3):
-        eta2 = 4 * v_f * e2 / (n[k] - 1) ** 2 / d
-        assert lam[k] == pytest.approx(eta2 / (eta2 + 1), rel=0.03)
-    assert lam[0] > lam[1] > lam[2]
+        s = math.sqrt(v_f) / (n[k] - 1)
+        want = np.mean([(3 * s / max(e, floor)) ** 2 / (1 + (3 * s / max(e, floor)) ** 2) for e in ev])
+        assert lam[k] == pytest.approx(want, rel=1e-10)
+    assert 1 > lam[0] > lam[1] > lam[2] > 0
 
 
 def test_diagonal_weight_matches_numpy():

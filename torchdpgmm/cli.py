@@ -192,6 +192,10 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--components-per-class", type=int, default=None,
                    help="Gaussians per class (default: the public rule, 1 below epsilon 1.5, 8 from there)")
     p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"])
+    p.add_argument("--class-rule", default="legacy", choices=["legacy", "auto"],
+                   help="how the class stage estimates the class covariances: legacy (default; eta/(eta+tau) shrinkage "
+                        "toward the pooled class covariance) or auto (the tabular noise-aware rule with a released "
+                        "pooled block, inside the same budget)")
     p.add_argument("--image-transform", default="dct14", choices=["dct14", "none"],
                    help="fixed public transform: dct14 (28x28 images) or none (raw columns)")
     p.add_argument("--n-components", type=int, default=None,
@@ -792,7 +796,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     n_comp = args.n_components or (X.shape[1] if bounds is not None else 40)
     cfg = PipelineConfig(transform=args.image_transform, n_components=n_comp, mean_clip=mean_clip,
                          pca_clip=pca_clip, radius=radius, covariance_type=args.covariance_type,
-                         components_per_class=args.components_per_class)
+                         class_rule=args.class_rule, components_per_class=args.components_per_class)
     if args.image_transform == "dct14" and table.X.shape[1] != 784:
         raise UsageError("torchdpgmm synthesize: error: --image-transform dct14 needs 28x28 images (784 columns), "
                          f"the data have {table.X.shape[1]} columns")

@@ -635,7 +635,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     ``image_transform`` (``"dct14"``: the 14x14 low-frequency DCT of 28x28 images, so ``X`` has 784 columns; ``"none"``: the raw
     columns), a noisy mean, DP PCA to ``n_components``, scaling by ``radius`` into the unit ball, and the sound
     release of ``components_per_class`` Gaussians per class (None: the public rule, one below eps = 1.5, eight
-    from there). Every step that reads the data is a Gaussian block of ONE privacy record (``privacy_``);
+    from there). ``class_rule`` (``"legacy"``, the default, or ``"auto"``: the tabular noise-aware rule of
+    :mod:`torchdpgmm.release.covariance_rule` with a pooled block, inside the same budget) is how the class covariances
+    are estimated (:class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineConfig`; validated in
+    ``docs/results/synth-validation-class-rule.json``, where ``"auto"`` lost to ``"legacy"`` on Fashion-MNIST's
+    validation split). Every step that reads the data is a Gaussian block of ONE privacy record (``privacy_``);
     record-level DP under ``adjacency``. The defaults were chosen on Fashion-MNIST's validation split; the
     clip bounds ``mean_clip`` / ``pca_clip`` (L2, after the transform) suit pixel values in [0, 1].
 
@@ -664,8 +668,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  adjacency: str = "add-remove", components_per_class: int | None = None,
-                 covariance_type: str = "full", image_transform: str = "dct14", n_components: int = 40,
-                 radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
+                 covariance_type: str = "full", class_rule: str = "legacy", image_transform: str = "dct14",
+                 n_components: int = 40, radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
                  random_state: Any = None, bounds: Any = None, discrete: Any = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -673,6 +677,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         self.adjacency = adjacency
         self.components_per_class = components_per_class
         self.covariance_type = covariance_type
+        self.class_rule = class_rule
         self.image_transform = image_transform
         self.n_components = n_components
         self.radius = radius
@@ -692,6 +697,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def _check_params(self, n_features: int | None = None) -> "Any":
         """Every argument is public: checked (all but the width, ``n_features=None``) before the data are read,
         then again with the data's width, which builds the pipeline's config."""
+        from torchdpgmm.pipelines.class_mixture import check_class_rule
         from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig
 
         self._check_budget()
@@ -704,6 +710,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
             raise ValueError(f"adjacency must be one of {_ADJACENCIES}, got {self.adjacency!r}")
         if self.covariance_type not in _COVARIANCE_TYPES:
             raise ValueError(f"covariance_type must be one of {_COVARIANCE_TYPES}, got {self.covariance_type!r}")
+        check_class_rule(self.class_rule)
         m = self.components_per_class
         if m is not None and (not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1):
             raise ValueError(f"components_per_class must be None or an int >= 1, got {m!r}")
@@ -732,6 +739,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                                        ((self.mean_clip, 14.0), (self.pca_clip, 10.0), (self.radius, 5.0)))
         return PipelineConfig(transform=self.image_transform, mean_clip=float(mean_clip), pca_clip=float(pca_clip),
                               n_components=int(n), radius=float(radius), covariance_type=self.covariance_type,
+                              class_rule=self.class_rule,
                               components_per_class=None if m is None else int(m))
 
     def fit(self, X: Any, y: Any) -> "DPSyntheticClassifier":

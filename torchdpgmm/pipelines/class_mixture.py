@@ -32,6 +32,19 @@ sound release, cell covariances are repaired in their class's whitened coordinat
 ``L_k^{-1} Sigma_kj L_k^{-T}`` floored at ``cell_floor``, ``Sigma_k = L_k L_k^T``). ``covariance_type``
 (scikit-learn's names) then maps the covariances to full / tied / diag / spherical (as post-processing of
 the full release).
+
+``class_rule`` (:data:`CLASS_RULES`) chooses the class stage's estimate. ``"legacy"`` (the default) is the rule
+above. ``"auto"`` is the tabular default of the sound release (``covariance_type="auto"``,
+:mod:`torchdpgmm.release.covariance_rule`): the pooled second moment ``sum_n z z^T`` is released beside the class
+blocks inside the same stage budget (split :func:`~torchdpgmm.release.covariance_rule.auto_split` of the moment
+split, one more ``NoisedBlock``), the class moments are combined with it by generalised least squares, the pooled
+covariance is shrunk toward its diagonal (Ledoit & Wolf 2004) and each class toward the pooled one with
+``l = eta^2 / (eta^2 + 1)`` measured in whitened coordinates; the cells are shrunk toward these class
+covariances as above. On Fashion-MNIST's validation split ``"auto"`` lost to ``"legacy"`` at eps 0.5, 1 and 2
+(``docs/results/synth-validation-class-rule.json``, ``scripts/synth_validation.py``): there the rule's class
+weight is nearly 1 (nearly tied) where the classifier does best near the legacy weight
+(``docs/results/class-rule-diagnosis.json``, ``scripts/class_rule_diagnosis.py``), so ``"legacy"`` stays the
+default.
 """
 from __future__ import annotations
 
@@ -41,14 +54,26 @@ from dataclasses import dataclass, field
 import torch
 
 from torchdpgmm.mechanisms import gaussian
+from torchdpgmm.release.covariance_rule import auto_split
 from torchdpgmm.release.sound import gdp_epsilon, sound_statistics
 
 from ._privacy import NoisedBlock, parse_adjacency
 from .dp_pca import usable_records
 
-__all__ = ["ClassMixture", "release_class_mixture", "COVARIANCE_TYPES"]
+__all__ = ["ClassMixture", "release_class_mixture", "COVARIANCE_TYPES", "CLASS_RULES", "DEFAULT_CLASS_RULE",
+           "check_class_rule"]
 
 COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+#: how the class stage estimates the class covariances (:func:`_class_stage`)
+CLASS_RULES = ("auto", "legacy")
+DEFAULT_CLASS_RULE = "legacy"
+
+
+def check_class_rule(class_rule) -> str:
+    """Refuse a class rule outside :data:`CLASS_RULES` in one line (``ValueError``); a public setting."""
+    if not isinstance(class_rule, str) or class_rule not in CLASS_RULES:
+        raise ValueError(f"class_rule must be one of {CLASS_RULES}, got {class_rule!r}")
+    return class_rule
 
 
 @dataclass
@@ -176,21 +201,60 @@ def _lloyd_step(U, g, K, m, sigma_c, sigma_s, old, generator):
     return torch.where(ok, s / n.clamp_min(1.0).unsqueeze(-1), old)
 
 
+def _sound_stage(data, labels, groups, mu_stage, name, blocks, *, delta, adjacency, split, generator, clip=1.0,
+                 **kw):
+    """One sound release (:func:`torchdpgmm.release.sound.sound_statistics`, continuous Gaussian noise) under
+    ``mu_stage``-GDP; appends its typed blocks to ``blocks``, renamed by stage; returns ``(stats, sigma_Q)``."""
+    import dataclasses
+
+    eps_s = gdp_epsilon(delta, mu_stage)
+    stats, rec = sound_statistics(data, labels, groups, eps_s, delta, clip_bound=clip, generator=generator,
+                                  adjacency=adjacency, mechanism="gaussian", split=split, noise="continuous", **kw)
+    sq = None
+    for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
+        blocks.append(dataclasses.replace(b, name=f"{name}-{b.name.replace('_', '-')}"))
+        if b.name == "second_moments":
+            sq = b.noise_scale
+    return stats, sq
+
+
+def _class_stage(U, y, K, d, mu_class, blocks, *, class_rule, mom, shrink, min_shrinkage, **kw):
+    """The class stage (module docstring, step 1) under ``mu_class``-GDP: ``(stats, Sigma_k (K, d, d), extras)``.
+
+    ``"legacy"``: the class blocks alone, each class shrunk toward the count-weighted pooled covariance with
+    ``lambda = eta / (eta + tau)`` (:func:`_shrink`). ``"auto"``: the class blocks and the pooled block
+    ``sum_n z z^T`` in one release (``covariance_type="auto"`` of the sound release, split
+    :func:`~torchdpgmm.release.covariance_rule.auto_split` of ``mom``), combined and shrunk by
+    :func:`~torchdpgmm.release.covariance_rule.shrunk_covariances` (GLS, Ledoit-Wolf pooled -> diagonal, classes
+    toward pooled with ``l = eta^2 / (eta^2 + 1)`` in whitened coordinates)."""
+    if class_rule == "auto":
+        cls, _ = _sound_stage(U, y, K, mu_class, "class", blocks, split=auto_split(mom), covariance_type="auto", **kw)
+        return cls, cls["covariances"], {"class_counts": cls["counts"]}  # released (noisy, floored)
+    cls, sq_cls = _sound_stage(U, y, K, mu_class, "class", blocks, split=mom, **kw)
+    cov_k = cls["covariances"]
+    pooled = (cls["counts"][:, None, None] * cov_k).sum(0) / cls["counts"].sum()
+    cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink, min_shrinkage)
+    return cls, cov_k, {"class_shrinkage": lam_k.flatten(), "class_counts": cls["counts"]}
+
+
 def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
                           adjacency: str = "add-remove", stage_split: dict[str, float] | None = None,
                           moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, lloyd_rank: int = 5,
                           shrink: float = 1.0, min_shrinkage: float = 0.0, cell_min_shrinkage: float = 0.0,
                           cell_floor: float = 0.3, cell_clip: float = 0.6, covariance_type: str = "full",
-                          generator: torch.Generator | None = None):
+                          class_rule: str = DEFAULT_CLASS_RULE, generator: torch.Generator | None = None):
     """Release a :class:`ClassMixture` of ``U (N, d)`` (unit ball), ``y (N,)`` under ``mu``-GDP.
 
     Returns ``(model, blocks)``; ``blocks`` lists every Gaussian block (their composed mu equals ``mu`` up
     to the safe-side rounding of the calibration). ``stage_split``: fractions of ``mu^2`` for
     ``{"class", "lloyd", "cells"}`` (ignored when ``m = 1``: everything goes to the class stage).
+    ``class_rule`` (:data:`CLASS_RULES`): how the class stage estimates the class covariances
+    (:func:`_class_stage`); with ``"auto"``, ``shrink`` and ``min_shrinkage`` act on the cells only.
     """
     adjacency = parse_adjacency(adjacency)
     if covariance_type not in COVARIANCE_TYPES:
         raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
+    check_class_rule(class_rule)
     m = int(components_per_class)
     if m < 1:
         raise ValueError(f"components_per_class must be >= 1, got {components_per_class!r}")
@@ -203,19 +267,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     tot = sum(split.values())
     mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
     blocks: list = []
-
-    def sound(data, labels, groups, mu_stage, name, clip=1.0, **kw):
-        import dataclasses
-
-        eps_s = gdp_epsilon(delta, mu_stage)
-        stats, rec = sound_statistics(data, labels, groups, eps_s, delta, clip_bound=clip, generator=generator,
-                                      adjacency=adjacency, mechanism="gaussian", split=mom, noise="continuous", **kw)
-        sq = None
-        for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
-            blocks.append(dataclasses.replace(b, name=f"{name}-{b.name.replace('_', '-')}"))
-            if b.name == "second_moments":
-                sq = b.noise_scale
-        return stats, sq
+    common = {"delta": delta, "adjacency": adjacency, "generator": generator}
 
     # rows with a label outside [0, K) or a non-finite feature are dropped, branch-free: zero features, and a
     # label that every stage ignores (the sound release drops it; the Lloyd steps send it to a dropped cell)
@@ -223,11 +275,8 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     ys = torch.where(valid, y, torch.zeros_like(y))  # a safe index for the per-class metric
     y = torch.where(valid, y, torch.full_like(y, -1))
     mu_class = float(mu) * math.sqrt(split["class"] / tot)
-    cls, sq_cls = sound(U, y, K, mu_class, "class")
-    cov_k = cls["covariances"]
-    pooled = (cls["counts"][:, None, None] * cov_k).sum(0) / cls["counts"].sum()
-    cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink, min_shrinkage)
-    extras = {"class_shrinkage": lam_k.flatten(), "class_counts": cls["counts"]}  # released (noisy, floored)
+    cls, cov_k, extras = _class_stage(U, y, K, d, mu_class, blocks, class_rule=class_rule, mom=mom, shrink=shrink,
+                                      min_shrinkage=min_shrinkage, **common)
     if m == 1:
         means, covs, comp_w = cls["means"].unsqueeze(1), cov_k.unsqueeze(1), torch.ones(K, 1, dtype=U.dtype)
     else:
@@ -247,7 +296,8 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
         mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
         g = torch.where(valid, ys * m + cell, torch.full_like(cell, -1))
         Z = U - centres.reshape(K * m, d)[ys * m + cell]  # centred at the cell's released centre (public)
-        st, sq_c = sound(Z, g, K * m, mu_cells, "cells", clip=float(cell_clip), eig_floor=float("-inf"))
+        st, sq_c = _sound_stage(Z, g, K * m, mu_cells, "cells", blocks, split=mom, clip=float(cell_clip),
+                                eig_floor=float("-inf"), **common)
         means = st["means"].reshape(K, m, d) + centres
         n_c = st["counts"].reshape(K, m)
         comp_w = n_c / n_c.sum(-1, keepdim=True)

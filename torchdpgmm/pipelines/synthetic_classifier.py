@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from ._privacy import composed_mu, gdp_mu, make_record, parse_adjacency
-from .class_mixture import COVARIANCE_TYPES, ClassMixture, release_class_mixture
+from .class_mixture import COVARIANCE_TYPES, DEFAULT_CLASS_RULE, ClassMixture, check_class_rule, release_class_mixture
 from .dp_pca import DPPCA, dp_pca, lowfreq_dct, project_to_ball, record_count, usable_records
 
 __all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform"]
@@ -37,7 +37,11 @@ class PipelineConfig:
     class and the cell level when several components per class are released (the cells need the class
     covariances pulled harder toward the pooled one, because they are shrunk toward them in turn). ``cell_clip``
     is the public radius around each cell's released centre to which the cells' records are clipped
-    (:func:`~torchdpgmm.pipelines.class_mixture.release_class_mixture`, step 3)."""
+    (:func:`~torchdpgmm.pipelines.class_mixture.release_class_mixture`, step 3). ``class_rule`` is how the class
+    stage estimates the class covariances: ``"auto"`` releases the pooled second moment beside the class blocks
+    (inside the same budget) and applies the tabular noise-aware rule (:mod:`torchdpgmm.release.covariance_rule`),
+    ``"legacy"`` the older ``eta / (eta + tau)`` shrinkage toward the pooled class covariance; with ``"auto"``,
+    ``shrink``, ``mixture_shrink`` and ``min_shrinkage`` act on the cells only."""
 
     transform: str = "dct14"
     mean_clip: float = 14.0
@@ -57,6 +61,7 @@ class PipelineConfig:
     cell_floor: float = 0.3
     cell_clip: float = 0.6
     stage_split: tuple[float, float, float] = (0.5, 0.06, 0.44)
+    class_rule: str = DEFAULT_CLASS_RULE
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +79,7 @@ class PipelineConfig:
             raise ValueError(f"transform must be 'dct14' or 'none', got {self.transform!r}")
         if self.covariance_type not in COVARIANCE_TYPES:
             raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}")
+        check_class_rule(self.class_rule)
         if not (0 < self.mean_fraction and 0 < self.pca_fraction and self.mean_fraction + self.pca_fraction < 1):
             raise ValueError("mean_fraction and pca_fraction must be > 0 with sum < 1")
         ints = {"n_components": 1, "lloyd_steps": 0, "lloyd_rank": 1}
@@ -213,13 +219,17 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
                                          shrink=cfg.shrink if m == 1 else cfg.mixture_shrink,
                                          min_shrinkage=cfg.min_shrinkage, cell_min_shrinkage=cfg.cell_min_shrinkage,
                                          lloyd_rank=cfg.lloyd_rank, cell_floor=cfg.cell_floor, cell_clip=cfg.cell_clip,
-                                         covariance_type=cfg.covariance_type, generator=generator)
+                                         covariance_type=cfg.covariance_type, class_rule=cfg.class_rule,
+                                         generator=generator)
     blocks = tuple(b_feat) + tuple(b_mix)
     notes = [f"record-level DP, adjacency {adjacency}; every private-data step is a Gaussian block below",
              f"public transform {cfg.transform!r}; mean clip {cfg.mean_clip:g}, PCA clip {cfg.pca_clip:g}, "
              f"radius {cfg.radius:g}, d={cfg.n_components}, {m} component(s) per class"]
     if cfg.covariance_type != "full":
         notes.append(f"covariance_type {cfg.covariance_type!r} applied as post-processing of a full release")
+    if cfg.class_rule == "auto":
+        notes.append("class stage: class and pooled second moments released together (class-pooled-second-moment "
+                     "block), class covariances by the noise-aware rule of torchdpgmm.release.covariance_rule")
     rec = make_record(blocks=blocks, delta=float(delta), adjacency=adjacency, mechanism="dp-pca+class-mixture",
                       covered=True, notes=notes,
                       split={"mean": cfg.mean_fraction, "pca": cfg.pca_fraction, "mixture": 1 - fr, "target_mu": mu})

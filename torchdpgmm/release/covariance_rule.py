@@ -38,17 +38,23 @@ the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2
    ``rho = min(1, E||off(D^-1/2 N D^-1/2)||_F^2 / ||off(R)||_F^2)``,
    ``E||off(D^-1/2 N D^-1/2)||_F^2 = v_P ((sum_i 1/D_i)^2 - sum_i 1/D_i^2) / (2 m^2)``.
 4. Each class shrunk toward the (shrunk) pooled covariance, ``(1 - l_k) Sigma~_k + l_k Sigma~_pool``, with
-   ``l_k = eta_k^2 / (eta_k^2 + 1)`` (noise variance over noise plus signal variance): ``eta_k = 2 sqrt(E||W N_k W||_F^2 / d)`` is the spectral size of the noise
-   of ``Sigma~_k`` (``2 sqrt(d) sigma`` for a d x d symmetric Gaussian matrix of entry std ``sigma``) in the
-   coordinates ``W = Sigma~_pool^-1/2`` whitened by the pooled covariance (eigenvalues floored at
-   ``sqrt(d v_P) / m``), where every signal eigenvalue is 1, and
-   ``E||W N_k W||_F^2 = v_F (tr(W^2)^2 + tr(W^4)) / (2 (n_k - 1)^2)``. The weight is measured where a
-   Gaussian classifier feels the noise, relative to the eigenvalues it divides by: a James-Stein weight
-   (``E||N||^2 / ||Sigma~_k - Sigma~_pool||^2``, Frobenius loss) left 5% of a class noise several times larger
-   than the small eigenvalues and lost up to 17 points on validation, and the image pipeline's
-   ``eta / (eta + 1)`` (:mod:`torchdpgmm.pipelines.class_mixture`) leaves a residual ``(1 - l) eta -> 1``
-   as the noise grows (up to 30 points lost on validation), where ``(1 - l) eta -> 0`` here. ``l_k -> 0`` as the noise vanishes (the empirical class covariance,
-   ``"full"``), ``l_k -> 1`` when it dominates (the pooled one, ``"tied"``, itself shrunk toward ``"diag"``).
+   ``l_k = (1/d) sum_i x_ki / (1 + x_ki)``, ``x_ki = (c s_k / lambda_i)^2``: per eigen-direction ``i`` of
+   ``Sigma~_pool`` (eigenvalue ``lambda_i``, floored at ``sqrt(d v_P) / m``), the noise variance over noise plus
+   signal variance, averaged over the d directions (each enters a Gaussian classifier's log-likelihood once).
+   ``s_k = sqrt(v_F) / (n_k - 1)`` is the noise std of a diagonal entry of ``Sigma~_k`` in any orthonormal basis
+   (the noise's law is orthogonally invariant) and ``c = 3`` (:data:`NOISE_SDS`): a direction counts as
+   noise-dominated when its variance is within three noise standard deviations, one public constant validated on
+   both families (the tables: ``docs/results/covariance-rule-weight.json``; Fashion-MNIST:
+   ``docs/results/synth-validation-class-rule.json``). Earlier weights that summed the noise
+   over all directions into one size lost: a James-Stein weight (``E||N||^2 / ||Sigma~_k - Sigma~_pool||^2``,
+   Frobenius loss) left 5% of a class noise several times larger than the small eigenvalues (up to 17 points on
+   tables); ``eta / (eta + 1)`` (the image pipeline's legacy rule, :mod:`torchdpgmm.pipelines.class_mixture`)
+   leaves a residual ``(1 - l) eta -> 1`` as the noise grows (up to 30 points); and ``eta^2 / (eta^2 + 1)``
+   with ``eta`` the spectral size of the noise whitened by ``Sigma~_pool`` let the few directions whose
+   eigenvalue sits near the noise dominate (``l`` near 1 on Fashion-MNIST, where weights between 0.5 and 0.8
+   do best: ``docs/results/class-rule-diagnosis.json`` as of commit e0da5c9). ``l_k -> 0`` as the noise vanishes (the empirical class
+   covariance, ``"full"``), ``l_k -> 1`` when it dominates every direction (the pooled one, ``"tied"``, itself
+   shrunk toward ``"diag"``).
 5. The PSD repair of :mod:`torchdpgmm.release.sound` floors eigenvalues at ``sqrt(d)`` times the per-entry noise std
    of the shrunk estimate, ``sqrt((1 - l_k)^2 v_F / (n_k - 1)^2 + l_k^2 v_P / m^2)``.
 
@@ -90,7 +96,7 @@ import math
 
 import torch
 
-__all__ = ["CLASS_TO_POOLED", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "POOLED", "auto_split", "combine_second_moments",
+__all__ = ["CLASS_TO_POOLED", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "NOISE_SDS", "POOLED", "auto_split", "combine_second_moments",
            "shrinkage_weights", "diagonal_weight", "shrunk_covariances", "mean_shrinkage_weights", "shrunk_means"]
 
 #: name of the pooled second-moment block in the record and the split
@@ -102,6 +108,8 @@ CLASS_TO_POOLED = 0.3
 MEAN_SHRINKAGE = False
 #: the counts' least share of mu^2 in the ``"auto"`` split (a public constant of the rule)
 COUNTS_FLOOR = 0.05
+#: noise standard deviations at which a pooled eigen-direction counts as noise-dominated in the class weight
+NOISE_SDS = 3.0
 
 
 def auto_split(base: dict[str, float], class_to_pooled: float | None = None) -> dict[str, float]:
@@ -152,20 +160,17 @@ def diagonal_weight(pool: torch.Tensor, dof: torch.Tensor, v_p: float) -> torch.
 
 def shrinkage_weights(pool: torch.Tensor, n_hat: torch.Tensor, v_f: float,
                       floor: torch.Tensor | float = 0.0) -> torch.Tensor:
-    """Weights ``l (..., K)`` of the class covariances toward ``pool (..., d, d)``
-    (module step 4): ``l_k = eta_k^2 / (eta_k^2 + 1)`` with ``eta_k = 2 sqrt(E||W N_k W||_F^2 / d)`` the spectral
-    size of the class noise in the pooled covariance's whitened coordinates ``W = pool^-1/2`` (eigenvalues
-    floored at ``floor``), where every signal eigenvalue is 1; ``n_hat (..., K)`` the floored noisy counts,
-    ``v_f`` the per-entry noise variance of a class moment."""
-    d = pool.shape[-1]
+    """Weights ``l (..., K)`` of the class covariances toward ``pool (..., d, d)`` (module step 4):
+    ``l_k = (1/d) sum_i x_ki / (1 + x_ki)``, ``x_ki = (NOISE_SDS s_k / lambda_i)^2``, with ``lambda_i`` the
+    eigenvalues of ``pool`` (floored at ``floor``) and ``s_k = sqrt(v_f) / (n_k - 1)`` the noise std of a
+    diagonal entry of the class covariance in any orthonormal basis; ``n_hat (..., K)`` the floored noisy counts,
+    ``v_f`` the per-entry (diagonal) noise variance of a class moment."""
     w = torch.clamp(n_hat - 1, min=1.0)
     evals = torch.linalg.eigvalsh(pool)
     floor = floor.unsqueeze(-1) if torch.is_tensor(floor) else torch.as_tensor(floor, dtype=evals.dtype)
-    inv = 1.0 / torch.clamp(torch.maximum(evals, floor), min=1e-300)
-    # E||W N W||_F^2 for N with diagonal variance v and off-diagonal v/2: v (tr(W^2)^2 + tr(W^4)) / 2
-    noise = v_f * (inv.sum(-1) ** 2 + (inv * inv).sum(-1)).unsqueeze(-1) / 2 / (w * w)
-    eta2 = 4 * noise / d
-    return eta2 / (eta2 + 1)
+    lam = torch.clamp(torch.maximum(evals, floor), min=1e-300)
+    x = NOISE_SDS ** 2 * v_f / (w * w).unsqueeze(-1) / (lam * lam).unsqueeze(-2)  # (..., K, d)
+    return (x / (1 + x)).mean(-1)
 
 
 def shrunk_covariances(n_hat: torch.Tensor, sums: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
