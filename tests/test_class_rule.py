@@ -35,13 +35,14 @@ def _tiny_images(n=600, seed=0):
     return X.reshape(n, 784), y
 
 
-def _auto_fractions():
-    """The auto split of the stage's moment split, written out (counts .02, sums .18, class block 0.3 x .8,
-    pooled .8, renormalised; then the counts raised to the rule's floor of 5% and the other three scaled down
-    together): fractions of the stage's mu^2."""
-    raw = np.array([0.02, 0.18, 0.3 * 0.8, 0.8])
+def _auto_fractions(class_to_pooled=0.3):
+    """The auto split of the stage's moment split, written out (counts .02, sums .18, class block
+    class_to_pooled x .8, pooled .8, renormalised; then the counts raised to the rule's floor of 5% when below
+    it, the other three scaled down together): fractions of the stage's mu^2."""
+    raw = np.array([0.02, 0.18, class_to_pooled * 0.8, 0.8])
     f = raw / raw.sum()
-    f = np.concatenate([[0.05], f[1:] * (1 - 0.05) / (1 - f[0])])
+    if f[0] < 0.05:
+        f = np.concatenate([[0.05], f[1:] * (1 - 0.05) / (1 - f[0])])
     return dict(zip(("counts", "sums", "second-moments", "pooled-second-moment"), f))
 
 
@@ -62,6 +63,47 @@ def test_auto_class_stage_blocks_and_mu_match_an_independent_computation():
         assert b.noise_scale == pytest.approx(1.0 / (mu * math.sqrt(w[b.name[len("class-"):]])), rel=1e-9)
     assert math.sqrt(sum((b.sensitivity / b.noise_scale) ** 2 for b in blocks)) == pytest.approx(mu, rel=1e-9)
     assert composed_mu(blocks) == pytest.approx(mu, rel=1e-9)
+
+
+@pytest.mark.parametrize("ratio", [0.5, 1.0, 2.0])
+def test_class_to_pooled_sets_the_class_blocks_precision_over_the_pooled_blocks(ratio):
+    """``class_to_pooled=r``: the class blocks' noise scales follow the auto split with the class block at r x the
+    pooled block's share (so ``sigma_P^2 / sigma_F^2 = r``), composing to the stage's mu; the pipeline passes it."""
+    from torchdpgmm.pipelines._privacy import composed_mu
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
+
+    U, y = _ball()
+    mu = 1.3
+    _, blocks = release_class_mixture(U, y, 3, mu=mu, delta=1e-5, class_rule="auto", class_to_pooled=ratio,
+                                      generator=torch.Generator().manual_seed(0))
+    w = _auto_fractions(ratio)
+    sig = {b.name[len("class-"):]: b.noise_scale for b in blocks}
+    for k, v in w.items():
+        assert sig[k] == pytest.approx(1.0 / (mu * math.sqrt(v)), rel=1e-9)
+    assert (sig["pooled-second-moment"] / sig["second-moments"]) ** 2 == pytest.approx(ratio, rel=1e-9)
+    assert composed_mu(blocks) == pytest.approx(mu, rel=1e-9)
+    X, yi = _tiny_images(300)
+    rel = release_pipeline(X, yi, num_classes=3, epsilon=4.0, delta=1e-5, generator=torch.Generator().manual_seed(0),
+                           config=PipelineConfig(n_components=4, class_rule="auto", class_to_pooled=ratio,
+                                                 components_per_class=1))
+    b = {x.name: x.noise_scale for x in rel.privacy.blocks}
+    assert (b["class-pooled-second-moment"] / b["class-second-moments"]) ** 2 == pytest.approx(ratio, rel=1e-9)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan"), "1", True])
+def test_a_bad_class_to_pooled_is_refused_in_one_line(bad):
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig
+
+    U, y = _ball(300)
+    g = torch.Generator().manual_seed(0)
+    before = g.get_state()
+    with pytest.raises(ValueError, match=r"^class_to_pooled must be None or a finite number > 0, got [^\n]*$"):
+        release_class_mixture(U, y, 3, mu=1.0, delta=1e-5, class_rule="auto", class_to_pooled=bad, generator=g)
+    assert torch.equal(g.get_state(), before)
+    with pytest.raises(ValueError, match=r"^class_to_pooled must be None or a finite number > 0"):
+        PipelineConfig(class_to_pooled=bad).check()
 
 
 def _worst_whitened_change(sigma):

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field, replace
 import torch
 
 from ._privacy import composed_mu, gdp_mu, make_record, parse_adjacency
-from .class_mixture import COVARIANCE_TYPES, DEFAULT_CLASS_RULE, ClassMixture, check_class_rule, release_class_mixture
+from .class_mixture import (COVARIANCE_TYPES, DEFAULT_CLASS_RULE, ClassMixture, check_class_rule, check_class_to_pooled,
+                            release_class_mixture)
 from .dp_pca import DPPCA, dp_pca, lowfreq_dct, project_to_ball, record_count, usable_records
 
 __all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform"]
@@ -41,7 +42,9 @@ class PipelineConfig:
     stage estimates the class covariances: ``"auto"`` releases the pooled second moment beside the class blocks
     (inside the same budget) and applies the tabular noise-aware rule (:mod:`torchdpgmm.release.covariance_rule`),
     ``"legacy"`` the older ``eta / (eta + tau)`` shrinkage toward the pooled class covariance; with ``"auto"``,
-    ``shrink``, ``mixture_shrink`` and ``min_shrinkage`` act on the cells only."""
+    ``shrink``, ``mixture_shrink`` and ``min_shrinkage`` act on the cells only, and ``class_to_pooled`` (None: the
+    rule's :data:`~torchdpgmm.release.covariance_rule.CLASS_TO_POOLED`) is the class blocks' precision over the
+    pooled block's."""
 
     transform: str = "dct14"
     mean_clip: float = 14.0
@@ -62,6 +65,7 @@ class PipelineConfig:
     cell_clip: float = 0.6
     stage_split: tuple[float, float, float] = (0.5, 0.06, 0.44)
     class_rule: str = DEFAULT_CLASS_RULE
+    class_to_pooled: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +84,7 @@ class PipelineConfig:
         if self.covariance_type not in COVARIANCE_TYPES:
             raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {self.covariance_type!r}")
         check_class_rule(self.class_rule)
+        check_class_to_pooled(self.class_to_pooled)
         if not (0 < self.mean_fraction and 0 < self.pca_fraction and self.mean_fraction + self.pca_fraction < 1):
             raise ValueError("mean_fraction and pca_fraction must be > 0 with sum < 1")
         ints = {"n_components": 1, "lloyd_steps": 0, "lloyd_rank": 1}
@@ -220,7 +225,7 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
                                          min_shrinkage=cfg.min_shrinkage, cell_min_shrinkage=cfg.cell_min_shrinkage,
                                          lloyd_rank=cfg.lloyd_rank, cell_floor=cfg.cell_floor, cell_clip=cfg.cell_clip,
                                          covariance_type=cfg.covariance_type, class_rule=cfg.class_rule,
-                                         generator=generator)
+                                         class_to_pooled=cfg.class_to_pooled, generator=generator)
     blocks = tuple(b_feat) + tuple(b_mix)
     notes = [f"record-level DP, adjacency {adjacency}; every private-data step is a Gaussian block below",
              f"public transform {cfg.transform!r}; mean clip {cfg.mean_clip:g}, PCA clip {cfg.pca_clip:g}, "
