@@ -192,10 +192,10 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--components-per-class", type=int, default=None,
                    help="Gaussians per class (default: the public rule, 1 below epsilon 1.5, 8 from there)")
     p.add_argument("--covariance-type", default="full", choices=["full", "tied", "diag", "spherical"])
-    p.add_argument("--class-rule", default="legacy", choices=["legacy", "auto"],
-                   help="how the class stage estimates the class covariances: legacy (default; eta/(eta+tau) shrinkage "
-                        "toward the pooled class covariance) or auto (the tabular noise-aware rule with a released "
-                        "pooled block, inside the same budget)")
+    p.add_argument("--class-rule", default="auto", choices=["legacy", "auto"],
+                   help="how the class stage estimates the class covariances: auto (default; the tabular noise-aware "
+                        "rule with a released pooled block, inside the same budget) or legacy (eta/(eta+tau) "
+                        "shrinkage toward the pooled class covariance)")
     p.add_argument("--image-transform", default="dct14", choices=["dct14", "none"],
                    help="fixed public transform: dct14 (28x28 images) or none (raw columns)")
     p.add_argument("--n-components", type=int, default=None,

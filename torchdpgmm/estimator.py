@@ -635,11 +635,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     ``image_transform`` (``"dct14"``: the 14x14 low-frequency DCT of 28x28 images, so ``X`` has 784 columns; ``"none"``: the raw
     columns), a noisy mean, DP PCA to ``n_components``, scaling by ``radius`` into the unit ball, and the sound
     release of ``components_per_class`` Gaussians per class (None: the public rule, one below eps = 1.5, eight
-    from there). ``class_rule`` (``"legacy"``, the default, or ``"auto"``: the tabular noise-aware rule of
-    :mod:`torchdpgmm.release.covariance_rule` with a pooled block, inside the same budget) is how the class covariances
-    are estimated (:class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineConfig`; validated in
-    ``docs/results/synth-validation-class-rule.json``, where ``"auto"`` lost to ``"legacy"`` on Fashion-MNIST's
-    validation split). Every step that reads the data is a Gaussian block of ONE privacy record (``privacy_``);
+    from there). ``class_rule`` (``"auto"``, the default: the tabular noise-aware rule of
+    :mod:`torchdpgmm.release.covariance_rule` with a pooled block, inside the same budget; or ``"legacy"``, the
+    older shrinkage) is how the class covariances are estimated
+    (:class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineConfig`; validated in
+    ``docs/results/synth-validation-class-rule.json`` on Fashion-MNIST's validation split). Every step that reads the data is a Gaussian block of ONE privacy record (``privacy_``);
     record-level DP under ``adjacency``. The defaults were chosen on Fashion-MNIST's validation split; the
     clip bounds ``mean_clip`` / ``pca_clip`` (L2, after the transform) suit pixel values in [0, 1].
 
@@ -668,7 +668,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  adjacency: str = "add-remove", components_per_class: int | None = None,
-                 covariance_type: str = "full", class_rule: str = "legacy", image_transform: str = "dct14",
+                 covariance_type: str = "full", class_rule: str = "auto", image_transform: str = "dct14",
                  n_components: int = 40, radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
                  random_state: Any = None, bounds: Any = None, discrete: Any = None) -> None:
         self.epsilon = epsilon
