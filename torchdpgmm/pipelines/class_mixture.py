@@ -33,23 +33,22 @@ sound release, cell covariances are repaired in their class's whitened coordinat
 (scikit-learn's names) then maps the covariances to full / tied / diag / spherical (as post-processing of
 the full release).
 
-``class_rule`` (:data:`CLASS_RULES`) chooses the class stage's estimate. ``"legacy"`` (the default) is the rule
-above. ``"auto"`` is the tabular default of the sound release (``covariance_type="auto"``,
-:mod:`torchdpgmm.release.covariance_rule`): the pooled second moment ``sum_n z z^T`` is released beside the class
-blocks inside the same stage budget (split :func:`~torchdpgmm.release.covariance_rule.auto_split` of the moment
-split, one more ``NoisedBlock``), the class moments are combined with it by generalised least squares, the pooled
-covariance is shrunk toward its diagonal (Ledoit & Wolf 2004) and each class toward the pooled one with the
-rule's per-direction weight; the cells are shrunk toward these class covariances as above. ``class_to_pooled``
-(None: the rule's :data:`~torchdpgmm.release.covariance_rule.CLASS_TO_POOLED`, chosen on tables) sets the class
-blocks' precision over the pooled block's. On Fashion-MNIST's validation split
-(``docs/results/synth-validation-class-rule.json``, ``scripts/synth_validation.py``, 4 release seeds) ``"auto"``
-with the rule's ratio gains over ``"legacy"`` at eps 0.5 and 2 and loses 0.19 points at eps 1 (80.35% vs 80.54%);
-with ``class_to_pooled=1`` it gains at eps 0.5, 1 and 2 (79.06 / 80.94 / 82.82% vs 77.91 / 80.54 / 82.79%), but
-that ratio loses on the tables (``docs/results/covariance-rule-weight-ratio1.json`` against
-``docs/results/covariance-rule-weight.json``, ``scripts/covariance_rule_validation.py``), so it would be an
-image-only constant. ``"legacy"`` stays the default until that choice is made; the rule's class weights against a
-grid of fixed weights on the same releases: ``docs/results/class-rule-diagnosis.json``
-(``scripts/class_rule_diagnosis.py``).
+``class_rule`` (:data:`CLASS_RULES`) chooses the class stage's estimate. ``"auto"`` (the default) is the tabular
+default of the sound release (``covariance_type="auto"``, :mod:`torchdpgmm.release.covariance_rule`): the pooled
+second moment ``sum_n z z^T`` is released beside the class blocks inside the same stage budget (split
+:func:`~torchdpgmm.release.covariance_rule.auto_split` of the moment split, one more ``NoisedBlock``), the class
+moments are combined with it by generalised least squares, the pooled covariance is shrunk toward its diagonal
+(Ledoit & Wolf 2004) and each class toward the pooled one with the rule's per-direction weight; the cells are
+shrunk toward these class covariances as above. ``"legacy"`` is the older rule above. ``class_to_pooled`` (None:
+the tables' :data:`~torchdpgmm.release.covariance_rule.CLASS_TO_POOLED`) sets the class blocks' precision over the
+pooled block's; the pipeline passes :data:`PIPELINE_CLASS_TO_POOLED`. On Fashion-MNIST's validation split
+(``docs/results/synth-validation-class-rule.json``, ``scripts/synth_validation.py``, 4 release seeds, the rule as
+merged) ``"auto"`` with ratio 1 scores 79.04 / 80.88 / 82.76% at eps 0.5 / 1 / 2 against ``"legacy"``'s
+77.91 / 80.54 / 82.79%, and with the tables' ratio 0.3 it scores 78.41 / 80.29 / 82.97% (below ``"legacy"`` at
+eps 1: the class blocks then get too little of the budget). The rule's class weights against a grid of fixed
+weights on the same releases: ``docs/results/class-rule-diagnosis.json`` (``scripts/class_rule_diagnosis.py``, as
+of commit 8c5eeef, before the counts floor was merged). Ratio 1 loses on the tables
+(``docs/results/covariance-rule-weight-ratio1.json``), so it is the pipeline's constant, not the tables'.
 """
 from __future__ import annotations
 
