@@ -112,31 +112,25 @@ def per_mechanism_cost(trials: int, mechanisms, epsilons, block_size: int, devic
     t = {"generate": 0.0, "fit": 0.0, **{m: 0.0 for m in mechanisms}}
     n_blocks = max(1, trials // block_size)
     eps = torch.tensor(list(epsilons), dtype=torch.float64, device=dev)[:, None]
-    # one untimed warm-up block first: CUDA context, solver handles and kernel compilation would otherwise be
-    # charged to the first timed block (and dominate a short GPU measurement)
+    # block -1 is an untimed warm-up (its times go to a discarded dict): CUDA context, solver handles and kernel
+    # compilation would otherwise be charged to the first timed block (and dominate a short GPU measurement)
     for b in range(-1, n_blocks):
         g = torch.Generator(device=dev).manual_seed(b if b >= 0 else 10**6)
-        if b < 0:
-            warm = synthetic_data(block_size, 1000, 5, 3, generator=g, device=dev)
-            fit_labeled(warm.X, warm.y, 5)
-            for m in mechanisms:
-                release(warm.X, warm.y, 5, eps, 1e-5, mechanism=m, mode="as-published", generator=g)
-            sync()
-            continue
+        tb = t if b >= 0 else dict.fromkeys(t, 0.0)
         sync()
         t0 = time.perf_counter()
         data = synthetic_data(block_size, 1000, 5, 3, generator=g, device=dev)
         sync()
-        t["generate"] += time.perf_counter() - t0
+        tb["generate"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         fit_labeled(data.X, data.y, 5)
         sync()
-        t["fit"] += time.perf_counter() - t0
+        tb["fit"] += time.perf_counter() - t0
         for m in mechanisms:
             t0 = time.perf_counter()
             release(data.X, data.y, 5, eps, 1e-5, mechanism=m, mode="as-published", generator=g)
             sync()
-            t[m] += time.perf_counter() - t0
+            tb[m] += time.perf_counter() - t0
     T = n_blocks * block_size
     per = {k: v / T for k, v in t.items()}
     base = per["generate"] + per["fit"]

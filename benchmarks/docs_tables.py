@@ -113,8 +113,9 @@ def gpu_table(runs: dict[str, dict]) -> str:
         for step in ["generate", "fit"] + list(res["config"]["mechanisms"]):
             lines.append(f"| `{name}` | {res['config']['block_size']} | {gpu['trials']} | {step} | "
                          f"{_f(cpu['seconds_per_trial'][step])} | {_f(gpu['seconds_per_trial'][step])} |")
-    env = next(iter(runs.values()))["environment"]
-    lines += ["", f"Machine: {env['cpus']} CPU cores ({next(iter(runs.values()))['config']['threads']} torch threads) "
+    first = next(iter(runs.values()))
+    env = first["environment"]
+    lines += ["", f"Machine: {env['cpus']} CPU cores ({first['config']['threads']} torch threads) "
               f"and one GPU (torch {env['torch']}; the `_h100` files: one NVIDIA H100 80GB)."]
     return "\n".join(lines)
 
