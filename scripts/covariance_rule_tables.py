@@ -2,7 +2,8 @@
 
 The block between ``<!-- generated: covariance-rule -->`` and ``<!-- /generated -->`` is rewritten
 (:func:`benchmarks.docs_tables.rewrite`); ``--check`` exits 1 when it is out of date. The JSON is written by
-``scripts/covariance_rule_validation.py`` (validation splits only).
+``scripts/covariance_rule_validation.py`` (validation splits only). The block ``covariance-rule-gaussiannb`` is
+rendered the same way from docs/results/covariance-rule-gaussiannb.json (``scripts/gaussiannb_validation.py``).
 """
 from __future__ import annotations
 
@@ -15,14 +16,17 @@ ROOT = Path(__file__).resolve().parents[1]
 JSON = ROOT / "docs" / "results" / "covariance-rule.json"
 PAGE = ROOT / "docs" / "tables.md"
 NAME = "covariance-rule"
+GNB = ROOT / "docs" / "results" / "covariance-rule-gaussiannb.json"
+GNB_NAME = "covariance-rule-gaussiannb"
 
 
 def table(data: dict) -> str:
     flip = "auto_mean_shrinkage_flipped"
     flip_label = "auto without James-Stein means" if data["mean_shrinkage"] else "auto with James-Stein means"
+    floor = "auto_count_floor_off" in next(iter(data["summary"].values()))["eps=1"]
     lines = [f"| table (N train, d, K) | epsilon | majority class | full | tied | diag | auto | {flip_label} | "
-             "auto - best fixed |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             + ("auto without its count floor | " if floor else "") + "auto - best fixed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | " + ("--- | " if floor else "") + "--- |"]
     for name, s in data["summary"].items():
         label = f"{name} ({s['n_train']}, {s['d']}, {s['K']})"
         for key, v in s.items():
@@ -31,13 +35,35 @@ def table(data: dict) -> str:
             best = v["best_fixed"]
             cells = [f"**{v[c]:.3f}**" if c == best else f"{v[c]:.3f}" for c in ("full", "tied", "diag")]
             lines.append(f"| {label} | {key[4:]} | {s['majority_class_accuracy']:.3f} | " + " | ".join(cells)
-                         + f" | {v['auto']:.3f} | {v[flip]:.3f} | {v['auto_minus_best_fixed']:+.3f} |")
+                         + f" | {v['auto']:.3f} | {v[flip]:.3f} | "
+                         + (f"{v['auto_count_floor_off']:.3f} | " if floor else "")
+                         + f"{v['auto_minus_best_fixed']:+.3f} |")
     w, wt, wm = data["worst_auto_minus_best_fixed"], data["worst_auto_minus_tied"], data["worst_mean_shrinkage_gain"]
     lines += ["", f"Worst row against the best fixed type: {w['table']} at {w['cell'].replace('=', ' ')} "
                   f"({w['value']:+.3f}); against tied: {wt['table']} at {wt['cell'].replace('=', ' ')} "
                   f"({wt['value']:+.3f}); of the James-Stein means against none: {wm['table']} at "
                   f"{wm['cell'].replace('=', ' ')} ({wm['value']:+.3f}). {len(data['seeds'])} noise seeds, "
                   f"counts floor {data['counts_floor']:g}."]
+    if floor:
+        wf = data["worst_count_floor_gain"]
+        lines[-1] += (f" The count floor (step 0) gains {data['mean_count_floor_gain']:+.3f} on average over the rows; "
+                      f"its worst row: {wf['table']} at {wf['cell'].replace('=', ' ')} ({wf['value']:+.3f}).")
+    return "\n".join(lines)
+
+
+def gaussiannb_table(data: dict) -> str:
+    """docs/results/covariance-rule-gaussiannb.json: the rule against diffprivlib's GaussianNB, validation splits."""
+    lines = ["| table (N train, d) | epsilon | draws | majority class | auto (se) | GaussianNB (se) | auto - GaussianNB |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in data["rows"]:
+        lines.append(f"| {r['table']} ({r['n_train']}, {r['d']}) | {r['epsilon']:g} | {r['draws']} | "
+                     f"{r['majority_class_accuracy']:.3f} | {r['auto']:.3f} ({r['auto_se']:.3f}) | "
+                     f"{r['gaussiannb']:.3f} ({r['gaussiannb_se']:.3f}) | {r['auto_minus_gaussiannb']:+.3f} |")
+    w = data["worst_auto_minus_gaussiannb"]
+    below = ", ".join(data["cells_below_gaussiannb"]) or "none"
+    lines += ["", f"Rows where the released model is below GaussianNB: {below}. Closest row: {w['table']} at epsilon "
+                  f"{w['epsilon']:g} ({w['auto_minus_gaussiannb']:+.3f}); mean difference over the rows "
+                  f"{data['mean_auto_minus_gaussiannb']:+.3f}. diffprivlib {data['diffprivlib']}."]
     return "\n".join(lines)
 
 
@@ -52,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
 
     old = PAGE.read_text()
     new = rewrite(old, NAME, table(json.loads(JSON.read_text())))
+    if GNB.exists():
+        new = rewrite(new, GNB_NAME, gaussiannb_table(json.loads(GNB.read_text())))
     if new == old:
         return 0
     if a.check:

@@ -16,7 +16,9 @@ the score is the accuracy of the released model's Bayes classifier on the valida
 rule as released; ``auto_mean_shrinkage_flipped`` is the same release (same noise draws) with
 :data:`torchdpgmm.release.covariance_rule.MEAN_SHRINKAGE` (the James-Stein weights of the class means, the
 rule's step 6) flipped from its value in the rule; the JSON's ``mean_shrinkage`` says which was the rule, and
-``mean_shrinkage_gain`` is accuracy with the James-Stein means minus accuracy without.
+``mean_shrinkage_gain`` is accuracy with the James-Stein means minus accuracy without. ``auto_count_floor_off``
+is the rule without its step 0 (the counts floored at ``min_count`` only, not at three noise stds):
+``count_floor_gain`` is the rule's accuracy minus that.
 
 Run: ``python scripts/covariance_rule_validation.py`` (writes docs/results/covariance-rule.json, a few minutes).
 ``--class-to-pooled R`` / ``--counts-floor F`` / ``--noise-sds C`` (exploration only, not written unless
@@ -43,7 +45,8 @@ from torchdpgmm.release.sound import release_sound
 EPS = (0.5, 1.0, 2.0, 5.0)
 FIXED = ("full", "tied", "diag")
 AUTO_NM = "auto_mean_shrinkage_flipped"
-TYPES = FIXED + ("auto", AUTO_NM)
+AUTO_NC = "auto_count_floor_off"
+TYPES = FIXED + ("auto", AUTO_NM, AUTO_NC)
 MLBENCH = ("Glass", "Ionosphere", "Vowel", "Sonar", "Satellite")
 SEEDS = tuple(range(10))
 DELTA = 1e-5
@@ -91,7 +94,8 @@ def validation_split(X, y):
     return train_test_split(Xst, yst, test_size=0.25, stratify=yst, random_state=0)
 
 
-def score_table(X, y, public_bounds) -> tuple[dict, dict]:
+def unit_split(X, y, public_bounds):
+    """``(Utr, Uva, ytr, yva, bounds)``: the validation split mapped into the unit box of the table's bounds."""
     Xtr, Xva, ytr, yva = validation_split(X, y)
     if public_bounds is None:
         b = Bounds(Xtr.min(0), np.where(Xtr.max(0) > Xtr.min(0), Xtr.max(0), Xtr.min(0) + 1.0))
@@ -99,6 +103,11 @@ def score_table(X, y, public_bounds) -> tuple[dict, dict]:
         b = Bounds.parse(public_bounds, n_features=X.shape[1])
     Utr = b.to_unit(torch.as_tensor(Xtr, dtype=torch.float64))
     Uva = b.to_unit(torch.as_tensor(Xva, dtype=torch.float64))
+    return Utr, Uva, ytr, yva, b
+
+
+def score_table(X, y, public_bounds) -> tuple[dict, dict]:
+    Utr, Uva, ytr, yva, b = unit_split(X, y, public_bounds)
     K = int(y.max()) + 1
     ytr_t, yva_t = torch.as_tensor(ytr), torch.as_tensor(yva)
     info = {"n_train": int(len(ytr)), "n_val": int(len(yva)), "d": int(X.shape[1]), "K": K,
@@ -108,12 +117,14 @@ def score_table(X, y, public_bounds) -> tuple[dict, dict]:
         for ct in TYPES:
             a = []
             covariance_rule.MEAN_SHRINKAGE = RULE_MEANS != (ct == AUTO_NM)
+            covariance_rule.COUNT_FLOOR = ct != AUTO_NC
             for seed in SEEDS:
                 rel = release_sound(Utr, ytr_t, K, eps, DELTA, clip_bound=float(b.unit_clip_bound),
-                                    center=b.unit_center, covariance_type="auto" if ct == AUTO_NM else ct,
+                                    center=b.unit_center, covariance_type="auto" if ct.startswith("auto") else ct,
                                     generator=torch.Generator().manual_seed(seed))
                 a.append(float((rel.model.predict(Uva) == yva_t).double().mean()))
             covariance_rule.MEAN_SHRINKAGE = RULE_MEANS
+            covariance_rule.COUNT_FLOOR = True
             acc[(eps, ct)] = a
     return info, acc
 
@@ -150,13 +161,16 @@ def main(argv=None) -> None:
             summary[name][f"eps={eps:g}"] = {**m, "best_fixed": best, "best_fixed_accuracy": m[best],
                                              "auto_minus_best_fixed": m["auto"] - m[best],
                                              "auto_minus_tied": m["auto"] - m["tied"],
-                                             "mean_shrinkage_gain": (m["auto"] - m[AUTO_NM]) * (1 if RULE_MEANS else -1)}
+                                             "mean_shrinkage_gain": (m["auto"] - m[AUTO_NM]) * (1 if RULE_MEANS else -1),
+                                             "count_floor_gain": m["auto"] - m[AUTO_NC]}
             print(f"{name:14s} eps={eps:<4g} " + " ".join(f"{c}={m[c]:.3f}" for c in TYPES)
-                  + f"  auto-best={m['auto'] - m[best]:+.3f} flip={m[AUTO_NM] - m['auto']:+.3f}", flush=True)
+                  + f"  auto-best={m['auto'] - m[best]:+.3f} flip={m[AUTO_NM] - m['auto']:+.3f}"
+                  + f" floor={m['auto'] - m[AUTO_NC]:+.3f}", flush=True)
     cells = [(t, k, v) for t, s in summary.items() for k, v in s.items() if k.startswith("eps=")]
     worst = min(cells, key=lambda c: c[2]["auto_minus_best_fixed"])
     worst_tied = min(cells, key=lambda c: c[2]["auto_minus_tied"])
     worst_means = min(cells, key=lambda c: c[2]["mean_shrinkage_gain"])
+    worst_floor = min(cells, key=lambda c: c[2]["count_floor_gain"])
     out = {"description": __doc__, "epsilons": EPS, "delta": DELTA, "adjacency": "add-remove", "seeds": SEEDS,
            "class_to_pooled": covariance_rule.CLASS_TO_POOLED, "counts_floor": covariance_rule.COUNTS_FLOOR,
            "mean_shrinkage": RULE_MEANS,
@@ -169,6 +183,9 @@ def main(argv=None) -> None:
                                      "value": worst_tied[2]["auto_minus_tied"]},
            "worst_mean_shrinkage_gain": {"table": worst_means[0], "cell": worst_means[1],
                                          "value": worst_means[2]["mean_shrinkage_gain"]},
+           "worst_count_floor_gain": {"table": worst_floor[0], "cell": worst_floor[1],
+                                      "value": worst_floor[2]["count_floor_gain"]},
+           "mean_count_floor_gain": float(np.mean([c[2]["count_floor_gain"] for c in cells])),
            "runtime_s": time.time() - t0}
     print("worst auto - best fixed:", out["worst_auto_minus_best_fixed"], "worst auto - tied:",
           out["worst_auto_minus_tied"], "worst mean-shrinkage gain:", out["worst_mean_shrinkage_gain"], "runtime",

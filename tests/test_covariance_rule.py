@@ -325,13 +325,14 @@ def test_mean_shrinkage_limits():
     np.testing.assert_allclose(m3.numpy() / 0.1, means / np.linalg.norm(means, axis=1, keepdims=True), rtol=1e-12)
 
 
-def test_auto_release_projects_means_and_records_the_weights():
+def test_auto_release_projects_means_and_records_the_weights(monkeypatch):
     """The rule (James-Stein off): negligible noise gives numpy's class means; huge noise gives the released means
     projected onto the clipping ball, weights 0. With MEAN_SHRINKAGE on: the same covariances, every class at one
-    mean inside the ball, weights 1."""
+    mean inside the ball, weights 1. (Step 0's count floor off, so that the raw means leave the ball.)"""
     from torchdpgmm.release import covariance_rule
 
     assert covariance_rule.MEAN_SHRINKAGE is False
+    monkeypatch.setattr(covariance_rule, "COUNT_FLOOR", False)
     X, y = _data(n=600, d=4)
     rel = _rel("auto", 1e8, X, y)
     Z = X.numpy() - 0.5
@@ -388,3 +389,50 @@ def test_mean_shrinkage_maps_over_batch_dims_and_num_draws():
     rel = _rel("auto", 0.01, X, y, num_draws=3)
     assert rel.model.means.shape == (3, 3, 4) and rel.extras["shrinkage"]["class_means"].shape == (3, 3)
     assert (torch.linalg.vector_norm(rel.model.means - 0.5, dim=-1) <= 1.0 + 1e-12).all()
+
+
+# ---------------------------------------------------------------- step 0: counts floored at three noise stds
+
+def test_floored_counts_against_numpy(monkeypatch):
+    from torchdpgmm.release import covariance_rule
+    from torchdpgmm.release.covariance_rule import NOISE_SDS, floored_counts
+
+    c = torch.tensor([[-40.0, 1.0, 5.0, 30.0, 500.0], [2.0, 3.0, 9.0, 10.0, -1.0]], dtype=torch.float64)
+    got = floored_counts(c, 3.0, 2.0).numpy()
+    np.testing.assert_array_equal(got, np.maximum(c.numpy(), max(2.0, NOISE_SDS * 3.0)))
+    np.testing.assert_array_equal(floored_counts(c, 0.1, 2.0).numpy(), np.maximum(c.numpy(), 2.0))
+    monkeypatch.setattr(covariance_rule, "COUNT_FLOOR", False)
+    np.testing.assert_array_equal(floored_counts(c, 3.0, 2.0).numpy(), np.maximum(c.numpy(), 2.0))
+
+
+@pytest.mark.parametrize("noise", ["continuous", "discrete"])
+def test_auto_release_floors_unresolved_counts(monkeypatch, noise):
+    """Same noise draws with and without step 0: on a tiny table at eps 0.5 every count the floor lifts becomes
+    exactly 3 sigma_c and the others are untouched; on a table whose counts sit far above the floor the two
+    releases are identical bit for bit. Fixed types never floor above min_count."""
+    from torchdpgmm.release import covariance_rule
+
+    def rel(X, y, eps, ct="auto"):
+        d = X.shape[-1]
+        return release_sound(X, y, 3, eps, 1e-5, clip_bound=math.sqrt(d) / 2, center=torch.full((d,), 0.5),
+                             covariance_type=ct, noise=noise, generator=torch.Generator().manual_seed(11))
+
+    X, y = _data(n=30, d=3)
+    on = rel(X, y, 0.5)
+    sigma_c = on.extras["noise"]["sigma_counts"]
+    monkeypatch.setattr(covariance_rule, "COUNT_FLOOR", False)
+    off = rel(X, y, 0.5)
+    raw = off.model.counts.numpy()  # the noisy counts floored at min_count = 2 only
+    np.testing.assert_array_equal(on.model.counts.numpy(), np.maximum(raw, 3 * sigma_c))
+    assert (raw < 3 * sigma_c).any()  # the floor binds here (sigma_c ~ 20 against counts of 10)
+    np.testing.assert_allclose(on.model.weights.numpy(), on.model.counts.numpy() / on.model.counts.numpy().sum())
+    Xb, yb = _data(n=30000, d=3)
+    off_b = rel(Xb, yb, 5.0)
+    assert (off_b.model.counts.numpy() > 3 * off_b.extras["noise"]["sigma_counts"]).all()
+    monkeypatch.setattr(covariance_rule, "COUNT_FLOOR", True)
+    on_b = rel(Xb, yb, 5.0)
+    for a, b in ((on_b.model.counts, off_b.model.counts), (on_b.model.means, off_b.model.means),
+                 (on_b.model.covariances, off_b.model.covariances)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for ct in ("full", "tied", "diag"):
+        assert rel(X, y, 0.5, ct).model.counts.min() < 3 * sigma_c

@@ -24,7 +24,8 @@ guarantee holds (see ``docs/privacy.md``):
   ``Q = sum_n z z^T``, ``"diag"`` ``sum z * z`` (K x d), ``"spherical"`` ``sum ||z||^2`` (K).
   ``"auto"`` (:mod:`torchdpgmm.release.covariance_rule`) releases the full blocks ``Q_k`` AND the pooled block
   ``P = sum_n z z^T`` (:data:`POOLED`, one more ``NoisedBlock``) with a split fixed from public facts, and
-  shrinks full -> tied -> diag in post-processing (and projects the class means onto the clipping ball); its split
+  shrinks full -> tied -> diag in post-processing (floors the counts at three noise stds and projects the class
+  means onto the clipping ball); its split
   gives the counts at least :data:`torchdpgmm.release.covariance_rule.COUNTS_FLOOR`; validated in
   ``docs/results/covariance-rule.json``
   (``scripts/covariance_rule_validation.py``). The pooled block has the second moments' sensitivities below
@@ -91,7 +92,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
-from torchdpgmm.release.covariance_rule import POOLED, auto_split, shrunk_covariances
+from torchdpgmm.release.covariance_rule import POOLED, auto_split, floored_counts, shrunk_covariances
 from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import class_moments, moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
@@ -535,8 +536,11 @@ def _estimate(noisy, scales, st: SoundSettings, kind: str):
     level."""
     n_c, s_n, q_n, *pooled = noisy
     K, d = s_n.shape[-2:]
-    n_hat = torch.clamp(n_c, min=st.min_count)
     lap = math.sqrt(2.0) if kind == "laplace" else 1.0  # std of Laplace noise of scale b
+    if st.shrink:  # public flag: step 0 of the rule, counts within NOISE_SDS noise stds of zero are unresolved
+        n_hat = floored_counts(n_c, scales["counts"] * lap, st.min_count)
+    else:
+        n_hat = torch.clamp(n_c, min=st.min_count)
     q_std = scales["second_moments"] * lap
     if st.shrink:  # public flag
         rule = shrunk_covariances(n_hat, s_n, q_n, pooled[0], q_std, scales[POOLED] * lap)
