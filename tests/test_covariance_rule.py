@@ -436,3 +436,18 @@ def test_auto_release_floors_unresolved_counts(monkeypatch, noise):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     for ct in ("full", "tied", "diag"):
         assert rel(X, y, 0.5, ct).model.counts.min() < 3 * sigma_c
+
+
+def test_mostly_noise_floor_follows_the_count_floor():
+    """The warning's floor of a count is the one the release applied: 3 sigma_c for auto, min_count otherwise;
+    an empty table under auto (every count at the floor) is called mostly noise, the 30000-row table is not."""
+    from torchdpgmm.release.diagnostics import mostly_noise, sound_count_noise
+
+    X, y = _data(n=30000, d=3)
+    auto, full = _rel("auto", 1.0, X, y), _rel("full", 1.0, X, y)
+    counts, std, floor = sound_count_noise(auto)
+    assert std == auto.extras["noise"]["sigma_counts"] and floor == pytest.approx(max(2.0, 3 * std), rel=1e-15)
+    assert sound_count_noise(full)[2] == 2.0
+    assert not mostly_noise(counts, std, floor=floor)
+    empty = _rel("auto", 1.0, X[:0], y[:0])
+    assert mostly_noise(*sound_count_noise(empty)[:2], floor=sound_count_noise(empty)[2])

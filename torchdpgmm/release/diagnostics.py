@@ -8,7 +8,8 @@ from the released class counts and their public noise scale: post-processing of 
 no privacy (Dwork & Roth 2014, Prop. 2.1). It never reads the data.
 
 The test: an empty table releases, per class, ``max(floor, e_k)`` with ``e_k`` the count noise (mean 0,
-standard deviation ``s``; Gaussian or Laplace) and ``floor`` the public post-processing floor of a count.
+standard deviation ``s``; Gaussian or Laplace) and ``floor`` the public post-processing floor of a count
+(``min_count``; for ``covariance_type="auto"`` at least three noise standard deviations, the rule's step 0).
 Then ``sum_k (c_k - floor) <= sum_k max(e_k, 0)``, whose mean is at most ``K s / sqrt(2 pi)`` (Gaussian;
 ``K s / (2 sqrt 2)`` for Laplace) and whose standard deviation is below ``s sqrt(K)``. The release is called
 mostly noise when its released total is within three such standard deviations of what an empty table
@@ -70,10 +71,21 @@ def _default_min_count() -> float:
     return float(next(f.default for f in dataclasses.fields(SoundSettings) if f.name == "min_count"))
 
 
+def _floor(auto: bool, std: float | None) -> float:
+    """The public floor of a released count: ``min_count``, and for ``covariance_type="auto"`` (step 0 of
+    :mod:`torchdpgmm.release.covariance_rule`) at least ``NOISE_SDS`` noise standard deviations."""
+    from torchdpgmm.release import covariance_rule
+
+    floor = _default_min_count()
+    if auto and std is not None and covariance_rule.COUNT_FLOOR:
+        floor = max(floor, covariance_rule.NOISE_SDS * std)
+    return floor
+
+
 def sound_count_noise(rel: Any) -> tuple[Any, float | None, float]:
     """``(counts, count_std, floor)`` of a sound :class:`~torchdpgmm.release.result.Release`: the released counts, the
     standard deviation of their noise in count units (``extras["noise"]``: Gaussian ``sigma_counts``, Laplace
-    ``sqrt(2) laplace_scale_counts``) and the sound release's public floor ``min_count``."""
+    ``sqrt(2) laplace_scale_counts``) and the sound release's public floor of a count (:func:`_floor`)."""
     noise = (getattr(rel, "extras", None) or {}).get("noise") or {}
     if "sigma_counts" in noise:
         std = float(noise["sigma_counts"])
@@ -81,13 +93,17 @@ def sound_count_noise(rel: Any) -> tuple[Any, float | None, float]:
         std = math.sqrt(2.0) * float(noise["laplace_scale_counts"])
     else:
         std = None
-    return getattr(rel.model, "counts", None), std, _default_min_count()
+    auto = (getattr(rel, "extras", None) or {}).get("covariance_type") == "auto"
+    return getattr(rel.model, "counts", None), std, _floor(auto, std)
 
 
 def pipeline_count_noise(rel: Any) -> tuple[Any, float | None, float]:
     """``(counts, count_std, floor)`` of a :class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineRelease`:
     the class stage's released counts (``model.extras["class_counts"]``), the Gaussian scale of its
-    ``class-counts`` block in the privacy record, and the sound release's floor ``min_count``."""
+    ``class-counts`` block in the privacy record, and the floor of a count (:func:`_floor`; the class stage is
+    ``"auto"`` when the record holds its pooled block)."""
     counts = (getattr(rel.model, "extras", None) or {}).get("class_counts")
-    std = next((float(b.noise_scale) for b in getattr(rel.privacy, "blocks", ()) if b.name == "class-counts"), None)
-    return counts, std, _default_min_count()
+    blocks = getattr(rel.privacy, "blocks", ())
+    std = next((float(b.noise_scale) for b in blocks if b.name == "class-counts"), None)
+    auto = any(b.name == "class-pooled-second-moment" for b in blocks)
+    return counts, std, _floor(auto, std)
