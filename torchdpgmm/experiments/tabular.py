@@ -48,12 +48,19 @@ N_SYNTH = 4000  # synthetic rows per release: a fixed public number (post-proces
 HGB_EPSILONS = (1.0,)
 OURS = ("DPGaussianMixture", "DPSyntheticClassifier")
 TARGET_EPS = 1.0
+#: noise draws per (table, eps) of our releases (diffprivlib's run as many in scripts/tabular_peers.py): on a
+#: 36-row test split one draw's accuracy moves by 10 points, so the mean of 3 draws has a standard error of
+#: about 5 and the GaussianNB target compared noise with noise; the synthesizers that fit for minutes keep 1-3
+DRAWS = 10
+#: two means of accuracies over the same test rows that differ by less than this are equal (summation order
+#: moves the last bits: 52/108 summed two ways)
+TIE = 1e-9
 
 
 def _args(p) -> None:
     p.add_argument("--tables", default=None, help="comma-separated table names (default: all available)")
     p.add_argument("--epsilons", default=None, help="comma-separated epsilons (default 0.5,1,2,5)")
-    p.add_argument("--draws", type=int, default=None, help="noise draws per epsilon (default 3)")
+    p.add_argument("--draws", type=int, default=None, help=f"noise draws per epsilon (default {DRAWS})")
     p.add_argument("--n-synth", type=int, default=None, help=f"synthetic rows per release (default {N_SYNTH})")
     p.add_argument("--hgb-epsilons", default=None,
                    help="epsilons at which HistGradientBoosting is trained on synthetic rows ('all', or a comma "
@@ -210,6 +217,12 @@ def _mean(rows, **match):
     return float(np.mean(acc)) if acc else None
 
 
+def _se(rows, **match) -> float | None:
+    """Standard error over noise draws of the mean accuracy of the rows that match (None below two draws)."""
+    acc = [r["accuracy"] for r in rows if all(r.get(k) == v for k, v in match.items()) and r.get("accuracy") is not None]
+    return None if len(acc) < 2 else float(np.std(acc, ddof=1) / np.sqrt(len(acc)))
+
+
 def _is_ours(r) -> bool:
     return str(r.get("method", "")).startswith(OURS)
 
@@ -294,16 +307,23 @@ def compute_targets(rows: list[dict[str, Any]], peer_rows: list[dict[str, Any]],
         for eps in sorted({r["epsilon"] for r in rows if r["table"] == t and r["epsilon"] is not None}):
             a = _mean(rows, table=t, epsilon=eps, method=default, downstream="bayes")
             nb = _mean(allr, table=t, epsilon=eps, method="diffprivlib GaussianNB")
-            met = None if nb is None or a is None else a >= nb
-            t3.append({"table": t, "epsilon": eps, "default_bayes": a, "diffprivlib_gaussiannb": nb, "met": met})
+            met = None if nb is None or a is None else a >= nb - TIE
+            a3 = _mean([r for r in rows if r.get("draw", 0) < 3], table=t, epsilon=eps, method=default, downstream="bayes")
+            nb3 = _mean([r for r in allr if r.get("draw", 0) < 3], table=t, epsilon=eps, method="diffprivlib GaussianNB")
+            t3.append({"table": t, "epsilon": eps, "default_bayes": a, "diffprivlib_gaussiannb": nb, "met": met,
+                       "met_on_first_3_draws": None if a3 is None or nb3 is None else a3 >= nb3 - TIE,
+                       "default_bayes_se": _se(rows, table=t, epsilon=eps, method=default, downstream="bayes"),
+                       "diffprivlib_gaussiannb_se": _se(allr, table=t, epsilon=eps, method="diffprivlib GaussianNB")})
             vals3[f"{t} eps={eps:g}"] = met
             why3[f"{t} eps={eps:g}"] = _why_missing(allr, t, eps, nb_keep, "diffprivlib GaussianNB") + suffix
     v3, r3 = _verdict(vals3, why3)
+    failed3 = [f"{r['table']} eps={r['epsilon']:g}" for r in t3 if r["met_on_first_3_draws"] is False]
     return {"eps1_synthetic_vs_best_peer": {"per_table": per_table, "met": v1, "reason": r1},
             "eps1_above_mst_on_most": {"met": v2, "reason": r2, "above_on": above, "tables": len(tables),
                                        "tables_without_mst": unknown},
             "default_release_vs_diffprivlib_gaussiannb": {"default_method": default, "per_table_eps": t3,
-                                                          "met": v3, "reason": r3},
+                                                          "met": v3, "reason": r3,
+                                                          "not_met_on_first_3_draws": failed3},
             "release_time": "one release under 2 s on 2 cores at N = 20,000, d = 16: see "
                             "benchmarks/results/bench_tabular_release.json (benchmarks/bench_tabular_release.py)"}
 
@@ -374,7 +394,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     eps_list = _float_list(o.get("epsilons"), EPSILONS, "--epsilons")
     hgb_eps = None if o.get("hgb_epsilons") == "all" else _float_list(o.get("hgb_epsilons"), HGB_EPSILONS,
                                                                         "--hgb-epsilons")
-    draws = int(config.pick("draws", 3, 1))  # an explicit --draws beats --quick
+    draws = int(config.pick("draws", DRAWS, 1))  # an explicit --draws beats --quick
     n_synth = int(N_SYNTH if o.get("n_synth") is None else o["n_synth"])
     if n_synth < 1 or draws < 1:
         raise ValueError(f"--n-synth and --draws must be >= 1, got {n_synth} and {draws}")
