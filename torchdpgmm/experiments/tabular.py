@@ -282,7 +282,9 @@ def compute_targets(rows: list[dict[str, Any]], peer_rows: list[dict[str, Any]],
     """Issue 26's targets from the rows (means over noise draws):
 
     1. at eps = 1, per table, our best synthetic-data classifier (any DPGaussianMixture / DPSyntheticClassifier
-       release, any downstream model) within 1 point of, or above, the best DP peer;
+       release, any downstream model) within 1 point of, or above, the best DP peer; every method's accuracy is
+       its mean over all its noise draws (ours: ``DRAWS``; a synthesizer: the 1-3 draws peers.json holds, so the
+       best of a peer's few-draw means is the more inflated by noise);
     2. ... and above smartnoise-synth's MST on most tables (more than half of the study's tables);
     3. no table gives a default release (the default DPGaussianMixture's Bayes classifier) below diffprivlib's
        GaussianNB at the same eps.
