@@ -88,7 +88,7 @@ def overview_block(s: dict) -> str:
                  "not run" if peer is None else f"{_pct(peer['mean_accuracy'])} ({peer['method']} {peer['downstream']})"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + (f"\n\nMean test accuracy at epsilon = 1, delta = 1e-5, add/remove, over {s['draws']} "
-                             "noise draws for ours and diffprivlib and over the draws peers.json holds for the "
+                             "noise draws for ours and diffprivlib and over the draws in peers.json for the "
                              "synthesizers (1 to 3: their fits take minutes); \"train min-max\" bounds are a stand-in "
                              "read off the training split "
                              "(not a private choice: a real release needs bounds known in advance).")
@@ -135,7 +135,7 @@ def _nb_detail(nb: dict) -> str:
              f"{_pct(x['diffprivlib_gaussiannb'])}{se(x.get('diffprivlib_gaussiannb_se'))}"
              for x in nb["per_table_eps"] if x["met"] is False]
     out = f" ({'; '.join(below)}; mean ± standard error over draws)" if below else ""
-    if "not_met_on_first_3_draws" in nb:
+    if "not_met_on_first_3_draws" in nb and any(x["met"] is not None for x in nb["per_table_eps"]):
         f3 = nb["not_met_on_first_3_draws"]
         out += (f". On the first 3 draws alone it is below on {len(f3)}" + (f" ({', '.join(f3)})" if f3 else ""))
     return out
