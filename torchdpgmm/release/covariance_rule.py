@@ -24,7 +24,7 @@ the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2
 
 **Estimate** (post-processing of released values; torch ops only, no branch on a value):
 
-0. *Counts.* Each noisy count is floored at ``c sigma_c`` (:func:`floored_counts`; ``sigma_c`` the std of the
+0. *Counts.* Each noisy count is floored at ``c sigma_c`` (:func:`count_floor`, :func:`floored_counts`; ``sigma_c`` the std of the
    counts' noise, ``c = 3`` :data:`NOISE_SDS`, the constant of step 4) as well as at ``min_count``: a count within
    three noise standard deviations of zero is not resolved, and dividing a class's noisy sum and moments by it
    blows the class up (on a 128-row, 6-class table at eps 0.5 the counts' noise std is 34 against true counts of
@@ -107,7 +107,7 @@ import math
 
 import torch
 
-__all__ = ["floored_counts", "CLASS_TO_POOLED", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "NOISE_SDS", "POOLED", "auto_split", "combine_second_moments",
+__all__ = ["count_floor", "floored_counts", "CLASS_TO_POOLED", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "NOISE_SDS", "POOLED", "auto_split", "combine_second_moments",
            "shrinkage_weights", "diagonal_weight", "shrunk_covariances", "mean_shrinkage_weights", "shrunk_means"]
 
 #: name of the pooled second-moment block in the record and the split
@@ -126,11 +126,15 @@ NOISE_SDS = 3.0
 COUNT_FLOOR = True
 
 
+def count_floor(sigma_c: float, min_count: float) -> float:
+    """Step 0's public floor of a count: ``max(min_count, NOISE_SDS * sigma_c)`` (``sigma_c`` the std of one
+    count's noise); ``min_count`` alone with :data:`COUNT_FLOOR` off."""
+    return max(min_count, NOISE_SDS * sigma_c) if COUNT_FLOOR else min_count
+
+
 def floored_counts(counts: torch.Tensor, sigma_c: float, min_count: float) -> torch.Tensor:
-    """Step 0: the noisy counts ``(..., K)`` floored at ``max(min_count, NOISE_SDS * sigma_c)`` (``sigma_c`` the
-    std of one count's noise); with :data:`COUNT_FLOOR` off, at ``min_count`` only."""
-    floor = max(min_count, NOISE_SDS * sigma_c) if COUNT_FLOOR else min_count
-    return torch.clamp(counts, min=floor)
+    """Step 0: the noisy counts ``(..., K)`` floored at :func:`count_floor`."""
+    return torch.clamp(counts, min=count_floor(sigma_c, min_count))
 
 
 def auto_split(base: dict[str, float], class_to_pooled: float | None = None) -> dict[str, float]:

@@ -74,12 +74,9 @@ def _default_min_count() -> float:
 def _floor(auto: bool, std: float | None) -> float:
     """The public floor of a released count: ``min_count``, and for ``covariance_type="auto"`` (step 0 of
     :mod:`torchdpgmm.release.covariance_rule`) at least ``NOISE_SDS`` noise standard deviations."""
-    from torchdpgmm.release import covariance_rule
+    from torchdpgmm.release.covariance_rule import count_floor
 
-    floor = _default_min_count()
-    if auto and std is not None and covariance_rule.COUNT_FLOOR:
-        floor = max(floor, covariance_rule.NOISE_SDS * std)
-    return floor
+    return count_floor(std, _default_min_count()) if auto and std is not None else _default_min_count()
 
 
 def sound_count_noise(rel: Any) -> tuple[Any, float | None, float]:
