@@ -401,6 +401,9 @@ def test_floored_counts_against_numpy(monkeypatch):
     got = floored_counts(c, 3.0, 2.0).numpy()
     np.testing.assert_array_equal(got, np.maximum(c.numpy(), max(2.0, NOISE_SDS * 3.0)))
     np.testing.assert_array_equal(floored_counts(c, 0.1, 2.0).numpy(), np.maximum(c.numpy(), 2.0))
+    for bad in (-1.0, float("nan"), float("inf"), None, True):
+        with pytest.raises(ValueError, match="sigma_c must be a finite number"):
+            floored_counts(c, bad, 2.0)
     monkeypatch.setattr(covariance_rule, "COUNT_FLOOR", False)
     np.testing.assert_array_equal(floored_counts(c, 3.0, 2.0).numpy(), np.maximum(c.numpy(), 2.0))
 

@@ -128,7 +128,10 @@ COUNT_FLOOR = True
 
 def count_floor(sigma_c: float, min_count: float) -> float:
     """Step 0's public floor of a count: ``max(min_count, NOISE_SDS * sigma_c)`` (``sigma_c`` the std of one
-    count's noise); ``min_count`` alone with :data:`COUNT_FLOOR` off."""
+    count's noise); ``min_count`` alone with :data:`COUNT_FLOOR` off. Both are public numbers (checked here)."""
+    for name, v in (("sigma_c", sigma_c), ("min_count", min_count)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
     return max(min_count, NOISE_SDS * sigma_c) if COUNT_FLOOR else min_count
 
 
