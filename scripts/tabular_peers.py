@@ -6,6 +6,16 @@ Two steps, so that every peer sees exactly the study's split and public bounds:
     /work/venvs/PEER/bin/python scripts/tabular_peers.py run DIR [OUT] --peer PEER [--methods ...]
         [--epsilons 1] [--draws 1] [--first-draw 0] [--tables a,b] [--time-limit CPU_S] [--wall-limit S] [--bins 8]
     python3 scripts/tabular_peers.py fill DIR [OUT] --peer PEER ...   # 'not attempted' rows for the rest
+    python3 scripts/tabular_peers.py merge OTHER/peers.json [OUT]      # rows and run records of another run
+
+Many fits side by side (the lent GPU machine's 16 CPU cores): ``scripts/tabular_peers_batch.sh JOBS DIR OUT
+WORKERS SECONDS`` runs one ``run`` per line of JOBS (``scripts/tabular_peers_device_jobs.txt`` is the list run
+on 2026-11-26), all with ``--deadline`` (no fit starts with under 30 s left before it; each fit's limits are cut
+to what is left), into one OUT/peers.json; ``merge`` then brings its rows here. On that machine the peer's
+pure-Python wheels were installed with ``pip install --no-deps --ignore-requires-python --target`` beside its
+own numpy / pandas / scikit-learn / jax (smartnoise-synth declares Python < 3.12; MST and AIM ran on 3.12);
+the versions are in each run's ``environment``. The same seed does not give the same synthesizer draw across
+environments (jax versions), so a draw index names a seed, not a reproducible result.
 
 ``prepare`` (the project's environment) writes, per table, the study's 80/20 stratified split
 (``torchdpgmm.experiments.tabular._split``, seed 0) and its bounds (``_bounds``: documented public bounds, or
@@ -99,7 +109,7 @@ def prepare(out: Path, seed: int = 0, tables: list[str] | None = None) -> dict:
         Xtr, Xte, ytr, yte = _split(t.X, t.y, seed)
         b, src = _bounds(t, Xtr)
         n_classes = int(t.y.max()) + 1  # the table's documented label set, as the study takes it
-        np.savez(out / f"{name}.npz", Xtr=Xtr, Xte=Xte, ytr=ytr, yte=yte, lower=np.asarray(b.lower, float),
+        np.savez_compressed(out / f"{name}.npz", Xtr=Xtr, Xte=Xte, ytr=ytr, yte=yte, lower=np.asarray(b.lower, float),
                  upper=np.asarray(b.upper, float), n_classes=n_classes)
         manifest["tables"][name] = {"n_train": len(Xtr), "n_test": len(Xte), "d": int(Xtr.shape[1]),
                                     "classes": n_classes, "bounds_source": src}
@@ -370,7 +380,7 @@ def _versions(peer) -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
-    for d in (DIST[peer], "numpy", "scikit-learn", "pandas", "scipy", "torch", "opacus", "mbi", "opendp"):
+    for d in (DIST[peer], "numpy", "scikit-learn", "pandas", "scipy", "torch", "opacus", "mbi", "opendp", "jax"):
         try:
             out[d] = version(d)
         except PackageNotFoundError:
@@ -426,7 +436,7 @@ def run(a) -> None:
         have = f"not installed ({type(e).__name__}: {str(e)[:120]})"
     info = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "peer": a.peer, "methods": methods,
             "epsilons": eps_list, "draws": a.draws, "first_draw": a.first_draw, "tables_planned": names, "tables_done": [],
-            "time_limit_s": a.time_limit, "bins": a.bins, **study,
+            "time_limit_s": a.time_limit, "deadline": a.deadline, "bins": a.bins, **study,
             "command": " ".join([sys.executable, "scripts/tabular_peers.py", *a.argv]), "environment": _versions(a.peer),
             "cpu": f"{os.cpu_count()} cores (shared)"}
     try:
@@ -448,14 +458,20 @@ def run(a) -> None:
                                  for d in (("direct",) if a.peer == "diffprivlib" else ("synthetic->logreg", "synthetic->hgb"))]
                     elif a.peer == "diffprivlib":
                         rows += [r for r in diffprivlib_rows(name, z, eps, draw) if r["method"] == LABEL[a.peer, m]]
+                    elif a.deadline is not None and a.deadline - time.time() < MIN_FIT_SECONDS:
+                        why = (f"not run: under {MIN_FIT_SECONDS:g} s were left before the run's deadline "
+                               f"({time.strftime('%H:%M:%SZ', time.gmtime(a.deadline))})")
+                        rows += [make_row(name, eps, draw, LABEL[a.peer, m], d, PRIVACY[a.peer], None, None, why)
+                                 for d in ("synthetic->logreg", "synthetic->hgb")]
                     elif timeouts[m] >= a.skip_after:
                         why = (f"not run: timed out on {timeouts[m]} smaller tables at {a.time_limit:g} CPU s "
                                "(tables run smallest n*d first)")
                         rows += [make_row(name, eps, draw, LABEL[a.peer, m], d, PRIVACY[a.peer], None, None, why,
                                           cpu_limit_s=a.time_limit) for d in ("synthetic->logreg", "synthetic->hgb")]
                     else:
-                        rows += synthesizer_rows(a.peer, m, name, z, eps, draw, a.bins, a.time_limit,
-                                                 study["max_synth"], study["hgb_iter"], wall_limit=a.wall_limit)
+                        cpu_limit, wall_limit = fit_limits(a.time_limit, a.wall_limit, a.deadline)
+                        rows += synthesizer_rows(a.peer, m, name, z, eps, draw, a.bins, cpu_limit,
+                                                 study["max_synth"], study["hgb_iter"], wall_limit=wall_limit)
                         timeouts[m] += rows[-1]["status"].startswith("timed out")
                         info["load_average"] = os.getloadavg()
                     r = rows[-1]
@@ -464,6 +480,43 @@ def run(a) -> None:
         info["tables_done"].append(name)
         info["seconds"] = time.perf_counter() - t_start
         write_peers(out / "peers.json", rows, NOTES, info)
+
+
+#: a fit is not started with fewer wall seconds than this left before ``--deadline``
+MIN_FIT_SECONDS = 30.0
+
+
+def fit_limits(time_limit: float, wall_limit: float | None, deadline: float | None,
+               now: float | None = None) -> tuple[float, float]:
+    """``(cpu_limit, wall_limit)`` of one fit: the run's limits (wall default 4 x cpu), each cut to the wall
+    seconds left before ``deadline`` (a Unix time; None: no deadline), so that a batch of runs on a lent
+    machine ends before the machine is taken back."""
+    wall = wall_limit or 4 * time_limit
+    if deadline is None:
+        return time_limit, wall
+    left = deadline - (time.time() if now is None else now)
+    return min(time_limit, left), min(wall, left)
+
+
+def merge(a) -> None:
+    """Merge the rows and run records of another peers.json (``a.data``: e.g. a batch run on a lent machine)
+    into ``OUT/peers.json`` (rows with the same id replaced, see ``merge_rows``; runs appended once)."""
+    src = json.loads(Path(a.data).read_text())
+    path = a.out / "peers.json"
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        pj = json.loads(path.read_text()) if path.is_file() else {}
+        pj["study"] = "tabular-peers"
+        pj["rows"] = merge_rows(pj.get("rows", []), src.get("rows", []))
+        pj["notes"] = src.get("notes") or pj.get("notes", [])
+        seen = {(r.get("started"), r.get("command")) for r in pj.get("runs", [])}
+        pj["runs"] = pj.get("runs", []) + [r for r in src.get("runs", []) if (r.get("started"), r.get("command")) not in seen]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(pj, indent=1, default=float))
+        tmp.replace(path)
 
 
 FILL_STATUS = "not run to the end: the session's time ran out (not started, or stopped mid-fit)"
@@ -486,8 +539,8 @@ def fill(a) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=["prepare", "run", "fill"])
-    ap.add_argument("data", type=Path)
+    ap.add_argument("step", choices=["prepare", "run", "fill", "merge"])
+    ap.add_argument("data", type=Path, help="the prepared folder (merge: the peers.json to merge in)")
     ap.add_argument("out", type=Path, nargs="?", default=Path("docs/results/tabular"))
     ap.add_argument("--peer", choices=sorted(METHODS), default="diffprivlib")
     ap.add_argument("--methods", default="", help="comma-separated, of the peer's: " + str(METHODS))
@@ -500,6 +553,9 @@ def main(argv=None) -> None:
     ap.add_argument("--wall-limit", type=float, default=None, help="wall seconds per fit (default 4 x time limit)")
     ap.add_argument("--skip-after", type=int, default=2,
                     help="a synthesizer that timed out on this many tables is not run on the (larger) rest")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="Unix time: no fit starts with under 30 s left before it, and every fit's limits are cut "
+                         "to the seconds left (a batch on a lent machine)")
     ap.add_argument("--bins", type=int, default=8, help="equal-width bins per column (MST, AIM, PrivBayes)")
     a = ap.parse_args(argv)
     a.argv = list(sys.argv[1:] if argv is None else argv)
@@ -513,6 +569,8 @@ def main(argv=None) -> None:
         prepare(a.data, tables=a.tables)
     elif a.step == "fill":
         fill(a)
+    elif a.step == "merge":
+        merge(a)
     else:
         run(a)
 

@@ -98,3 +98,24 @@ def test_bad_arguments_exit_2(tp, tmp_path):
         tp.main(["run", str(tmp_path), "--peer", "dpmm", "--methods", "aim"])
     assert e.value.code == 2
     assert not (tmp_path / "peers.json").exists()
+
+
+def test_fit_limits_are_cut_to_the_deadline(tp):
+    assert tp.fit_limits(100.0, None, None) == (100.0, 400.0)  # no deadline: wall default 4 x CPU
+    assert tp.fit_limits(100.0, 150.0, None) == (100.0, 150.0)
+    assert tp.fit_limits(100.0, None, 1000.0, now=940.0) == (60.0, 60.0)  # 60 s left cuts both
+    assert tp.fit_limits(100.0, 300.0, 1000.0, now=800.0) == (100.0, 200.0)
+
+
+def test_merge_replaces_rows_by_id_and_adds_each_run_once(tp, tmp_path):
+    r = tp.make_row("wine", 1.0, 0, "smartnoise MST", "synthetic->hgb", "(eps, delta)-DP", 3.0, 0.5, "ran")
+    here = tmp_path / "here"
+    tp.write_peers(here / "peers.json", [r, {**r, "draw": 1}], ["n"], {"started": "t0", "command": "a"})
+    other = tmp_path / "other" / "peers.json"
+    tp.write_peers(other, [{**r, "accuracy": 0.9}, {**r, "draw": 2}], ["n"], {"started": "t1", "command": "b"})
+    argv = ["merge", str(other), str(here)]
+    tp.main(argv)
+    tp.main(argv)  # merging twice changes nothing
+    pj = json.loads((here / "peers.json").read_text())
+    assert sorted((x["draw"], x["accuracy"]) for x in pj["rows"]) == [(0, 0.9), (1, 0.5), (2, 0.5)]
+    assert [x["command"] for x in pj["runs"]] == ["a", "b"]
