@@ -3,7 +3,8 @@
 The block between ``<!-- generated: covariance-rule -->`` and ``<!-- /generated -->`` is rewritten
 (:func:`benchmarks.docs_tables.rewrite`); ``--check`` exits 1 when it is out of date. The JSON is written by
 ``scripts/covariance_rule_validation.py`` (validation splits only). The block ``covariance-rule-gaussiannb`` is
-rendered the same way from docs/results/covariance-rule-gaussiannb.json (``scripts/gaussiannb_validation.py``).
+rendered the same way from docs/results/covariance-rule-gaussiannb.json (``scripts/gaussiannb_validation.py``), and
+``clip-rule`` from docs/results/clip-rule.json (``scripts/clip_rule_validation.py``).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ PAGE = ROOT / "docs" / "tables.md"
 NAME = "covariance-rule"
 GNB = ROOT / "docs" / "results" / "covariance-rule-gaussiannb.json"
 GNB_NAME = "covariance-rule-gaussiannb"
+CLIP = ROOT / "docs" / "results" / "clip-rule.json"
+CLIP_NAME = "clip-rule"
 
 
 def table(data: dict) -> str:
@@ -67,6 +70,31 @@ def gaussiannb_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def clip_table(data: dict) -> str:
+    """docs/results/clip-rule.json (``scripts/clip_rule_validation.py``): the default release's Bayes accuracy on
+    validation splits at each clip-bound fraction of the half-diagonal, per table and epsilon, and the summary."""
+    fr = [str(f) for f in data["fractions"]]
+    lines = ["| table (N train, d, K) | epsilon | " + " | ".join(f"f = {f}" for f in fr) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in fr) + " |"]
+    rule = str(data["summary"]["rule_fraction"])
+    for c in data["cells"]:
+        t = data["tables"][c["table"]]
+        cells = [f"**{c['bayes'][f]:.3f}**" if f == rule else f"{c['bayes'][f]:.3f}" for f in fr]
+        lines.append(f"| {c['table']} ({t['n_train']}, {t['d']}, {t['K']}) | {c['epsilon']:g} | " + " | ".join(cells) + " |")
+    per = data["summary"]["per_fraction"]
+    lines += ["", "| over the cells | " + " | ".join(f"f = {f}" for f in fr) + " |", "| --- | " + " | ".join("---" for _ in fr) + " |",
+              "| mean Bayes accuracy | " + " | ".join(f"{per[f]['mean_bayes']:.3f}" for f in fr) + " |",
+              "| mean gain over f = 1 | " + " | ".join(f"{per[f]['mean_gain_vs_1']:+.3f}" for f in fr) + " |",
+              "| worst cell against f = 1 | " + " | ".join(f"{per[f]['worst_gain_vs_1']:+.3f} ({per[f]['worst_cell']})" for f in fr) + " |",
+              "| cells below f = 1 | " + " | ".join(str(per[f]["cells_below_1"]) for f in fr) + " |",
+              "| synthetic rows -> logistic regression, eps = 1, mean | "
+              + " | ".join(f"{data['synthetic_summary'][f]:.3f}" for f in fr) + " |",
+              "", f"The rule (bold): f = {rule}, the highest mean Bayes accuracy over the {len(data['cells'])} cells; "
+                  f"{data['seeds']} noise seeds per cell ({data['synthetic_seeds']} for the synthetic rows, "
+                  f"{data['n_synthetic']} rows each)."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the docs block is out of date")
@@ -80,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     new = rewrite(old, NAME, table(json.loads(JSON.read_text())))
     if GNB.exists():
         new = rewrite(new, GNB_NAME, gaussiannb_table(json.loads(GNB.read_text())))
+    if CLIP.exists():
+        new = rewrite(new, CLIP_NAME, clip_table(json.loads(CLIP.read_text())))
     if new == old:
         return 0
     if a.check:

@@ -1,7 +1,8 @@
 """The released model's Bayes classifier (``covariance_type="auto"``) against diffprivlib's GaussianNB on
 VALIDATION splits: the tabular study's target "no default release below GaussianNB", checked on data we hold.
 
-The splits, bounds and release settings are exactly those of ``scripts/covariance_rule_validation.py`` (its
+The splits, bounds and release settings (the estimators' default clip bound ``Bounds.release_clip_bound``) are
+exactly those of ``scripts/covariance_rule_validation.py`` (its
 ``tables`` and ``unit_split``: the study's 80/20 cut with the test part dropped unread, then 75/25 of the
 training part; every table mapped into the unit box of its public or stand-in bounds; add/remove, delta 1e-5,
 eps 0.5 / 1 / 2 / 5). GaussianNB (Vaidya, Shafiq, Basu & Hong 2013; diffprivlib, Holohan et al. 2019; pure
@@ -52,7 +53,7 @@ def ours(work: pathlib.Path) -> None:
         yv = torch.as_tensor(yva)
         for eps in EPS:
             acc[f"{name}|{eps:g}"] = [float((release_sound(
-                Utr, torch.as_tensor(ytr), K, eps, DELTA, clip_bound=float(b.unit_clip_bound), center=b.unit_center,
+                Utr, torch.as_tensor(ytr), K, eps, DELTA, clip_bound=float(b.release_clip_bound), center=b.unit_center,
                 covariance_type="auto", generator=torch.Generator().manual_seed(s)).model.predict(Uva) == yv)
                 .double().mean()) for s in range(seeds)]
             print(f"{name} eps={eps:g} auto={np.mean(acc[f'{name}|{eps:g}']):.3f}", flush=True)

@@ -214,3 +214,30 @@ def test_dataframe_bool_column_refused_and_nullable_na_is_a_dropped_row():
     a = _fit(DPGaussianMixture(**kw), dfn, np.concatenate([y, y[:1]]))
     b = _fit(DPGaussianMixture(**kw), pd.DataFrame(Xi, columns=cols), y)
     _same_release(a, b)
+
+
+def test_default_clip_bound_is_the_rules_fraction_of_the_half_diagonal():
+    """With bounds, the default clip bound is CLIP_FRACTION * sqrt(d)/2 in the unit box (docs/results/clip-rule.json);
+    at negligible noise the released means are numpy's class means of the records pulled radially onto that
+    sphere about the box's middle, and clip_bound=sqrt(d)/2 clips nothing inside the bounds."""
+    from torchdpgmm.bounds import CLIP_FRACTION, Bounds
+
+    b = Bounds([lo for lo, _ in BOUNDS], [hi for _, hi in BOUNDS])
+    rng = np.random.default_rng(1)  # two classes toward opposite corners of the box: many records beyond r
+    y = rng.integers(0, 2, 4000)
+    X = b.lower + (b.upper - b.lower) * np.clip(np.where(y[:, None] == 0, 0.2, 0.7) + 0.08 * rng.normal(size=(4000, 4)), 0, 1)
+    assert b.release_clip_bound == pytest.approx(CLIP_FRACTION * np.sqrt(4) / 2)
+    U = (np.clip(X, b.lower, b.upper) - b.lower) / (b.upper - b.lower) - 0.5
+    r = b.release_clip_bound
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    assert 0.01 < np.mean(norms > r) < 0.9  # the default clips some of these records, not all
+    Z = U * np.minimum(1.0, r / norms)      # radial clipping, computed here with numpy
+    est = _fit(DPGaussianMixture(500.0, 1e-5, classes=[0, 1], bounds=BOUNDS, random_state=0), X, y)
+    ref = np.stack([b.lower + (b.upper - b.lower) * (Z[y == k].mean(0) + 0.5) for k in (0, 1)])
+    raw = np.stack([X[y == k].mean(0) for k in (0, 1)])
+    tol = 1e-3 * (b.upper - b.lower)  # the noise at eps = 500, N = 4000, far below the clipping's pull
+    assert np.max(np.abs(raw - ref) / (b.upper - b.lower)) > 0.02  # the pull is 20 x the tolerance
+    np.testing.assert_allclose(est.means_, ref, rtol=0, atol=tol.min())
+    full = _fit(DPGaussianMixture(500.0, 1e-5, classes=[0, 1], bounds=BOUNDS, clip_bound=b.unit_clip_bound,
+                                  random_state=0), X, y)
+    np.testing.assert_allclose(full.means_, raw, rtol=0, atol=tol.min())

@@ -147,8 +147,9 @@ def _add_bounds_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bounds", default=None,
                    help="public per-column bounds, LOW:HIGH for every feature or COL=LOW:HIGH,COL=LOW:HIGH naming "
                         "each feature (never read from the data): the release runs in the unit box they map to, "
-                        "--clip-bound becomes optional (default sqrt(d)/2 there, in unit-box units) and records "
-                        "outside the bounds are clipped into them")
+                        "--clip-bound becomes optional (default sqrt(d)/4 there, in unit-box units: records farther "
+                        "from the box's middle are pulled onto that sphere; sqrt(d)/2 clips nothing inside the "
+                        "bounds) and records outside the bounds are clipped into them")
     p.add_argument("--schema", type=Path, default=None,
                    help='JSON file {"columns": {"Ht": [140, 210], ...}} with the same public bounds as --bounds')
     p.add_argument("--discrete", default=None,
@@ -643,7 +644,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if sound:
         d = X.shape[1]
-        clip = args.clip_bound if args.clip_bound is not None else bounds.unit_clip_bound
+        clip = args.clip_bound if args.clip_bound is not None else bounds.release_clip_bound
         kwargs.update(clip_bound=check_clip_bound(clip, d), adjacency=args.adjacency)
         if bounds is not None:  # release in the unit box about its middle; mapped back below (exact, affine)
             X = bounds.to_unit(X)

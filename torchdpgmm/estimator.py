@@ -320,8 +320,10 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         Stored sorted in ``classes_``. Optional in as-published mode (then ``np.unique(y)``).
     clip_bound : float, default None
         Public per-record L2 bound ``B``; records are clipped to it. Required in sound mode unless ``bounds``
-        is given (then it is optional and in unit-box units, default ``sqrt(d)/2``); refused in as-published
-        mode (which does not clip).
+        is given (then it is optional and in unit-box units, default ``Bounds.release_clip_bound`` =
+        ``CLIP_FRACTION * sqrt(d)/2`` = ``sqrt(d)/4``: records farther from the box's middle are pulled onto that
+        sphere, for half the noise of ``sqrt(d)/2``, which clips nothing inside the bounds; see
+        :mod:`torchdpgmm.bounds`); refused in as-published mode (which does not clip).
     bounds : default None
         Public per-feature ranges (see :class:`torchdpgmm.bounds.Bounds`): one ``(lower, upper)`` pair for
         every column, a list of d pairs, a dict ``{column: (lower, upper)}`` for a DataFrame, or a ``Bounds``.
@@ -483,7 +485,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             names = getattr(self, "feature_names_in_", None)
             self.bounds_ = _discrete_bounds(self.discrete, _fit_bounds(self.bounds, X.shape[1], names), names)
             self.discrete_ = np.asarray([] if self.bounds_ is None else self.bounds_.integer, dtype=np.int64)
-            clip = self.clip_bound if self.clip_bound is not None else self.bounds_.unit_clip_bound
+            clip = self.clip_bound if self.clip_bound is not None else self.bounds_.release_clip_bound
             check_clip_bound(clip, X.shape[1])
             if self.bounds is not None:
                 X = self.bounds_.to_unit(X)  # NaN kept: the release drops the row
