@@ -88,10 +88,18 @@ def overview_block(s: dict) -> str:
                  "not run" if peer is None else f"{_pct(peer['mean_accuracy'])} ({peer['method']} {peer['downstream']})"]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + (f"\n\nMean test accuracy at epsilon = 1, delta = 1e-5, add/remove, over {s['draws']} "
-                             "noise draws for ours and diffprivlib and over the draws in peers.json for the "
-                             "synthesizers (1 to 3: their fits take minutes); \"train min-max\" bounds are a stand-in "
-                             "read off the training split "
+                             f"noise draws for ours, {_draw_range(s, 'diffprivlib')} for diffprivlib and "
+                             f"{_draw_range(s, 'synthesizers')} for the synthesizers of peers.json (their fits take "
+                             "minutes); \"train min-max\" bounds are a stand-in read off the training split "
                              "(not a private choice: a real release needs bounds known in advance).")
+
+
+def _draw_range(s: dict, who: str) -> str:
+    """'N' or 'N to M': the numbers of noise draws at epsilon = 1 of diffprivlib's models or of the synthesizers."""
+    n = sorted({r["draws"] for r in s["rows"] if r["epsilon"] == 1.0 and r["mean_accuracy"] is not None
+                and not r["method"].startswith(OURS) and r["method"].startswith("diffprivlib") == (who == "diffprivlib")
+                and r["method"] not in ("non-private QDA", "non-private HGB")})
+    return "-" if not n else str(n[0]) if n[0] == n[-1] else f"{n[0]} to {n[-1]}"
 
 
 def epsilon_block(s: dict) -> str:
