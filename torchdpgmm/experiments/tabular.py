@@ -113,6 +113,13 @@ def _cov_types() -> list[tuple[str, str]]:
     return [("default", default)] + [(c, c) for c in REFERENCE_COVARIANCES if c != default]
 
 
+def _clip_fraction() -> float:
+    """The estimators' default clip bound with bounds, as a fraction of the unit box's half-diagonal (public)."""
+    from torchdpgmm.bounds import CLIP_FRACTION
+
+    return float(CLIP_FRACTION)
+
+
 def _release_rows(est, base, data, n_synth, with_hgb):
     """Fit one release (timed), then its Bayes classifier and the downstream models on its synthetic rows."""
     Xtr, ytr, Xte, yte = data
@@ -381,7 +388,8 @@ NOTES = [
     "for public knowledge, which reads the data and so is NOT a private choice; see tables[*].bounds_source). The "
     "same bounds feed every method.",
     "Ours run through the front doors: DPGaussianMixture(bounds=...) and DPSyntheticClassifier(bounds=..., "
-    "image_transform='none', n_components=d); both release in the bounds' unit box (clip bound sqrt(d)/2) and "
+    "image_transform='none', n_components=d); both release in the bounds' unit box (DPGaussianMixture with its default "
+    "clip bound Bounds.release_clip_bound = CLIP_FRACTION * sqrt(d)/2, the pipeline with its sqrt(d)/2) and "
     "sample rows in the table's units within the bounds. 'DPGaussianMixture[default=X]' is the estimator's default "
     "covariance_type when the study ran.",
     "Synthetic rows per release: n_synthetic, a fixed public number. Downstream models: scikit-learn defaults; "
@@ -421,6 +429,7 @@ def run(config: ExperimentConfig) -> StudyResult:
                        config={"tables": tinfo, "epsilons": eps_list, "delta": DELTA, "draws": draws,
                                "adjacency": "add-remove", "split": "80/20 stratified, random_state=seed",
                                "default_covariance_type": _cov_types()[0][1], "n_synthetic": n_synth,
+                               "default_clip_fraction": _clip_fraction(),
                                "hgb_epsilons": "all" if hgb_eps is None else hgb_eps,
                                "peers": peer_info, "targets": targets,
                                "load": {"start": load0, "end": os.getloadavg(), "seconds": time.perf_counter() - t0}})
