@@ -14,6 +14,11 @@ regression trained on 4,000 synthetic rows of each release (the study's downstre
 (table, eps) cells; the JSON also gives each fraction's worst cell against ``f = 1``.
 
 Run: ``python scripts/clip_rule_validation.py`` (writes docs/results/clip-rule.json, a few minutes on 2 cores).
+
+``--pipeline`` scores the same question for the accounted pipeline on tables (``DPSyntheticClassifier(bounds=...,
+image_transform="none", n_components=d)``, :data:`PIPELINE_SEEDS` seeds): its PCA clip and class-stage radius at
+``f sqrt(d)/2`` for f in :data:`PIPELINE_FRACTIONS` (the noisy mean's clip stays ``sqrt(d)/2``), its Bayes
+classifier on the validation rows -> ``docs/results/clip-rule-pipeline.json``.
 """
 from __future__ import annotations
 
@@ -39,6 +44,9 @@ SYNTH_SEEDS = tuple(range(5))
 N_SYNTH = 4000
 DELTA = 1e-5
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "clip-rule.json"
+PIPELINE_OUT = OUT.with_name("clip-rule-pipeline.json")
+PIPELINE_FRACTIONS = (1.0, 0.5)
+PIPELINE_SEEDS = tuple(range(5))
 
 
 def _release(Utr, ytr, K, eps, b, f, seed):
@@ -81,6 +89,52 @@ def score_table(X, y, public_bounds, fractions) -> tuple[dict, dict, dict]:
     return info, bayes, synth
 
 
+def score_pipeline(X, y, public_bounds, fractions) -> tuple[dict, dict]:
+    """The pipeline's Bayes accuracy on the validation rows, per (eps, f): PCA clip and radius f sqrt(d)/2."""
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    Xtr, Xva, ytr, yva = cv.validation_split(X, y)
+    *_, b = cv.unit_split(X, y, public_bounds)
+    K, d = int(y.max()) + 1, X.shape[1]
+    info = {"n_train": int(len(ytr)), "n_val": int(len(yva)), "d": int(d), "K": K}
+    acc = {}
+    for eps in EPS:
+        for f in fractions:
+            r = f * float(b.unit_clip_bound)
+            a = []
+            for seed in PIPELINE_SEEDS:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est = DPSyntheticClassifier(eps, DELTA, classes=list(range(K)), bounds=b, image_transform="none",
+                                                n_components=d, pca_clip=r, radius=r, random_state=seed).fit(Xtr, ytr)
+                a.append(float(np.mean(est.predict(Xva) == yva)))
+            acc[(eps, f)] = a
+    return info, acc
+
+
+def main_pipeline(out: pathlib.Path, names: list[str]) -> None:
+    t0 = time.perf_counter()
+    tabs = cv.tables()
+    cells, tables = [], {}
+    for name in names or list(tabs):
+        X, y, pb = tabs[name]
+        tables[name], acc = score_pipeline(X, y, pb, PIPELINE_FRACTIONS)
+        for eps in EPS:
+            cells.append({"table": name, "epsilon": eps,
+                          "bayes": {str(f): float(np.mean(acc[(eps, f)])) for f in PIPELINE_FRACTIONS}})
+        print(f"{name}: " + " ".join(f"{f:g}:{np.mean(acc[(1.0, f)]):.3f}" for f in PIPELINE_FRACTIONS), flush=True)
+    res = {"study": "clip-rule-validation-pipeline", "script": "scripts/clip_rule_validation.py --pipeline",
+           "split": "validation: the study's 80/20 cut (test part unread), then 75/25 of its training part",
+           "fractions": list(PIPELINE_FRACTIONS), "epsilons": list(EPS), "seeds": len(PIPELINE_SEEDS), "delta": DELTA,
+           "release": "DPSyntheticClassifier(bounds, image_transform='none', n_components=d), pca_clip = radius = "
+                      "f sqrt(d)/2, mean_clip sqrt(d)/2", "tables": tables, "cells": cells,
+           "summary": summarise(cells, PIPELINE_FRACTIONS), "seconds": time.perf_counter() - t0}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    s = res["summary"]
+    print(f"best fraction {s['rule_fraction']}: {s['per_fraction'][str(s['rule_fraction'])]}; wrote {out}")
+
+
 def summarise(cells: list[dict], fractions) -> dict:
     """The rule (highest mean Bayes accuracy over cells) and each fraction's mean and worst cell against f = 1."""
     out = {}
@@ -99,8 +153,12 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=pathlib.Path, default=OUT)
     ap.add_argument("--tables", default="", help="comma-separated subset (exploration; default all)")
+    ap.add_argument("--pipeline", action="store_true", help="the pipeline's clip bounds (-> clip-rule-pipeline.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if a.pipeline:
+        main_pipeline(PIPELINE_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
+        return
     t0 = time.perf_counter()
     tabs = cv.tables()
     names = [t for t in a.tables.split(",") if t] or list(tabs)

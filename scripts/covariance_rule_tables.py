@@ -4,7 +4,8 @@ The block between ``<!-- generated: covariance-rule -->`` and ``<!-- /generated 
 (:func:`benchmarks.docs_tables.rewrite`); ``--check`` exits 1 when it is out of date. The JSON is written by
 ``scripts/covariance_rule_validation.py`` (validation splits only). The block ``covariance-rule-gaussiannb`` is
 rendered the same way from docs/results/covariance-rule-gaussiannb.json (``scripts/gaussiannb_validation.py``), and
-``clip-rule`` from docs/results/clip-rule.json (``scripts/clip_rule_validation.py``).
+``clip-rule`` from docs/results/clip-rule.json (``scripts/clip_rule_validation.py``), ``clip-rule-pipeline`` from
+docs/results/clip-rule-pipeline.json (its ``--pipeline``).
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ GNB = ROOT / "docs" / "results" / "covariance-rule-gaussiannb.json"
 GNB_NAME = "covariance-rule-gaussiannb"
 CLIP = ROOT / "docs" / "results" / "clip-rule.json"
 CLIP_NAME = "clip-rule"
+PIPE = ROOT / "docs" / "results" / "clip-rule-pipeline.json"
+PIPE_NAME = "clip-rule-pipeline"
 
 
 def table(data: dict) -> str:
@@ -95,6 +98,24 @@ def clip_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def pipeline_clip_table(data: dict) -> str:
+    """docs/results/clip-rule-pipeline.json (``scripts/clip_rule_validation.py --pipeline``): the pipeline on tables,
+    its Bayes accuracy on validation splits with the PCA clip and radius at f = 1 and f = 0.5 of sqrt(d)/2."""
+    eps = data["epsilons"]
+    a, b = (str(f) for f in data["fractions"])
+    lines = ["| table (N train, d, K) | " + " | ".join(f"eps {e:g}: f = {a} -> {b}" for e in eps) + " |",
+             "| --- | " + " | ".join("---" for _ in eps) + " |"]
+    for name, t in data["tables"].items():
+        cells = {c["epsilon"]: c["bayes"] for c in data["cells"] if c["table"] == name}
+        lines.append(f"| {name} ({t['n_train']}, {t['d']}, {t['K']}) | "
+                     + " | ".join(f"{cells[e][a]:.3f} -> {cells[e][b]:.3f}" for e in eps) + " |")
+    per = data["summary"]["per_fraction"][b]
+    lines += ["", f"Mean over the {len(data['cells'])} cells: {data['summary']['per_fraction'][a]['mean_bayes']:.3f} "
+                  f"-> {per['mean_bayes']:.3f} ({per['mean_gain_vs_1']:+.3f}); below f = {a} on {per['cells_below_1']} "
+                  f"cells, the worst {per['worst_cell']} ({per['worst_gain_vs_1']:+.3f}); {data['seeds']} noise seeds per cell."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the docs block is out of date")
@@ -110,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         new = rewrite(new, GNB_NAME, gaussiannb_table(json.loads(GNB.read_text())))
     if CLIP.exists():
         new = rewrite(new, CLIP_NAME, clip_table(json.loads(CLIP.read_text())))
+    if PIPE.exists():
+        new = rewrite(new, PIPE_NAME, pipeline_clip_table(json.loads(PIPE.read_text())))
     if new == old:
         return 0
     if a.check:

@@ -188,7 +188,13 @@ def test_synthesize_with_bounds_writes_user_units(tmp_path, capsys):
     assert list(got[0]) == ["Ht", "Wt", "label"] and len(got) == 400
     X = np.array([[float(r["Ht"]), float(r["Wt"])] for r in got])
     assert X[:, 0].min() >= 140 and X[:, 0].max() <= 210 and X[:, 1].min() >= 30 and X[:, 1].max() <= 150
-    assert json.loads((out / "release.json").read_text())["bounds"]["names"] == ["Ht", "Wt"]
+    rel = json.loads((out / "release.json").read_text())
+    assert rel["bounds"]["names"] == ["Ht", "Wt"]
+    # defaults in the centred unit box of d = 2: the mean's clip holds the box (sqrt(2)/2); the PCA clip and the
+    # class stage's radius are half of it (CLIP_FRACTION, docs/results/clip-rule-pipeline.json)
+    cfg = rel["config"]
+    assert cfg["mean_clip"] == pytest.approx(0.5 * 2 ** 0.5)
+    assert cfg["pca_clip"] == pytest.approx(0.25 * 2 ** 0.5) and cfg["radius"] == pytest.approx(0.25 * 2 ** 0.5)
     assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
                  "--epsilon", "1", "--delta", "1e-5", "--bounds", BOUNDS, "--out", str(tmp_path / "x")]) == 2
     assert "--image-transform none" in capsys.readouterr().err and not (tmp_path / "x").exists()

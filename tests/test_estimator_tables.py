@@ -241,3 +241,17 @@ def test_default_clip_bound_is_the_rules_fraction_of_the_half_diagonal():
     full = _fit(DPGaussianMixture(500.0, 1e-5, classes=[0, 1], bounds=BOUNDS, clip_bound=b.unit_clip_bound,
                                   random_state=0), X, y)
     np.testing.assert_allclose(full.means_, raw, rtol=0, atol=tol.min())
+
+
+def test_pipeline_table_defaults_match_the_cli_and_explicit_values_win():
+    """DPSyntheticClassifier(bounds=...) takes its clip bounds from torchdpgmm.bounds.table_pipeline_clips, the
+    function `synthesize --bounds` uses: sqrt(d)/2 for the mean, half of it for the PCA and the class stage."""
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    cfg = DPSyntheticClassifier(classes=[0, 1], bounds=BOUNDS, image_transform="none", n_components=4)._check_params(4)
+    assert (cfg.mean_clip, cfg.pca_clip, cfg.radius) == pytest.approx((1.0, 0.5, 0.5))  # d = 4: sqrt(4)/2 = 1
+    cfg = DPSyntheticClassifier(classes=[0, 1], bounds=BOUNDS, image_transform="none", n_components=4,
+                                radius=0.9)._check_params(4)
+    assert cfg.radius == 0.9 and cfg.pca_clip == pytest.approx(0.5)
+    cfg = DPSyntheticClassifier(classes=[0, 1], image_transform="none", n_components=4)._check_params(4)
+    assert (cfg.mean_clip, cfg.pca_clip, cfg.radius) == (14.0, 10.0, 5.0)  # no bounds: the image defaults

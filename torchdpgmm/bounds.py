@@ -44,12 +44,22 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-__all__ = ["Bounds", "CLIP_FRACTION", "parse_bounds_text", "parse_discrete_text"]
+__all__ = ["Bounds", "CLIP_FRACTION", "parse_bounds_text", "parse_discrete_text", "table_pipeline_clips"]
 
 #: The default clip bound of a release in the unit box as a fraction of its half-diagonal ``sqrt(d)/2``
 #: (module docstring): the fraction with the highest mean validation accuracy of the default release's
 #: Bayes classifier over 14 tables x 4 epsilons (``docs/results/clip-rule.json``); public, never read off data.
 CLIP_FRACTION = 0.5
+
+
+def table_pipeline_clips(dim: int) -> tuple[float, float, float]:
+    """``(mean_clip, pca_clip, radius)`` of the accounted pipeline on a table in the centred unit box (the
+    defaults of ``DPSyntheticClassifier(bounds=...)`` and ``synthesize --bounds``): the noisy mean's clip
+    ``sqrt(d)/2`` (the ball that holds the box), the DP PCA's clip and the class stage's radius
+    ``CLIP_FRACTION * sqrt(d)/2``; the fraction validated for the pipeline on validation splits
+    (``docs/results/clip-rule-pipeline.json``, ``scripts/clip_rule_validation.py --pipeline``). Public: d only."""
+    half = math.sqrt(int(dim)) / 2.0
+    return half, CLIP_FRACTION * half, CLIP_FRACTION * half
 
 
 def _real(v: Any, what: str) -> float:

@@ -205,10 +205,10 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
                    help="public L2 bound of the transformed records for the noisy mean (default 14, suits pixels in "
                         "[0, 1]; with --bounds sqrt(d)/2 in the centred unit box)")
     p.add_argument("--pca-clip", type=float, default=None, help="public L2 bound of the centred records for the "
-                                                                "DP PCA (default 10; with --bounds sqrt(d)/2)")
+                                                                "DP PCA (default 10; with --bounds sqrt(d)/4)")
     p.add_argument("--radius", type=float, default=None, help="public radius: projected records are divided by it "
                                                               "and clipped into the unit ball (default 5; with "
-                                                              "--bounds sqrt(d)/2)")
+                                                              "--bounds sqrt(d)/4)")
     _add_bounds_flags(p)
     p.add_argument("-n", type=int, default=None, help="also write this many synthetic rows to DIR/synthetic.csv")
     p.add_argument("--seed", type=int, default=None,
@@ -783,6 +783,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
 
     from torchdpgmm.datafile import read_labeled_images, write_labeled_csv
     from torchdpgmm.modelfile import _umask, atomic_write_text
+    from torchdpgmm.bounds import table_pipeline_clips
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
 
     classes, has_bounds = _check_synthesize_flags(args)  # every public check before the data are read
@@ -791,7 +792,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     if has_bounds:  # public: the bounds and the header's column names; records into the centred unit box
         bounds = _read_bounds(args, getattr(table, "feature_names", None) or [f"x{i}" for i in range(X.shape[1])])
         X = bounds.to_unit(X) - 0.5
-    dflt = (bounds.unit_clip_bound,) * 3 if bounds is not None else (14.0, 10.0, 5.0)
+    dflt = table_pipeline_clips(bounds.dim) if bounds is not None else (14.0, 10.0, 5.0)
     mean_clip, pca_clip, radius = (v if v is not None else f for v, f in
                                    zip((args.mean_clip, args.pca_clip, args.radius), dflt))
     n_comp = args.n_components or (X.shape[1] if bounds is not None else 40)

@@ -653,8 +653,10 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     Any numeric table works with ``image_transform="none"`` (``n_components`` <= its width; the DP PCA then
     only rotates and truncates). ``bounds`` (public per-column ranges, as for :class:`DPGaussianMixture`) maps
     the table affinely into the box ``[-1/2, 1/2]^d`` (records outside clipped into it) before the pipeline;
-    ``mean_clip``, ``pca_clip`` and ``radius`` left at None then default to ``sqrt(d)/2``, the ball that holds
-    that box (without bounds: 14, 10 and 5, which suit pixel values in [0, 1]). :meth:`transform`,
+    ``mean_clip``, ``pca_clip`` and ``radius`` left at None then default to
+    :func:`torchdpgmm.bounds.table_pipeline_clips`: ``sqrt(d)/2`` (the ball that holds that box) for the mean,
+    ``CLIP_FRACTION * sqrt(d)/2`` for the PCA and the class stage (without bounds: 14, 10 and 5, which suit
+    pixel values in [0, 1]). :meth:`transform`,
     :meth:`predict` take raw rows in the user's units; :meth:`sample` returns rows of the released feature
     space, or, with bounds, rows in the user's units clipped into the bounds (:meth:`inverse_transform`:
     exact up to the clipping when ``n_components`` equals the width, else the projection on the released
@@ -736,9 +738,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
             return None
         if self.image_transform == "dct14" and n_features != 784:
             raise ValueError(f"image_transform='dct14' needs 28x28 images flattened to 784 columns, got {n_features}")
-        table = math.sqrt(n_features) / 2.0 if self.bounds is not None else None
-        mean_clip, pca_clip, radius = (v if v is not None else (table or dflt) for v, dflt in
-                                       ((self.mean_clip, 14.0), (self.pca_clip, 10.0), (self.radius, 5.0)))
+        from torchdpgmm.bounds import table_pipeline_clips
+
+        dflt = table_pipeline_clips(n_features) if self.bounds is not None else (14.0, 10.0, 5.0)
+        mean_clip, pca_clip, radius = (v if v is not None else f for v, f in
+                                       zip((self.mean_clip, self.pca_clip, self.radius), dflt))
         return PipelineConfig(transform=self.image_transform, mean_clip=float(mean_clip), pca_clip=float(pca_clip),
                               n_components=int(n), radius=float(radius), covariance_type=self.covariance_type,
                               class_rule=self.class_rule,
