@@ -389,7 +389,8 @@ NOTES = [
     "same bounds feed every method.",
     "Ours run through the front doors: DPGaussianMixture(bounds=...) and DPSyntheticClassifier(bounds=..., "
     "image_transform='none', n_components=d); both release in the bounds' unit box (DPGaussianMixture with its default "
-    "clip bound Bounds.release_clip_bound = CLIP_FRACTION * sqrt(d)/2, the pipeline with its sqrt(d)/2) and "
+    "clip bound Bounds.release_clip_bound = CLIP_FRACTION * sqrt(d)/2, the pipeline with the clip bounds of "
+    "torchdpgmm.bounds.table_pipeline_clips) and "
     "sample rows in the table's units within the bounds. 'DPGaussianMixture[default=X]' is the estimator's default "
     "covariance_type when the study ran.",
     "Synthetic rows per release: n_synthetic, a fixed public number. Downstream models: scikit-learn defaults; "
