@@ -397,25 +397,27 @@ def _study_config(out: Path) -> dict:
     return {"max_synth": int(cfg.get("max_synth") or 4000), "hgb_iter": int(cfg.get("hgb_iter") or 100)}
 
 
-def write_peers(path: Path, rows: list[dict], notes: list[str], run_info: dict) -> None:
-    """Merge ``rows`` into ``path`` (see ``merge_rows``), add ``notes`` and this run's record, write; under an
-    exclusive lock, since runs of different peers may share the file."""
+def write_peers(path: Path, rows: list[dict], notes: list[str] | None, run_info: dict | list[dict]) -> None:
+    """Merge ``rows`` into ``path`` (see ``merge_rows``), set ``notes`` (None: keep the file's) and add the run
+    record(s) ``run_info`` (one replaces an earlier record of the same run: same ``started`` and ``command``);
+    under an exclusive lock, since runs of different peers may share the file."""
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        _write_peers(path, rows, notes, run_info)
+        _write_peers(path, rows, notes, [run_info] if isinstance(run_info, dict) else list(run_info))
 
 
-def _write_peers(path: Path, rows: list[dict], notes: list[str], run_info: dict) -> None:
+def _write_peers(path: Path, rows: list[dict], notes: list[str] | None, runs: list[dict]) -> None:
     pj = json.loads(path.read_text()) if path.is_file() else {}
     pj["study"] = "tabular-peers"
     pj["rows"] = merge_rows(pj.get("rows", []), rows)
-    pj["notes"] = list(notes)  # every run of this script writes the same notes; per-run facts sit in runs
-    same = lambda r: (r.get("started"), r.get("command")) == (run_info["started"], run_info["command"])  # noqa: E731
-    runs = [r for r in pj.get("runs", []) if not same(r)]
-    pj["runs"] = runs + [run_info]
+    if notes:  # every run of this script writes the same notes; per-run facts sit in runs
+        pj["notes"] = list(notes)
+    key = lambda r: (r.get("started"), r.get("command"))  # noqa: E731
+    fresh = {key(r) for r in runs}
+    pj["runs"] = [r for r in pj.get("runs", []) if key(r) not in fresh] + runs
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(pj, indent=1, default=float))
     tmp.replace(path)
@@ -500,23 +502,9 @@ def fit_limits(time_limit: float, wall_limit: float | None, deadline: float | No
 
 def merge(a) -> None:
     """Merge the rows and run records of another peers.json (``a.data``: e.g. a batch run on a lent machine)
-    into ``OUT/peers.json`` (rows with the same id replaced, see ``merge_rows``; runs appended once)."""
+    into ``OUT/peers.json`` (rows with the same id replaced, see ``merge_rows``; each run recorded once)."""
     src = json.loads(Path(a.data).read_text())
-    path = a.out / "peers.json"
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        pj = json.loads(path.read_text()) if path.is_file() else {}
-        pj["study"] = "tabular-peers"
-        pj["rows"] = merge_rows(pj.get("rows", []), src.get("rows", []))
-        pj["notes"] = src.get("notes") or pj.get("notes", [])
-        seen = {(r.get("started"), r.get("command")) for r in pj.get("runs", [])}
-        pj["runs"] = pj.get("runs", []) + [r for r in src.get("runs", []) if (r.get("started"), r.get("command")) not in seen]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(pj, indent=1, default=float))
-        tmp.replace(path)
+    write_peers(a.out / "peers.json", src.get("rows", []), src.get("notes"), src.get("runs", []))
 
 
 FILL_STATUS = "not run to the end: the session's time ran out (not started, or stopped mid-fit)"
