@@ -255,3 +255,8 @@ def test_pipeline_table_defaults_match_the_cli_and_explicit_values_win():
     assert cfg.radius == 0.9 and cfg.pca_clip == pytest.approx(0.5)
     cfg = DPSyntheticClassifier(classes=[0, 1], image_transform="none", n_components=4)._check_params(4)
     assert (cfg.mean_clip, cfg.pca_clip, cfg.radius) == (14.0, 10.0, 5.0)  # no bounds: the image defaults
+    from torchdpgmm.bounds import table_pipeline_clips
+
+    for bad in (0, -3, 2.5, True, "4"):
+        with pytest.raises(ValueError, match="number of columns"):
+            table_pipeline_clips(bad)

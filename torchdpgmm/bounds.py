@@ -58,6 +58,8 @@ def table_pipeline_clips(dim: int) -> tuple[float, float, float]:
     ``sqrt(d)/2`` (the ball that holds the box), the DP PCA's clip and the class stage's radius
     ``CLIP_FRACTION * sqrt(d)/2``; the fraction validated for the pipeline on validation splits
     (``docs/results/clip-rule-pipeline.json``, ``scripts/clip_rule_validation.py --pipeline``). Public: d only."""
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim < 1:
+        raise ValueError(f"table_pipeline_clips needs the number of columns, an int >= 1, got {dim!r}")
     half = math.sqrt(int(dim)) / 2.0
     return half, CLIP_FRACTION * half, CLIP_FRACTION * half
 
