@@ -5,7 +5,8 @@ The block between ``<!-- generated: covariance-rule -->`` and ``<!-- /generated 
 ``scripts/covariance_rule_validation.py`` (validation splits only). The block ``covariance-rule-gaussiannb`` is
 rendered the same way from docs/results/covariance-rule-gaussiannb.json (``scripts/gaussiannb_validation.py``), and
 ``clip-rule`` from docs/results/clip-rule.json (``scripts/clip_rule_validation.py``), ``clip-rule-pipeline`` from
-docs/results/clip-rule-pipeline.json (its ``--pipeline``).
+docs/results/clip-rule-pipeline.json (its ``--pipeline``), ``centre-rule`` from docs/results/centre-rule.json (its
+``--centre``).
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ CLIP = ROOT / "docs" / "results" / "clip-rule.json"
 CLIP_NAME = "clip-rule"
 PIPE = ROOT / "docs" / "results" / "clip-rule-pipeline.json"
 PIPE_NAME = "clip-rule-pipeline"
+CENTRE = ROOT / "docs" / "results" / "centre-rule.json"
+CENTRE_NAME = "centre-rule"
 
 
 def table(data: dict) -> str:
@@ -116,6 +119,47 @@ def pipeline_clip_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def _radius_label(spec) -> str:
+    kind, v = spec
+    return f"{v:g} sqrt(d)/2" if kind == "f" else f"{v:g}"
+
+
+def centre_table(data: dict) -> str:
+    """docs/results/centre-rule.json (``scripts/clip_rule_validation.py --centre``): the one-stage release about the
+    box's middle (the previous default) against the two-stage release about a private centre, per table and
+    epsilon at the rule's budget share and every radius, then the mean over the cells for every (share, radius)."""
+    s = data["summary"]
+    box = "box 0.5"
+    share = s["rule_share"]
+    radii = [tuple(r) for r in data["radii"]]
+    key = lambda c, r: f"centre {c:g} / {r[0]} {r[1]:g}"  # noqa: E731  (the script's labels)
+    cols = [key(share, r) for r in radii]
+    lines = ["| table (N train, d, K) | epsilon | box's middle, 0.5 sqrt(d)/2 | "
+             + " | ".join(f"centre, r = {_radius_label(r)}" for r in radii) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in radii) + " |"]
+    for c in data["cells"]:
+        t = data["tables"][c["table"]]
+        cells = [f"**{c['bayes'][k]:.3f}**" if k == s["rule"] else f"{c['bayes'][k]:.3f}" for k in cols]
+        lines.append(f"| {c['table']} ({t['n_train']}, {t['d']}, {t['K']}) | {c['epsilon']:g} | {c['bayes'][box]:.3f} | "
+                     + " | ".join(cells) + " |")
+    mean = data["mean_bayes"]
+    lines += ["", "| mean Bayes accuracy over the cells, centre's share | "
+              + " | ".join(f"r = {_radius_label(r)}" for r in radii) + " |",
+              "| --- | " + " | ".join("---" for _ in radii) + " |"]
+    for c in data["shares"]:
+        lines.append(f"| {c:g} | " + " | ".join(
+            f"**{mean[key(c, r)]:.3f}**" if key(c, r) == s["rule"] else f"{mean[key(c, r)]:.3f}" for r in radii) + " |")
+    syn = data["synthetic_summary"]
+    lines += ["", f"About the box's middle (the previous default): {mean[box]:.3f}. The rule (bold): a share of "
+                  f"{share:g} for the centre and r = {_radius_label((s['rule_radius_kind'], s['rule_radius']))}, the "
+                  f"highest mean over the {s['cells']} cells: {s['mean_gain_vs_box']:+.3f} against the box's middle, below "
+                  f"it on {s['cells_below_box']} cells, the worst {s['worst_cell']} ({s['worst_gain_vs_box']:+.3f}). "
+                  f"Logistic regression on synthetic rows at eps = 1 (mean over the tables): {syn[box]:.3f} -> "
+                  f"{syn[s['rule']]:.3f}. {data['seeds']} noise seeds per cell ({data['synthetic_seeds']} for the "
+                  f"synthetic rows, {data['n_synthetic']} rows each)."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the docs block is out of date")
@@ -133,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         new = rewrite(new, CLIP_NAME, clip_table(json.loads(CLIP.read_text())))
     if PIPE.exists():
         new = rewrite(new, PIPE_NAME, pipeline_clip_table(json.loads(PIPE.read_text())))
+    if CENTRE.exists():
+        new = rewrite(new, CENTRE_NAME, centre_table(json.loads(CENTRE.read_text())))
     if new == old:
         return 0
     if a.check:

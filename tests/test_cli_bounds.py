@@ -198,3 +198,21 @@ def test_synthesize_with_bounds_writes_user_units(tmp_path, capsys):
     assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
                  "--epsilon", "1", "--delta", "1e-5", "--bounds", BOUNDS, "--out", str(tmp_path / "x")]) == 2
     assert "--image-transform none" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_center_flag_chooses_the_centring_and_is_refused_without_bounds(tmp_path, capsys):
+    """--center noisy-mean (the default with bounds) writes the centre stage's blocks into the record; --center box
+    releases in one stage about the box's middle; without bounds the flag is refused and nothing is written."""
+    assert _release(tmp_path, "--bounds", BOUNDS, "--seed", "1", out="c.json") == 0
+    assert _release(tmp_path, "--bounds", BOUNDS, "--seed", "1", "--center", "box", out="b.json") == 0
+    c, b = (json.loads((tmp_path / f).read_text()) for f in ("c.json", "b.json"))
+    names = [blk["name"] for blk in c["privacy"]["blocks"]]
+    assert names[:3] == ["centre_counts", "centre_sums", "centre_second_moments"]
+    assert not any(blk["name"].startswith("centre_") for blk in b["privacy"]["blocks"])
+    assert c["privacy"]["epsilon"] == b["privacy"]["epsilon"] == 1.0
+    capsys.readouterr()
+    assert _release(tmp_path, "--clip-bound", "100", "--center", "box", out="x.json") != 0
+    assert "--center applies" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+    assert _release(tmp_path, "--bounds", BOUNDS, "--check-settings", out="y.json") == 0
+    assert not (tmp_path / "y.json").exists()

@@ -217,7 +217,7 @@ def test_dataframe_bool_column_refused_and_nullable_na_is_a_dropped_row():
 
 
 def test_default_clip_bound_is_the_rules_fraction_of_the_half_diagonal():
-    """With bounds, the default clip bound is CLIP_FRACTION * sqrt(d)/2 in the unit box (docs/results/clip-rule.json);
+    """With bounds and center="box", the clip bound is CLIP_FRACTION * sqrt(d)/2 in the unit box (docs/results/clip-rule.json);
     at negligible noise the released means are numpy's class means of the records pulled radially onto that
     sphere about the box's middle, and clip_bound=sqrt(d)/2 clips nothing inside the bounds."""
     from torchdpgmm.bounds import CLIP_FRACTION, Bounds
@@ -232,14 +232,14 @@ def test_default_clip_bound_is_the_rules_fraction_of_the_half_diagonal():
     norms = np.linalg.norm(U, axis=1, keepdims=True)
     assert 0.01 < np.mean(norms > r) < 0.9  # the default clips some of these records, not all
     Z = U * np.minimum(1.0, r / norms)      # radial clipping, computed here with numpy
-    est = _fit(DPGaussianMixture(500.0, 1e-5, classes=[0, 1], bounds=BOUNDS, random_state=0), X, y)
+    est = _fit(DPGaussianMixture(500.0, 1e-5, classes=[0, 1], bounds=BOUNDS, center="box", random_state=0), X, y)
     ref = np.stack([b.lower + (b.upper - b.lower) * (Z[y == k].mean(0) + 0.5) for k in (0, 1)])
     raw = np.stack([X[y == k].mean(0) for k in (0, 1)])
     tol = 1e-3 * (b.upper - b.lower)  # the noise at eps = 500, N = 4000, far below the clipping's pull
     assert np.max(np.abs(raw - ref) / (b.upper - b.lower)) > 0.02  # the pull is 20 x the tolerance
     np.testing.assert_allclose(est.means_, ref, rtol=0, atol=tol.min())
     full = _fit(DPGaussianMixture(500.0, 1e-5, classes=[0, 1], bounds=BOUNDS, clip_bound=b.unit_clip_bound,
-                                  random_state=0), X, y)
+                                  center="box", random_state=0), X, y)
     np.testing.assert_allclose(full.means_, raw, rtol=0, atol=tol.min())
 
 

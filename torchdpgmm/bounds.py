@@ -9,15 +9,21 @@ and maps a table affinely into the unit box ``[0, 1]^d``:
     u = (x - lower) / (upper - lower),   clipped to [0, 1] (a record outside the bounds is moved to the
                                           nearest point of the box, never dropped and never refused)
 
-The release runs in the unit box, centred at its middle ``c = (1/2, ..., 1/2)``. Its default clip bound
-is ``B = CLIP_FRACTION * sqrt(d)/2`` (:attr:`Bounds.release_clip_bound`): a public fraction of the
-half-diagonal ``sqrt(d)/2`` (:attr:`Bounds.unit_clip_bound`, the ball that just holds the box). Every noised
-block scales with ``B`` (sums) or ``B^2`` (second moments), while records sit well inside the box's corners,
-so the smaller ball trades a radial pull of the records beyond it onto its sphere (a bias toward the box's
-middle) for noise ``1/CLIP_FRACTION`` (sums) and ``1/CLIP_FRACTION^2`` (second moments) times smaller. The
-fraction is a public constant chosen on validation splits (``scripts/clip_rule_validation.py`` ->
-``docs/results/clip-rule.json``); pass ``clip_bound=bounds.unit_clip_bound`` to clip nothing inside the
-bounds (an unbiased model of in-bounds data, at the larger noise).
+The release runs in the unit box. By default (``center="noisy-mean"``, :data:`DEFAULT_CENTER`) it has two stages
+(:mod:`torchdpgmm.release.centring`): a private centre first (the noisy mean of the records, with
+``CENTRE_FRACTION`` of the budget, shrunk toward the box's middle by how noisy it is), then the mixture with the
+records clipped to the ball of radius ``CENTRED_CLIP_RADIUS = 1/2`` about that centre
+(:attr:`Bounds.centred_clip_bound`, the radius of the ball inscribed in the box, whatever d). With
+``center="box"`` it runs in one stage about the box's middle ``c = (1/2, ..., 1/2)`` with the clip bound
+``B = CLIP_FRACTION * sqrt(d)/2`` (:attr:`Bounds.release_clip_bound`): a public fraction of the half-diagonal
+``sqrt(d)/2`` (:attr:`Bounds.unit_clip_bound`, the ball that just holds the box). Every noised block scales with
+``B`` (sums) or ``B^2`` (second moments), while records sit well inside the box's corners, so a smaller ball trades
+a radial pull of the records beyond it onto its sphere (a bias toward its centre) for less noise; on a skewed
+table (most records in one corner) a ball about the box's middle pulls most records far, one about the data's
+private centre much less. Both constants were chosen on validation splits (``scripts/clip_rule_validation.py``
+-> ``docs/results/clip-rule.json``; its ``--centre`` -> ``docs/results/centre-rule.json``); pass
+``clip_bound=bounds.unit_clip_bound`` with ``center="box"`` to clip nothing inside the bounds (an unbiased model
+of in-bounds data, at the larger noise).
 A Gaussian released there maps back exactly: ``mu_x = lower + s * mu_u`` and
 ``Sigma_x = diag(s) Sigma_u diag(s)`` with ``s = upper - lower``. Synthetic rows are mapped back and
 clipped into the bounds.
@@ -44,12 +50,31 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-__all__ = ["Bounds", "CLIP_FRACTION", "parse_bounds_text", "parse_discrete_text", "table_pipeline_clips"]
+__all__ = ["Bounds", "CLIP_FRACTION", "CENTRED_CLIP_RADIUS", "CENTERS", "DEFAULT_CENTER", "check_center",
+           "parse_bounds_text", "parse_discrete_text", "table_pipeline_clips"]
 
 #: The default clip bound of a release in the unit box as a fraction of its half-diagonal ``sqrt(d)/2``
 #: (module docstring): the fraction with the highest mean validation accuracy of the default release's
 #: Bayes classifier over 14 tables x 4 epsilons (``docs/results/clip-rule.json``); public, never read off data.
 CLIP_FRACTION = 0.5
+#: The default clip bound about a PRIVATE centre (``center="noisy-mean"``, :mod:`torchdpgmm.release.centring`), in
+#: unit-box units whatever d: the radius of the ball inscribed in the unit box. Chosen with the centre's budget
+#: share on validation splits only (``docs/results/centre-rule.json``, ``scripts/clip_rule_validation.py --centre``):
+#: against fractions of ``sqrt(d)/2`` and other lengths, the highest mean Bayes accuracy over 14 tables x 4 epsilons.
+CENTRED_CLIP_RADIUS = 0.5
+#: Where a release in the unit box is centred: ``"noisy-mean"`` (the default: a private centre released first with
+#: a small share of the budget, :mod:`torchdpgmm.release.centring`) or ``"box"`` (the box's middle, one stage).
+CENTERS = ("noisy-mean", "box")
+DEFAULT_CENTER = "noisy-mean"
+
+
+def check_center(center: Any) -> str:
+    """``center`` as one of :data:`CENTERS` (None: :data:`DEFAULT_CENTER`); a one-line ``ValueError`` otherwise."""
+    if center is None:
+        return DEFAULT_CENTER
+    if not isinstance(center, str) or center not in CENTERS:
+        raise ValueError(f"center must be one of {CENTERS} (with bounds), got {center!r}")
+    return center
 
 
 def table_pipeline_clips(dim: int) -> tuple[float, float, float]:
@@ -195,6 +220,16 @@ class Bounds:
         """``CLIP_FRACTION * sqrt(d)/2``: the default clip bound of a release in the unit box (module
         docstring); records farther than this from the box's middle are pulled onto its sphere."""
         return CLIP_FRACTION * self.unit_clip_bound
+
+    @property
+    def centred_clip_bound(self) -> float:
+        """``min(CENTRED_CLIP_RADIUS, sqrt(d)/2)`` = 1/2: the default clip bound about a private centre
+        (``center="noisy-mean"``, :mod:`torchdpgmm.release.centring`), the radius of the ball inscribed in the box."""
+        return min(CENTRED_CLIP_RADIUS, self.unit_clip_bound)
+
+    def clip_bound_for(self, center: str | None = None) -> float:
+        """The default clip bound of a release centred as ``center`` (:data:`CENTERS`; None: the default)."""
+        return self.centred_clip_bound if check_center(center) == "noisy-mean" else self.release_clip_bound
 
     def _like(self, v: np.ndarray, X: Any):
         if torch.is_tensor(X):

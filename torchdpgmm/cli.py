@@ -139,6 +139,11 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
                         "epsilon > 10, a clip bound that clips > 50%% or < 1%% of rows) and exit without releasing or "
                         "writing anything; its output depends on the data: never publish it")
     _add_bounds_flags(p)
+    p.add_argument("--center", default=None, choices=["noisy-mean", "box"],
+                   help="with --bounds: where records are clipped in the unit box. noisy-mean (the default) releases "
+                        "a private centre first with a small share of the budget and clips about it (default clip "
+                        "bound CENTRED_CLIP_RADIUS = 1/2, the ball inscribed in the box); box clips about the box's middle (default "
+                        "CLIP_FRACTION*sqrt(d)/2); torchdpgmm.bounds, torchdpgmm.release.centring")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out model file")
     p.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
 
@@ -147,9 +152,9 @@ def _add_bounds_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bounds", default=None,
                    help="public per-column bounds, LOW:HIGH for every feature or COL=LOW:HIGH,COL=LOW:HIGH naming "
                         "each feature (never read from the data): the release runs in the unit box they map to, "
-                        "--clip-bound becomes optional (default sqrt(d)/4 there, in unit-box units: records farther "
-                        "from the box's middle are pulled onto that sphere; sqrt(d)/2 clips nothing inside the "
-                        "bounds) and records outside the bounds are clipped into them")
+                        "--clip-bound becomes optional (a public fraction of sqrt(d)/2 there, in unit-box units: "
+                        "records farther from the centre are pulled onto that sphere; sqrt(d)/2 about the box's "
+                        "middle clips nothing inside the bounds) and records outside the bounds are clipped into them")
     p.add_argument("--schema", type=Path, default=None,
                    help='JSON file {"columns": {"Ht": [140, 210], ...}} with the same public bounds as --bounds')
     p.add_argument("--discrete", default=None,
@@ -621,6 +626,8 @@ def _study_budget(options: dict[str, Any]) -> tuple[list[float], Any]:
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
+    import torch
+
     from torchdpgmm._validation import check_clip_bound, check_privacy_params
     from torchdpgmm.datafile import check_class_list, read_labeled_table
     from torchdpgmm.modelfile import model_to_dict, save_model
@@ -633,6 +640,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
     if args.covariance_type not in ("full", "auto") and args.mode != "sound":
         raise UsageError("--covariance-type applies to --mode sound only")
     _check_discrete_flag(args, "release")
+    if args.center is not None and (args.bounds is None and args.schema is None or args.mode != "sound"):
+        raise UsageError("--center applies to --mode sound with --bounds or --schema only")
     _check_out_file(args.out, args.force)  # the destination before any data is read
     sound = args.mode == "sound"
     classes = None if args.classes is None else check_class_list(args.classes)
@@ -644,20 +653,29 @@ def _cmd_release(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {}
     if sound:
         d = X.shape[1]
-        clip = args.clip_bound if args.clip_bound is not None else bounds.release_clip_bound
+        clip = args.clip_bound if args.clip_bound is not None else bounds.clip_bound_for(args.center)
         kwargs.update(clip_bound=check_clip_bound(clip, d), adjacency=args.adjacency)
-        if bounds is not None:  # release in the unit box about its middle; mapped back below (exact, affine)
+        if bounds is not None:  # release in the unit box; mapped back below (exact, affine)
             X = bounds.to_unit(X)
-            kwargs["center"] = bounds.unit_center
         if args.covariance_type != "full":
             kwargs["covariance_type"] = args.covariance_type
     elif args.variant is not None:
         kwargs["variant"] = args.variant
-    if args.check_settings:
-        return _check_settings(args, table, X, kwargs["clip_bound"] if sound else None, kwargs.get("center"))
+    if args.check_settings:  # data-dependent by design: about the box's middle, or the data's own mean
+        center = None if bounds is None else (
+            bounds.unit_center if args.center == "box" else torch.as_tensor(X, dtype=torch.float64).nanmean(0))
+        return _check_settings(args, table, X, kwargs["clip_bound"] if sound else None, center)
     _warn_as_published(args)
-    rel = release(X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
-                  mode=args.mode, generator=_stream_generator(args.seed, _FIT_STREAM), **kwargs)
+    g = _stream_generator(args.seed, _FIT_STREAM)
+    if bounds is not None:
+        from torchdpgmm.estimator import release_in_unit_box
+
+        rel = release_in_unit_box(torch.as_tensor(X, dtype=torch.float64), torch.as_tensor(table.y), table.num_classes,
+                                  args.epsilon, args.delta, bounds, center=args.center, generator=g,
+                                  mechanism=args.mechanism, **kwargs)
+    else:
+        rel = release(X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
+                      mode=args.mode, generator=g, **kwargs)
     privacy, model = rel.privacy, rel.model
     if bounds is not None:
         model = bounds.model_from_unit(model)

@@ -36,7 +36,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from torchdpgmm._validation import _is_real_scalar, check_clip_bound
 
-__all__ = ["DPGaussianMixture", "DPSyntheticClassifier", "AsPublishedWarning", "check_clip_bound"]
+__all__ = ["DPGaussianMixture", "DPSyntheticClassifier", "AsPublishedWarning", "check_clip_bound", "release_in_unit_box"]
 
 _MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 _SOUND_MECHANISMS = ("kl", "gaussian", "colored", "laplace")
@@ -191,6 +191,34 @@ def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
     return Bounds.parse(bounds, n_features=n_features, names=names)
 
 
+def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon: float, delta: float, bounds: Any,
+                        *, center: str | None = None, clip_bound: float | None = None,
+                        generator: torch.Generator | None = None, mechanism: str = "kl", **options: Any):
+    """The sound release of a table already mapped into the unit box of public ``bounds`` (the one path of
+    ``DPGaussianMixture(bounds=...)`` and ``torchdpgmm release --bounds``).
+
+    ``center="noisy-mean"`` (the default, :data:`torchdpgmm.bounds.DEFAULT_CENTER`): the two-stage release of
+    :mod:`torchdpgmm.release.centring` (a private centre from the ball ``sqrt(d)/2`` that holds the box, then the
+    mixture clipped to ``clip_bound`` about it, default :attr:`~torchdpgmm.bounds.Bounds.centred_clip_bound`).
+    ``center="box"``: one stage about the box's middle (default clip :attr:`~torchdpgmm.bounds.Bounds.release_clip_bound`).
+    ``options`` go to the sound release (``adjacency``, ``covariance_type``, ...). Returns the ``Release`` in unit-box
+    coordinates (map it back with :meth:`~torchdpgmm.bounds.Bounds.model_from_unit`)."""
+    from torchdpgmm.bounds import check_center
+    from torchdpgmm.release import release
+
+    center = check_center(center)
+    clip = float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
+    ball = bounds.unit_center.to(X.device)
+    if center == "box":
+        return release(X, y, num_classes, epsilon, delta, mechanism=mechanism, mode="sound", generator=generator,
+                       clip_bound=clip, center=ball, **options)
+    from torchdpgmm.release.centring import release_centred
+
+    return release_centred(X, y, num_classes, epsilon, delta, clip_bound=clip, ball_center=ball,
+                           ball_radius=float(bounds.unit_clip_bound), generator=generator, mechanism=mechanism,
+                           **options)
+
+
 def _hashable(v: Any) -> Any:
     """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
     v = v.item() if isinstance(v, np.generic) else v
@@ -320,10 +348,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         Stored sorted in ``classes_``. Optional in as-published mode (then ``np.unique(y)``).
     clip_bound : float, default None
         Public per-record L2 bound ``B``; records are clipped to it. Required in sound mode unless ``bounds``
-        is given (then it is optional and in unit-box units, default ``Bounds.release_clip_bound`` =
-        ``CLIP_FRACTION * sqrt(d)/2`` = ``sqrt(d)/4``: records farther from the box's middle are pulled onto that
-        sphere, for half the noise of ``sqrt(d)/2``, which clips nothing inside the bounds; see
-        :mod:`torchdpgmm.bounds`); refused in as-published mode (which does not clip).
+        is given (then it is optional and in unit-box units, default ``Bounds.clip_bound_for(center)``: about the
+        private centre ``CENTRED_CLIP_RADIUS = 1/2`` (the ball inscribed in the box), about the box's middle ``CLIP_FRACTION * sqrt(d)/2``;
+        records farther from the centre are pulled onto that sphere, for less noise than ``sqrt(d)/2``, which clips
+        nothing inside the bounds about the box's middle; see :mod:`torchdpgmm.bounds`); refused in as-published
+        mode (which does not clip).
     bounds : default None
         Public per-feature ranges (see :class:`torchdpgmm.bounds.Bounds`): one ``(lower, upper)`` pair for
         every column, a list of d pairs, a dict ``{column: (lower, upper)}`` for a DataFrame, or a ``Bounds``.
@@ -332,6 +361,12 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         units (``means_``, ``covariances_``, ``predict``, ``score`` on raw ``X``); ``sample`` returns rows
         clipped into the bounds. Every column is treated as continuous: one-hot encode or drop categorical
         columns first (a DataFrame column of dtype ``category`` or ``bool`` is refused, naming it).
+    center : {"noisy-mean", "box"}, default None
+        With ``bounds`` only (refused without them): where the records are clipped in the unit box. None or
+        ``"noisy-mean"``: a private centre is released first with ``CENTRE_FRACTION`` of the budget (the noisy
+        mean of the records, shrunk toward the box's middle by how noisy it is) and the mixture is clipped about
+        it (:mod:`torchdpgmm.release.centring`; its blocks are in ``privacy_``). ``"box"``: one stage about the
+        box's middle. Chosen on validation splits (``docs/results/centre-rule.json``).
     discrete : list of column names or indices, default None
         Public: the integer-valued columns (counts, ordinals, one-hot 0/1 columns, e.g. from
         ``pandas.get_dummies(df, dtype=int)``). Needs ``bounds`` with integer ends for them. The release
@@ -370,19 +405,23 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     classes_ (K,), n_features_in_, feature_names_in_ (when X has column names)
     model_ : :class:`torchdpgmm.mixture.LabeledGMM` the released model.
     privacy_ : :class:`torchdpgmm.privacy.PrivacyRecord` with float ``epsilon`` and ``delta``.
+    center_ (d,)
+        With ``bounds``: the centre the records were clipped about, in the user's units (the released private
+        centre for ``center="noisy-mean"``, the box's middle for ``"box"``).
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  clip_bound: float | None = None, mechanism: str = "kl", mode: str = "sound",
                  adjacency: str = "add-remove", covariance_type: str = "auto", variant: str | None = None,
                  random_state: Any = None, device: str = "cpu", bounds: Any = None,
-                 discrete: Any = None) -> None:
+                 discrete: Any = None, center: str | None = None) -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.classes = classes
         self.clip_bound = clip_bound
         self.bounds = bounds
         self.discrete = discrete
+        self.center = center
         self.mechanism = mechanism
         self.mode = mode
         self.adjacency = adjacency
@@ -442,6 +481,13 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
                              "looking at the data (records are clipped to it), or public bounds=(lower, upper)")
         if self.clip_bound is not None:
             check_clip_bound(self.clip_bound)
+        if self.center is not None:
+            from torchdpgmm.bounds import check_center
+
+            check_center(self.center)
+            if self.bounds is None:
+                raise ValueError("center= applies with public bounds only (without them records are clipped about "
+                                 "the origin to clip_bound)")
         if self.mechanism not in _SOUND_MECHANISMS:
             raise ValueError(f"mechanism {self.mechanism!r} has no sound mode; use one of {_SOUND_MECHANISMS}")
         if self.adjacency not in _ADJACENCIES:
@@ -450,6 +496,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             raise ValueError("variant applies to mode='as-published' only (the sound 'kl' split is public)")
 
     def _check_as_published_params(self) -> None:
+        if self.center is not None:
+            raise ValueError("center applies to mode='sound' with bounds only")
         if self.bounds is not None:
             raise ValueError("bounds apply to mode='sound' only: the as-published mechanism does not clip")
         if self.discrete is not None:
@@ -485,7 +533,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             names = getattr(self, "feature_names_in_", None)
             self.bounds_ = _discrete_bounds(self.discrete, _fit_bounds(self.bounds, X.shape[1], names), names)
             self.discrete_ = np.asarray([] if self.bounds_ is None else self.bounds_.integer, dtype=np.int64)
-            clip = self.clip_bound if self.clip_bound is not None else self.bounds_.release_clip_bound
+            clip = self.clip_bound if self.clip_bound is not None else self.bounds_.clip_bound_for(self.center)
             check_clip_bound(clip, X.shape[1])
             if self.bounds is not None:
                 X = self.bounds_.to_unit(X)  # NaN kept: the release drops the row
@@ -499,15 +547,20 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         kw: dict[str, Any] = {}
         if self.mode == "sound":
             kw.update(clip_bound=float(clip), adjacency=self.adjacency)
-            if self.bounds is not None:
-                kw["center"] = self.bounds_.unit_center.to(device)
             if self.covariance_type != "full":
                 kw["covariance_type"] = self.covariance_type
         elif self.variant is not None:
             kw["variant"] = self.variant
-        rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
-                      mode=self.mode, generator=g, **kw)
+        if self.bounds is not None:
+            rel = release_in_unit_box(Xt, yt, len(classes), float(self.epsilon), float(self.delta), self.bounds_,
+                                      center=self.center, generator=g, mechanism=self.mechanism, **kw)
+        else:
+            rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
+                          mode=self.mode, generator=g, **kw)
         self.model_ = rel.model if self.bounds is None else self.bounds_.model_from_unit(rel.model)
+        if self.bounds is not None:  # the clipping centre in the user's units (released, or the box's middle)
+            c = rel.extras.get("centre", self.bounds_.unit_center)
+            self.center_ = np.asarray(self.bounds_.from_unit(c.detach().cpu().numpy(), clip=False), dtype=np.float64)
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound":  # from released values only (post-processing)
             from torchdpgmm.release.diagnostics import sound_count_noise, warn_if_mostly_noise

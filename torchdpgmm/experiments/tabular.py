@@ -113,11 +113,14 @@ def _cov_types() -> list[tuple[str, str]]:
     return [("default", default)] + [(c, c) for c in REFERENCE_COVARIANCES if c != default]
 
 
-def _clip_fraction() -> float:
-    """The estimators' default clip bound with bounds, as a fraction of the unit box's half-diagonal (public)."""
-    from torchdpgmm.bounds import CLIP_FRACTION
+def _release_defaults() -> dict:
+    """The estimators' default centring and clip bound with bounds (public constants, whatever they are when the
+    study runs): torchdpgmm.bounds and torchdpgmm.release.centring."""
+    from torchdpgmm.bounds import CENTRED_CLIP_RADIUS, CLIP_FRACTION, DEFAULT_CENTER
+    from torchdpgmm.release.centring import CENTRE_FRACTION
 
-    return float(CLIP_FRACTION)
+    return {"center": DEFAULT_CENTER, "centre_budget_fraction": float(CENTRE_FRACTION),
+            "centred_clip_radius_unit_box": float(CENTRED_CLIP_RADIUS), "box_clip_fraction": float(CLIP_FRACTION)}
 
 
 def _release_rows(est, base, data, n_synth, with_hgb):
@@ -389,7 +392,8 @@ NOTES = [
     "same bounds feed every method.",
     "Ours run through the front doors: DPGaussianMixture(bounds=...) and DPSyntheticClassifier(bounds=..., "
     "image_transform='none', n_components=d); both release in the bounds' unit box (DPGaussianMixture with its default "
-    "clip bound Bounds.release_clip_bound = CLIP_FRACTION * sqrt(d)/2, the pipeline with the clip bounds of "
+    "centre and clip bound, config.default_release: a private centre released first with a share of the budget, then "
+    "the mixture clipped about it, torchdpgmm.release.centring; the pipeline with the clip bounds of "
     "torchdpgmm.bounds.table_pipeline_clips) and "
     "sample rows in the table's units within the bounds. 'DPGaussianMixture[default=X]' is the estimator's default "
     "covariance_type when the study ran.",
@@ -430,7 +434,7 @@ def run(config: ExperimentConfig) -> StudyResult:
                        config={"tables": tinfo, "epsilons": eps_list, "delta": DELTA, "draws": draws,
                                "adjacency": "add-remove", "split": "80/20 stratified, random_state=seed",
                                "default_covariance_type": _cov_types()[0][1], "n_synthetic": n_synth,
-                               "default_clip_fraction": _clip_fraction(),
+                               "default_release": _release_defaults(),
                                "hgb_epsilons": "all" if hgb_eps is None else hgb_eps,
                                "peers": peer_info, "targets": targets,
                                "load": {"start": load0, "end": os.getloadavg(), "seconds": time.perf_counter() - t0}})

@@ -569,7 +569,7 @@ def _estimate(noisy, scales, st: SoundSettings, kind: str):
     if st.shrink:  # public flag: step 6 of the rule, in the metric of the repaired covariances
         out |= _auto_means(out, scales, st, lap, rule)
     if st.center is not None:
-        out["means"] = out["means"] + st.center.to(means.device)
+        out["means"] = out["means"] + st.center.to(means.device).unsqueeze(-2)  # (..., d): one centre per batch
     return out
 
 
@@ -593,7 +593,7 @@ def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     X = X.to(torch.float64)
     valid = torch.isfinite(X).all(-1)
     if st.center is not None:  # a finite row can overflow once centred: such rows are dropped too
-        valid = valid & torch.isfinite(X - st.center.to(X)).all(-1)
+        valid = valid & torch.isfinite(X - st.center.to(X).unsqueeze(-2)).all(-1)
     if mask is not None:
         valid = valid & mask
     X = torch.where(valid.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))

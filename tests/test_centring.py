@@ -1,0 +1,193 @@
+"""The two-stage release about a private centre (torchdpgmm.release.centring). References: an independent
+zCDP -> (eps, delta) conversion and the GDP delta curve written here with numpy/scipy, numpy's James-Stein
+centre and radially clipped class means, and the same release with a dropped row removed."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import norm
+
+from torchdpgmm.release.centring import release_centred, shrunk_centre, stage_epsilons
+from torchdpgmm.release.sound import release_sound
+
+DELTA = 1e-5
+
+
+def _zcdp_delta(eps: float, rho: float) -> float:
+    """Canonne, Kamath & Steinke (2020) Cor. 13 by brute force over alpha (numpy grid), for a rho-zCDP mechanism."""
+    a = np.linspace(1.0001, 2000.0, 400_000)
+    log = (a - 1) * (a * rho - eps) + (a - 1) * np.log1p(-1 / a) - np.log(a)
+    return float(np.exp(log.min()))
+
+
+def _gdp_delta(eps: float, mu: float) -> float:
+    return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+
+
+def _table(n=3000, d=6, seed=0):
+    """Records in the unit box's lower corner (a skewed table): most lie far from the box's middle."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    U = np.clip(0.15 + 0.1 * y[:, None] + 0.05 * rng.normal(size=(n, d)), 0, 1)
+    return torch.as_tensor(U), torch.as_tensor(y)
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 4.0])
+def test_stage_budgets_compose_to_the_target(eps):
+    for f in (0.05, 0.1, 0.3):
+        e1, e2 = stage_epsilons(eps, DELTA, f)  # discrete: zCDP shares of rho
+        from torchdpgmm.privacy.calibration import zcdp_rho
+
+        r1, r2 = zcdp_rho(e1, DELTA), zcdp_rho(e2, DELTA)
+        assert r1 / (r1 + r2) == pytest.approx(f, rel=1e-3)
+        assert _zcdp_delta(eps, r1 + r2) <= DELTA * (1 + 1e-3)  # the two stages together: (eps, delta)
+        assert _zcdp_delta(eps * 1.02, (r1 + r2) * 1.05) > DELTA  # and not much looser than needed
+        e1, e2 = stage_epsilons(eps, DELTA, f, noise="continuous")
+        rel = [release_sound(*_table(200), 2, e, DELTA, clip_bound=1.0, noise="continuous",
+                             generator=torch.Generator().manual_seed(0)) for e in (e1, e2)]
+        mu = math.hypot(rel[0].extras["noise"]["mu"], rel[1].extras["noise"]["mu"])
+        assert _gdp_delta(eps, mu) <= DELTA * (1 + 1e-6)
+        assert rel[0].extras["noise"]["mu"] ** 2 / mu**2 == pytest.approx(f, rel=1e-6)
+        assert stage_epsilons(eps, None, f, mechanism="laplace") == pytest.approx((f * eps, (1 - f) * eps))
+    for bad in (0, 1, -0.1, 1.5, True, "0.1"):
+        with pytest.raises(ValueError, match="centre fraction"):
+            stage_epsilons(1.0, DELTA, bad)
+
+
+def test_shrunk_centre_is_positive_part_james_stein_projected_onto_the_ball():
+    rng = np.random.default_rng(3)
+    c0 = np.full(5, 0.5)
+    for _ in range(50):
+        o, n, s = rng.normal(size=5) * rng.uniform(0.01, 2), rng.uniform(5, 500), rng.uniform(0.1, 50)
+        w_ref = max(0.0, 1 - 5 * (s / n) ** 2 / np.sum(o * o))
+        shift = w_ref * o
+        shift *= min(1.0, 0.9 / np.linalg.norm(shift)) if w_ref > 0 else 1.0
+        c, w = shrunk_centre(torch.as_tensor(o), torch.tensor(n, dtype=torch.float64), s, torch.as_tensor(c0), 0.9)
+        assert float(w) == pytest.approx(w_ref, abs=1e-12)
+        np.testing.assert_allclose(c.numpy(), c0 + shift, atol=1e-12)
+
+
+def test_negligible_noise_centres_at_the_mean_and_clips_about_it():
+    """At eps = 500 the released centre is numpy's mean of the records (weight 1) and the class means are numpy's
+    means of the records pulled radially onto the ball about that centre."""
+    U, y = _table()
+    c0 = torch.full((6,), 0.5, dtype=torch.float64)
+    r = 0.1
+    rel = release_centred(U, y, 2, 500.0, DELTA, clip_bound=r, ball_center=c0, ball_radius=math.sqrt(6) / 2,
+                          covariance_type="auto", generator=torch.Generator().manual_seed(0))
+    c = rel.extras["centre"].numpy()
+    assert float(rel.extras["centre_weight"]) > 0.999
+    np.testing.assert_allclose(c, U.numpy().mean(0), atol=2e-3)
+    Z = U.numpy() - c
+    nz = np.linalg.norm(Z, axis=1, keepdims=True)
+    assert 0.05 < np.mean(nz > r) < 0.95  # the ball clips some records
+    Z = Z * np.minimum(1.0, r / nz)
+    ref = np.stack([c + Z[y.numpy() == k].mean(0) for k in (0, 1)])
+    np.testing.assert_allclose(rel.model.means.numpy(), ref, atol=2e-3)
+    # the box's middle instead: the same radius pulls the records to the middle, far from the truth
+    box = release_sound(U, y, 2, 500.0, DELTA, clip_bound=r, center=c0, covariance_type="auto",
+                        generator=torch.Generator().manual_seed(0))
+    assert np.abs(box.model.means.numpy() - ref).max() > 0.05
+
+
+def test_tiny_budget_keeps_the_centre_near_the_box_middle():
+    U, y = _table(n=100)
+    c0 = torch.full((6,), 0.5, dtype=torch.float64)
+    w = []
+    for seed in range(20):
+        rel = release_centred(U, y, 2, 0.05, DELTA, clip_bound=0.3, ball_center=c0, ball_radius=math.sqrt(6) / 2,
+                              generator=torch.Generator().manual_seed(seed))
+        w.append(float(rel.extras["centre_weight"]))
+        assert float((rel.extras["centre"] - c0).norm()) <= math.sqrt(6) / 2 + 1e-12  # inside the ball
+    assert np.median(w) < 0.2  # a noisy offset is shrunk back to the box's middle
+
+
+def test_record_lists_both_stages_and_dropped_rows_are_removals():
+    U, y = _table(n=400)
+    c0 = torch.full((6,), 0.5, dtype=torch.float64)
+    kw = dict(clip_bound=0.3, ball_center=c0, ball_radius=math.sqrt(6) / 2, covariance_type="auto")
+    rel = release_centred(U, y, 2, 1.0, DELTA, generator=torch.Generator().manual_seed(5), **kw)
+    rec = rel.privacy
+    assert rec.epsilon == 1.0 and rec.delta == DELTA and rec.mode == "sound"
+    names = [b.name for b in rec.blocks]
+    assert names[:3] == ["centre_counts", "centre_sums", "centre_second_moments"]
+    assert {"counts", "sums", "second_moments", "pooled_second_moment"} <= set(names[3:])
+    assert "zCDP composition of two stages" in rec.accountant and rec.split["centre"] == 0.1
+    # a row with a label outside the classes, or a NaN feature, is dropped by both stages: same release
+    U2 = torch.cat([U, torch.full((1, 6), 0.9, dtype=torch.float64), torch.full((1, 6), float("nan"))])
+    y2 = torch.cat([y, torch.tensor([7, 0])])
+    rel2 = release_centred(U2, y2, 2, 1.0, DELTA, generator=torch.Generator().manual_seed(5), **kw)
+    assert torch.equal(rel.extras["centre"], rel2.extras["centre"])
+    assert torch.equal(rel.model.means, rel2.model.means) and torch.equal(rel.model.covariances, rel2.model.covariances)
+    with pytest.raises(ValueError, match="ball_center, not center"):
+        release_centred(U, y, 2, 1.0, DELTA, center=c0, **kw)
+    with pytest.raises(ValueError, match="clip_bound"):  # public settings refused before any noise
+        release_centred(U, y, 2, 1.0, DELTA, **(kw | {"clip_bound": -1.0}))
+
+
+def test_laplace_and_replace_one_run_and_say_so():
+    U, y = _table(n=300)
+    c0 = torch.full((6,), 0.5, dtype=torch.float64)
+    kw = dict(clip_bound=0.3, ball_center=c0, ball_radius=math.sqrt(6) / 2)
+    lap = release_centred(U, y, 2, 1.0, None, mechanism="laplace", generator=torch.Generator().manual_seed(0), **kw)
+    assert "basic composition of two stages" in lap.privacy.accountant and lap.privacy.delta == 0.0
+    assert lap.privacy.blocks[0].mechanism.endswith("laplace")
+    ro = release_centred(U, y, 2, 1.0, DELTA, adjacency="replace-one", generator=torch.Generator().manual_seed(0), **kw)
+    assert ro.privacy.adjacency.value == "replace-one"
+
+
+def test_estimator_default_is_centred_and_box_is_the_one_stage_release():
+    from torchdpgmm.bounds import Bounds
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    U, y = _table(n=2000, d=3)
+    bounds = [(0.0, 10.0)] * 3
+    X = 10 * U.numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = DPGaussianMixture(200.0, DELTA, classes=[0, 1], bounds=bounds, random_state=0).fit(X, y.numpy())
+        box = DPGaussianMixture(200.0, DELTA, classes=[0, 1], bounds=bounds, center="box", random_state=0).fit(X, y.numpy())
+    np.testing.assert_allclose(est.center_, X.mean(0), atol=0.05)  # released centre, user units
+    np.testing.assert_allclose(box.center_, 5.0)
+    assert [b.name for b in est.privacy_.blocks][0] == "centre_counts"
+    assert all(not b.name.startswith("centre_") for b in box.privacy_.blocks)
+    b = Bounds([0.0] * 3, [10.0] * 3)
+    # "box" is exactly the one-stage sound release about the box's middle at the box's default radius
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = release_sound(torch.as_tensor(b.to_unit(X)), y, 2, 200.0, DELTA, clip_bound=b.release_clip_bound,
+                            center=b.unit_center, covariance_type="auto",
+                            generator=torch.Generator().manual_seed(box._seed()))
+    np.testing.assert_allclose(box.means_, b.means_from_unit(ref.model.means).numpy(), rtol=0, atol=1e-12)
+    truth = np.stack([X[y.numpy() == k].mean(0) for k in (0, 1)])
+    assert np.abs(est.means_ - truth).max() < np.abs(box.means_ - truth).max()  # the centred default is closer
+    for bad, msg in ((dict(center="middle"), "center must be one of"), (dict(center="box", bounds=None, clip_bound=1.0),
+                                                                         "center= applies with public bounds only")):
+        with pytest.raises(ValueError, match=msg):
+            DPGaussianMixture(1.0, DELTA, classes=[0, 1], **({"bounds": bounds} | bad)).fit(X, y.numpy())
+
+
+def _batched_release(device):
+    """A batch of 4 tables in one call (batch shape first): the centre and the model stay on the input's device."""
+    g = torch.Generator(device=device).manual_seed(0)
+    U = (0.2 + 0.05 * torch.randn(4, 3000, 5, generator=g, device=device, dtype=torch.float64)).clamp(0, 1)
+    y = (torch.arange(3000, device=device) % 2).expand(4, 3000)
+    c0 = torch.full((5,), 0.5, dtype=torch.float64, device=device)
+    return release_centred(U, y, 2, 2.0, DELTA, clip_bound=0.5, ball_center=c0, ball_radius=math.sqrt(5) / 2,
+                           covariance_type="auto", generator=g)
+
+
+def test_batched_centred_release_stays_on_the_input_device():
+    rel = _batched_release("cpu")
+    assert rel.extras["centre"].shape == (4, 5) and rel.extras["centre_weight"].shape == (4,)
+    assert rel.model.means.shape == (4, 2, 5) and rel.extras["centre"].device.type == "cpu"
+    assert float((rel.extras["centre"] - 0.2).abs().max()) < 0.1  # every table's centre found its corner
+
+
+@pytest.mark.cuda
+def test_batched_centred_release_on_cuda():
+    rel = _batched_release("cuda")
+    assert rel.extras["centre"].device.type == "cuda" and rel.model.means.device.type == "cuda"
+    assert float((rel.extras["centre"] - 0.2).abs().max()) < 0.1
