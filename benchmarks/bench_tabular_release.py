@@ -56,6 +56,12 @@ def _qda(X, y):
     return time.perf_counter() - t0
 
 
+def _default_center() -> str:
+    from torchdpgmm.bounds import DEFAULT_CENTER
+
+    return DEFAULT_CENTER
+
+
 def run(repeats: int, threads: int, rows: int | None) -> dict:
     import torch
     from threadpoolctl import threadpool_limits
@@ -76,7 +82,8 @@ def run(repeats: int, threads: int, rows: int | None) -> dict:
     return {
         "benchmark": "one DPGaussianMixture release of LetterRecognition (bounds 0..15), eps=1, delta=1e-5, add/remove",
         "n_rows": int(X.shape[0]), "n_features": int(X.shape[1]), "classes": 26,
-        "covariance_type": DPGaussianMixture().covariance_type, "repeats": repeats, "threads": threads,
+        "covariance_type": DPGaussianMixture().covariance_type, "center": _default_center(),
+        "privacy_blocks": [b.name for b in est.privacy_.blocks], "repeats": repeats, "threads": threads,
         "release_seconds": ours, "release_seconds_median": med,
         "baseline": "sklearn QuadraticDiscriminantAnalysis().fit, non-private, same rows, interleaved",
         "baseline_seconds": base, "baseline_seconds_median": bmed, "ratio_to_baseline": med / bmed,
