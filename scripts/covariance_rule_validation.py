@@ -10,9 +10,10 @@ iris, a simulated letter-like table (26 Gaussian classes, 16 features, class-spe
 mlbench exports present here (Glass, Ionosphere, Vowel, Sonar (range 0..1), Satellite (range 0..255)).
 Bounds: the documented range where there is one, otherwise the min-max of the release's training rows (a
 stand-in for "the user knows the range", as the study does; not a private-safe choice). Each table is mapped
-into the unit box and released with center 0.5 and the estimators' default clip bound
-``Bounds.release_clip_bound`` (``CLIP_FRACTION * sqrt(d)/2``, :mod:`torchdpgmm.bounds`; runs before 2026-11-26
-used ``sqrt(d)/2``),
+into the unit box and released as the estimators release it by default
+(:func:`torchdpgmm.estimator.release_in_unit_box`: since 2026-11-26 (later) a private centre first, then the
+mixture clipped to ``Bounds.centred_clip_bound`` about it, :mod:`torchdpgmm.release.centring`; earlier runs
+used one stage about the box's middle at ``Bounds.release_clip_bound``, and before that ``sqrt(d)/2``),
 add/remove, delta 1e-5, eps 0.5 / 1 / 2 / 5, 10 noise seeds (the default discrete noise and ``kl`` split);
 the score is the accuracy of the released model's Bayes classifier on the validation rows. ``auto`` is the
 rule as released; ``auto_mean_shrinkage_flipped`` is the same release (same noise draws) with
@@ -42,7 +43,7 @@ from sklearn.model_selection import train_test_split
 from torchdpgmm.release import covariance_rule
 from torchdpgmm.bounds import Bounds
 from torchdpgmm.data.tables import available_tables, load_table
-from torchdpgmm.release.sound import release_sound
+from torchdpgmm.estimator import release_in_unit_box
 
 EPS = (0.5, 1.0, 2.0, 5.0)
 FIXED = ("full", "tied", "diag")
@@ -121,9 +122,9 @@ def score_table(X, y, public_bounds) -> tuple[dict, dict]:
             covariance_rule.MEAN_SHRINKAGE = RULE_MEANS != (ct == AUTO_NM)
             covariance_rule.COUNT_FLOOR = ct != AUTO_NC
             for seed in SEEDS:
-                rel = release_sound(Utr, ytr_t, K, eps, DELTA, clip_bound=float(b.release_clip_bound),
-                                    center=b.unit_center, covariance_type="auto" if ct.startswith("auto") else ct,
-                                    generator=torch.Generator().manual_seed(seed))
+                rel = release_in_unit_box(Utr, ytr_t, K, eps, DELTA, b,
+                                          covariance_type="auto" if ct.startswith("auto") else ct,
+                                          generator=torch.Generator().manual_seed(seed))
                 a.append(float((rel.model.predict(Uva) == yva_t).double().mean()))
             covariance_rule.MEAN_SHRINKAGE = RULE_MEANS
             covariance_rule.COUNT_FLOOR = True

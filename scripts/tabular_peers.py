@@ -9,11 +9,13 @@ Two steps, so that every peer sees exactly the study's split and public bounds:
     python3 scripts/tabular_peers.py merge OTHER/peers.json [OUT]      # rows and run records of another run
 
 Many fits side by side (the lent GPU machine's 16 CPU cores): ``scripts/tabular_peers_batch.sh JOBS DIR OUT
-WORKERS SECONDS`` runs one ``run`` per line of JOBS (``scripts/tabular_peers_device_jobs.txt`` is the list run
-on 2026-11-26), all with ``--deadline`` (no fit starts with under 30 s left before it; each fit's limits are cut
+WORKERS SECONDS`` runs one ``run`` per line of JOBS (``scripts/tabular_peers_device_jobs.txt`` and
+``scripts/tabular_peers_device_jobs_2.txt`` are the lists run on 2026-11-26), all with ``--deadline`` (no fit starts with under 30 s left before it; each fit's limits are cut
 to what is left), into one OUT/peers.json; ``merge`` then brings its rows here. On that machine the peer's
 pure-Python wheels were installed with ``pip install --no-deps --ignore-requires-python --target`` beside its
-own numpy / pandas / scikit-learn / jax (smartnoise-synth declares Python < 3.12; MST and AIM ran on 3.12);
+own numpy / pandas / scikit-learn / jax (smartnoise-synth declares Python < 3.12; MST and AIM ran on 3.12; to
+fit the 64 MiB that travel to that machine, opendp's shared library was stripped of its debug symbols with
+``strip --strip-unneeded`` and the wheel re-zipped, and opacus, used by DP-CTGAN only, was left behind);
 the versions are in each run's ``environment``. The same seed does not give the same synthesizer draw across
 environments (jax versions), so a draw index names a seed, not a reproducible result.
 
