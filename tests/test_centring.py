@@ -123,6 +123,8 @@ def test_record_lists_both_stages_and_dropped_rows_are_removals():
     assert torch.equal(rel.model.means, rel2.model.means) and torch.equal(rel.model.covariances, rel2.model.covariances)
     with pytest.raises(ValueError, match="ball_center, not center"):
         release_centred(U, y, 2, 1.0, DELTA, center=c0, **kw)
+    with pytest.raises(ValueError, match="num_draws"):
+        release_centred(U, y, 2, 1.0, DELTA, num_draws=3, **kw)
     with pytest.raises(ValueError, match="clip_bound"):  # public settings refused before any noise
         release_centred(U, y, 2, 1.0, DELTA, **(kw | {"clip_bound": -1.0}))
 

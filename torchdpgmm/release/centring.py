@@ -126,6 +126,9 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
 
     if "center" in options:
         raise ValueError("release_centred releases its own centre: pass ball_center, not center")
+    if options.get("num_draws") not in (None, 1):
+        raise ValueError("num_draws is not supported by the two-stage release (each draw needs its own centre): "
+                         "batch the data instead")
     d = check_schema(X, y, num_classes, mask)
     mechanism = options.get("mechanism", "kl")
     noise = options.get("noise", "discrete")
