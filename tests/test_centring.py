@@ -193,3 +193,18 @@ def test_batched_centred_release_on_cuda():
     rel = _batched_release("cuda")
     assert rel.extras["centre"].device.type == "cuda" and rel.model.means.device.type == "cuda"
     assert float((rel.extras["centre"] - 0.2).abs().max()) < 0.1
+
+
+def test_block_noise_std_reads_gaussian_sigma_and_laplace_scale():
+    """The noise std of a block from a sound release's public summary: sigma for Gaussian noise, sqrt(2) b for a
+    Laplace scale b (the Laplace variance 2 b^2), None when the summary has neither."""
+    from torchdpgmm.release.diagnostics import block_noise_std
+
+    assert block_noise_std({"sigma_sums": 3.0}, "sums") == 3.0
+    assert block_noise_std({"laplace_scale_sums": 2.0}, "sums") == pytest.approx(math.sqrt(8.0))
+    assert block_noise_std({"sigma_counts": 1.0}, "sums") is None
+    U, y = _table(n=200)
+    lap = release_sound(U, y, 2, 1.0, None, clip_bound=0.3, mechanism="laplace",
+                        generator=torch.Generator().manual_seed(0))
+    assert block_noise_std(lap.extras["noise"], "sums") == pytest.approx(
+        math.sqrt(2.0) * lap.extras["noise"]["laplace_scale_sums"])

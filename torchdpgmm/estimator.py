@@ -557,8 +557,9 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         else:
             rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
                           mode=self.mode, generator=g, **kw)
-        self.model_ = rel.model if self.bounds is None else self.bounds_.model_from_unit(rel.model)
-        if self.bounds is not None:  # the clipping centre in the user's units (released, or the box's middle)
+        self.model_ = rel.model
+        if self.bounds is not None:  # back to the user's units; the clipping centre (released, or the box's middle)
+            self.model_ = self.bounds_.model_from_unit(rel.model)
             c = rel.extras.get("centre", self.bounds_.unit_center)
             self.center_ = np.asarray(self.bounds_.from_unit(c.detach().cpu().numpy(), clip=False), dtype=np.float64)
         self.privacy_ = _float_record(rel.privacy)

@@ -121,6 +121,7 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     ...); the centre stage takes the same ``adjacency`` and ``noise`` and the Gaussian mechanism (Laplace when the
     mixture's is). ``extras["centre"]`` is the released centre and ``extras["centre_weight"]`` its shrinkage weight.
     """
+    from torchdpgmm.release.diagnostics import block_noise_std
     from torchdpgmm.release.result import Release
     from torchdpgmm.release.sound import check_schema, release_sound, sound_settings
 
@@ -149,7 +150,7 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
                           covariance_type="spherical", mechanism=centre_mechanism, adjacency=adjacency, noise=noise,
                           split=split, generator=generator, mask=mask)
     noise1 = first.extras["noise"]
-    sigma_sums = noise1["sigma_sums"] if "sigma_sums" in noise1 else math.sqrt(2.0) * noise1["laplace_scale_sums"]
+    sigma_sums = block_noise_std(noise1, "sums")  # public: Gaussian sigma or sqrt(2) x the Laplace scale
     count = first.model.counts[..., 0].to(torch.float64)
     offset = first.model.means[..., 0, :] - ball_center
     centre, weight = shrunk_centre(offset, count, sigma_sums, ball_center, ball_radius)

@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["MostlyNoiseWarning", "mostly_noise", "warn_if_mostly_noise", "sound_count_noise",
+__all__ = ["MostlyNoiseWarning", "mostly_noise", "warn_if_mostly_noise", "sound_count_noise", "block_noise_std",
            "pipeline_count_noise", "CLI_CAUSES", "ESTIMATOR_CAUSES"]
 
 MOSTLY_NOISE = "the release is mostly noise: the released class counts are within a few noise scales of zero"
@@ -79,17 +79,23 @@ def _floor(auto: bool, std: float | None) -> float:
     return count_floor(std, _default_min_count()) if auto and std is not None else _default_min_count()
 
 
+def block_noise_std(noise: dict, block: str) -> float | None:
+    """Standard deviation of the noise on each coordinate of a sound release's ``block``, in data units, from its
+    public noise summary ``extras["noise"]``: Gaussian ``sigma_<block>``, Laplace ``sqrt(2) laplace_scale_<block>``;
+    None when the summary has neither."""
+    if f"sigma_{block}" in noise:
+        return float(noise[f"sigma_{block}"])
+    if f"laplace_scale_{block}" in noise:
+        return math.sqrt(2.0) * float(noise[f"laplace_scale_{block}"])
+    return None
+
+
 def sound_count_noise(rel: Any) -> tuple[Any, float | None, float]:
     """``(counts, count_std, floor)`` of a sound :class:`~torchdpgmm.release.result.Release`: the released counts, the
-    standard deviation of their noise in count units (``extras["noise"]``: Gaussian ``sigma_counts``, Laplace
-    ``sqrt(2) laplace_scale_counts``) and the sound release's public floor of a count (:func:`_floor`)."""
+    standard deviation of their noise in count units (:func:`block_noise_std` of ``extras["noise"]``) and the sound
+    release's public floor of a count (:func:`_floor`)."""
     noise = (getattr(rel, "extras", None) or {}).get("noise") or {}
-    if "sigma_counts" in noise:
-        std = float(noise["sigma_counts"])
-    elif "laplace_scale_counts" in noise:
-        std = math.sqrt(2.0) * float(noise["laplace_scale_counts"])
-    else:
-        std = None
+    std = block_noise_std(noise, "counts")
     auto = (getattr(rel, "extras", None) or {}).get("covariance_type") == "auto"
     return getattr(rel.model, "counts", None), std, _floor(auto, std)
 
