@@ -1,0 +1,47 @@
+"""The shape of the doc pages: docs/tables.md stays a task page a newcomer reads in one go, the validation
+tables behind its defaults live on the reference page docs/tables-validation.md (rendered there, up to date),
+and every relative link of README.md and docs/*.md points at a file that exists."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VALIDATION_BLOCKS = ("covariance-rule", "covariance-rule-gaussiannb", "clip-rule", "clip-rule-pipeline", "centre-rule")
+TASK_BLOCKS = ("tabular-overview", "tabular-epsilon", "tabular-targets", "tabular-peer-wins")
+
+
+def _blocks(text: str) -> set[str]:
+    return set(re.findall(r"<!-- generated: ([\w-]+) -->", text))
+
+
+def test_tables_task_page_is_short_and_holds_no_validation_tables():
+    text = (ROOT / "docs" / "tables.md").read_text()
+    assert len(text.splitlines()) <= 270, "docs/tables.md is a task page: move reference material out"
+    assert _blocks(text) == set(TASK_BLOCKS)
+    assert "tables-validation.md" in text  # the task page says where the validation is
+
+
+def test_validation_page_holds_the_validation_blocks_up_to_date(load_script):
+    text = (ROOT / "docs" / "tables-validation.md").read_text()
+    assert _blocks(text) == set(VALIDATION_BLOCKS)
+    mod = load_script("scripts/covariance_rule_tables.py")
+    assert mod.PAGE == ROOT / "docs" / "tables-validation.md"
+    assert mod.main(["--check"]) == 0, "run: python scripts/covariance_rule_tables.py"
+    # every JSON a block is rendered from is cited on the page (tests/test_docs_numbers.py looks there)
+    for json_path in (mod.JSON, mod.GNB, mod.CLIP, mod.PIPE, mod.CENTRE):
+        assert str(json_path.relative_to(ROOT)) in text
+
+
+def test_relative_links_resolve():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", " ", page.read_text(), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = target.split("#")[0]
+            if path and not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
