@@ -208,3 +208,163 @@ def test_block_noise_std_reads_gaussian_sigma_and_laplace_scale():
                         generator=torch.Generator().manual_seed(0))
     assert block_noise_std(lap.extras["noise"], "sums") == pytest.approx(
         math.sqrt(2.0) * lap.extras["noise"]["laplace_scale_sums"])
+
+
+# ---------------------------------------------------------------------------------------------- the private radius
+def _hist(X, y, K, c, edges):
+    from torchdpgmm.release.centring import distance_histogram
+
+    return distance_histogram(torch.as_tensor(X, dtype=torch.float64), torch.as_tensor(y), K,
+                              torch.as_tensor(c, dtype=torch.float64), torch.as_tensor(edges)).numpy()
+
+
+def test_radius_histogram_sensitivity_by_brute_force_over_neighbours():
+    """Every neighbouring pair (a record removed, added, or replaced by any candidate, including rows that are dropped:
+    NaN features or a label outside the classes) moves the histogram by at most the block's stated sensitivity (L2 1 /
+    sqrt(2), L1 1 / 2), and some pair attains it."""
+    from torchdpgmm.release.centring import radius_grid, radius_noise
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (6, 2))
+    y = np.array([0, 1, 0, 1, 1, 0])
+    c = np.array([0.3, 0.6])
+    edges = np.array(radius_grid(0.2, 1.4))
+    cand = [rng.uniform(-0.5, 1.5, 2) for _ in range(40)] + [c] + [c + [e, 0] for e in edges] + [np.array([np.nan, 0.1])]
+    cand_y = [int(rng.integers(0, 3)) for _ in cand]  # label 2 lies outside range(2): dropped
+    h0 = _hist(X, y, 2, c, edges)
+    assert h0.sum() == 6 and len(h0) == len(edges) + 1
+    worst = {"add-remove": [0.0, 0.0], "replace-one": [0.0, 0.0]}
+    for i in range(6):  # remove record i
+        h = _hist(np.delete(X, i, 0), np.delete(y, i), 2, c, edges)
+        worst["add-remove"] = np.maximum(worst["add-remove"], [np.linalg.norm(h - h0), np.abs(h - h0).sum()])
+    for x, yy in zip(cand, cand_y):  # add a record
+        h = _hist(np.vstack([X, x]), np.append(y, yy), 2, c, edges)
+        worst["add-remove"] = np.maximum(worst["add-remove"], [np.linalg.norm(h - h0), np.abs(h - h0).sum()])
+        for i in range(6):  # replace record i by it
+            X2, y2 = X.copy(), y.copy()
+            X2[i], y2[i] = x, yy
+            h = _hist(X2, y2, 2, c, edges)
+            worst["replace-one"] = np.maximum(worst["replace-one"], [np.linalg.norm(h - h0), np.abs(h - h0).sum()])
+    for adj, (l2, l1) in worst.items():
+        g = radius_noise(0.05, 1.0, DELTA, adjacency=adj)[2]
+        lap = radius_noise(0.05, 1.0, None, mechanism="laplace", adjacency=adj)[2]
+        assert l2 == pytest.approx(g.sensitivity) and l1 == pytest.approx(lap.sensitivity)  # bound, attained
+        assert g.norm == "l2" and lap.norm == "l1"
+
+
+def _radius_ref(hist, edges, std, q, z):
+    """numpy reference of the radius rule: the first grid radius whose noisy tail less z noise stds is at most
+    (1 - q) of the noisy total (once true, kept), else the last."""
+    total = max(hist.sum(), 1.0)
+    ok = False
+    for j in range(len(edges)):
+        tail = hist[j + 1:].sum()
+        ok = ok or tail - z * std * math.sqrt(len(hist) - 1 - j) <= (1 - q) * total
+        if ok:
+            return edges[j]
+    return edges[-1]
+
+
+def test_radius_from_histogram_matches_numpy_and_is_batched():
+    from torchdpgmm.release.centring import radius_from_histogram, radius_grid
+
+    rng = np.random.default_rng(1)
+    edges = np.array(radius_grid(0.5, 4.0))
+    H = rng.normal(200, 150, size=(300, len(edges) + 1))
+    for z, q, std in ((0.0, 0.9, 10.0), (1.0, 0.8, 50.0), (2.0, 0.95, 3.0)):
+        got = radius_from_histogram(torch.as_tensor(H), torch.as_tensor(edges), std, quantile=q, z=z).numpy()
+        ref = np.array([_radius_ref(h, edges, std, q, z) for h in H])
+        np.testing.assert_array_equal(got, ref)
+    assert radius_grid(0.5, 1.0) == pytest.approx([0.5 * 2 ** (j / 4) for j in range(5)])
+    with pytest.raises(ValueError, match="0 < floor < top"):
+        radius_grid(0.5, 0.5)
+
+
+@pytest.mark.parametrize("noise,mechanism,delta", [("discrete", "kl", DELTA), ("continuous", "kl", DELTA),
+                                                   ("discrete", "laplace", None), ("continuous", "laplace", None)])
+@pytest.mark.parametrize("adjacency", ["add-remove", "replace-one"])
+def test_private_radius_record_lists_the_block_and_recomposes_to_the_target(noise, mechanism, delta, adjacency):
+    """The record lists centre, radius and mixture blocks; recomposed from the blocks alone by an independent
+    accountant (zCDP: rho = sum (Delta/sigma)^2/2 -> Cor. 13 by brute force; GDP: mu^2 = sum (Delta/sigma)^2 -> the
+    delta curve; Laplace: eps = sum Delta_1/b) it meets (eps, delta), and the radius block spends its share."""
+    U, y = _table(n=300)
+    c0 = torch.full((6,), 0.5, dtype=torch.float64)
+    eps = 1.0
+    rel = release_centred(U, y, 2, eps, delta, clip_bound=None, ball_center=c0, ball_radius=math.sqrt(6) / 2,
+                          covariance_type="auto", noise=noise, mechanism=mechanism, adjacency=adjacency,
+                          generator=torch.Generator().manual_seed(0))
+    rec = rel.privacy
+    names = [b.name for b in rec.blocks]
+    assert names[:4] == ["centre_counts", "centre_sums", "centre_second_moments", "radius_histogram"]
+    assert rec.split["radius"] == 0.05 and "three stages" in rec.accountant
+    assert any("private clip radius" in n for n in rec.notes)
+    r = rec.blocks[3]
+    if mechanism == "laplace":
+        total = sum(b.sensitivity / b.noise_scale for b in rec.blocks)
+        assert total <= eps * (1 + 1e-9) and total > 0.95 * eps
+        assert r.sensitivity / r.noise_scale == pytest.approx(0.05 * eps, rel=1e-5)
+    elif noise == "continuous":
+        mu2 = sum((b.sensitivity / b.noise_scale) ** 2 for b in rec.blocks)
+        assert _gdp_delta(eps, math.sqrt(mu2)) <= DELTA * (1 + 1e-6)
+        assert (r.sensitivity / r.noise_scale) ** 2 / mu2 == pytest.approx(0.05, rel=1e-5)
+    else:
+        rho = sum((b.sensitivity / b.noise_scale) ** 2 / 2 for b in rec.blocks)
+        assert _zcdp_delta(eps, rho) <= DELTA * (1 + 1e-3)
+        assert _zcdp_delta(eps * 1.02, rho * 1.1) > DELTA  # not much looser than needed
+        assert (r.sensitivity / r.noise_scale) ** 2 / 2 / rho == pytest.approx(0.05, rel=1e-3)
+
+
+def test_negligible_noise_radius_is_the_grid_quantile_and_the_model_is_clipped_there():
+    """At eps = 500 the released radius is numpy's grid quantile of the distances to the released centre and the
+    class means are numpy's means of the records pulled onto that ball."""
+    from torchdpgmm.release.centring import RADIUS_QUANTILE, radius_grid
+
+    rng = np.random.default_rng(2)
+    n, d = 4000, 6
+    yy = rng.integers(0, 2, n)
+    U = torch.as_tensor(np.clip(0.5 + 0.3 * rng.normal(size=(n, d)) + 0.1 * yy[:, None], 0, 1))
+    y = torch.as_tensor(yy)
+    c0 = torch.full((d,), 0.5, dtype=torch.float64)
+    rel = release_centred(U, y, 2, 500.0, DELTA, clip_bound=None, ball_center=c0, ball_radius=math.sqrt(d) / 2,
+                          covariance_type="auto", generator=torch.Generator().manual_seed(0))
+    c = rel.extras["centre"].numpy()
+    dist = np.linalg.norm(U.numpy() - c, axis=1)
+    edges = radius_grid(0.5, math.sqrt(d))
+    ref = next((e for e in edges if np.mean(dist >= e) <= 1 - RADIUS_QUANTILE + 1e-3), edges[-1])
+    R = float(rel.extras["clip_radius"])
+    assert R == pytest.approx(ref) and R > 0.5  # the data need more than the fixed default
+    assert np.mean(dist <= R) >= RADIUS_QUANTILE - 0.01
+    Z = (U.numpy() - c) * np.minimum(1.0, R / dist)[:, None]
+    truth = np.stack([c + Z[yy == k].mean(0) for k in (0, 1)])
+    np.testing.assert_allclose(rel.model.means.numpy(), truth, atol=3e-3)
+    cov = np.cov(Z[yy == 0].T)
+    np.testing.assert_allclose(rel.model.covariances[0].numpy(), cov, atol=3e-3)
+
+
+def test_private_radius_keeps_the_floor_on_a_small_table_and_refuses_bad_settings():
+    U, y = _table(n=60)
+    c0 = torch.full((6,), 0.5, dtype=torch.float64)
+    kw = dict(clip_bound=None, ball_center=c0, ball_radius=math.sqrt(6) / 2)
+    R = [float(release_centred(U, y, 2, 0.5, DELTA, generator=torch.Generator().manual_seed(s), **kw)
+               .extras["clip_radius"]) for s in range(10)]
+    assert np.median(R) == pytest.approx(0.5)  # tail counts that are mostly noise keep the floor
+    for bad, msg in ((dict(radius_fraction=0.95), "radius_fraction"), (dict(radius_quantile=1.0), "radius_quantile"),
+                     (dict(radius_z=-1.0), "radius_z")):
+        with pytest.raises(ValueError, match=msg):
+            release_centred(U, y, 2, 1.0, DELTA, **(kw | bad))
+
+
+def test_batched_private_radius_is_one_per_table():
+    g = torch.Generator().manual_seed(0)
+    spread = torch.tensor([0.05, 0.3, 0.05, 0.3], dtype=torch.float64)[:, None, None]
+    U = (0.5 + spread * torch.randn(4, 3000, 5, generator=g, dtype=torch.float64)).clamp(0, 1)
+    y = (torch.arange(3000) % 2).expand(4, 3000)
+    c0 = torch.full((5,), 0.5, dtype=torch.float64)
+    rel = release_centred(U, y, 2, 2.0, DELTA, clip_bound=None, ball_center=c0, ball_radius=math.sqrt(5) / 2,
+                          covariance_type="auto", generator=g)
+    R = rel.extras["clip_radius"]
+    assert R.shape == (4,) and rel.model.means.shape == (4, 2, 5)
+    assert float(R[0]) == 0.5 and float(R[2]) == 0.5 and float(R[1]) > 0.5 and float(R[3]) > 0.5
+    for b in range(4):  # each table's model is the same release run alone on its rows (its own radius)
+        dist = (U[b] - rel.extras["centre"][b]).norm(dim=-1)
+        assert float((dist <= R[b]).double().mean()) >= 0.85

@@ -31,6 +31,22 @@ The release's one :class:`~torchdpgmm.privacy.PrivacyRecord` lists the centre st
 chosen on validation splits only (``scripts/clip_rule_validation.py --centre`` ->
 ``docs/results/centre-rule.json``).
 
+**Private radius** (``clip_bound=None``; the default of the estimator with public bounds): a stage between the two
+spends :data:`RADIUS_FRACTION` of the budget on a noisy histogram of the records' distances ``||x - c||`` to the
+released centre over a fixed public grid of radii (:func:`radius_grid`: from ``floor`` = :data:`torchdpgmm.bounds.
+CENTRED_CLIP_RADIUS` up to ``2 ball_radius``, the largest distance of a point of the ball from its centre,
+geometric with :data:`RADIUS_STEPS_PER_OCTAVE` steps per doubling). Each record falls in exactly one bin, so the
+histogram's L2 sensitivity is 1 under add/remove and sqrt(2) under replace-one (L1: 1 and 2); one block
+``radius_histogram`` (discrete Gaussian, Gaussian or Laplace noise as the other stages), calibrated directly to its
+share (of rho, of mu^2, of epsilon). The radius is post-processing of released values (:func:`radius_from_histogram`):
+the smallest grid radius beyond which the noisy tail count, less :data:`RADIUS_Z` of its public noise std, is at
+most ``1 - RADIUS_QUANTILE`` of the noisy total, never below ``floor`` (a small table, whose tail counts are mostly
+noise, keeps the floor). The mixture stage then releases the records scaled by ``1/R`` about ``c`` with clip bound 1
+(identical to clipping at ``R`` with the noise scaled by ``R``, but ``R`` may differ across a batch), and the model is
+mapped back (``mu = c + R (mu_s - c)``, ``Sigma = R^2 Sigma_s``). The released radius is ``extras["clip_radius"]``;
+the share of clipped records is never released. Budget: centre ``fraction``, radius ``radius_fraction``, mixture the
+rest, composed as above.
+
 Nothing here raises, branches, loops or prints on a private value: the stage budgets are functions of
 ``(epsilon, delta, fraction)``, the centre a torch function of released values.
 """
@@ -45,7 +61,9 @@ import torch
 from torchdpgmm.privacy import PrivacyRecord
 from torchdpgmm.privacy.calibration import gdp_epsilon, gdp_mu, zcdp_epsilon, zcdp_rho
 
-__all__ = ["CENTRE_FRACTION", "release_centred", "stage_epsilons", "shrunk_centre"]
+__all__ = ["CENTRE_FRACTION", "RADIUS_FRACTION", "RADIUS_QUANTILE", "RADIUS_Z", "RADIUS_STEPS_PER_OCTAVE",
+           "release_centred", "stage_epsilons", "shrunk_centre", "radius_grid", "distance_histogram",
+           "radius_from_histogram", "radius_noise"]
 
 #: share of the budget spent on the centre stage (of rho, of mu^2, or of epsilon for Laplace)
 CENTRE_FRACTION = 0.1
@@ -54,6 +72,15 @@ CENTRE_FRACTION = 0.1
 #: minimised near ``share_sums / share_counts = sqrt(d)``; the second moment is not used
 _SECOND_MOMENT_SHARE = 0.01
 _PREFIX = "centre_"
+#: share of the budget spent on the private clip radius (``clip_bound=None``), of rho, mu^2 or epsilon
+RADIUS_FRACTION = 0.05
+#: the share of the records the private radius aims to hold inside the ball about the released centre
+RADIUS_QUANTILE = 0.9
+#: how many public noise stds the tail count must exceed its target by before the radius grows past a grid point
+RADIUS_Z = 1.0
+#: grid points per doubling of the radius (steps of 2^(1/4), about 19%)
+RADIUS_STEPS_PER_OCTAVE = 4
+RADIUS_BLOCK = "radius_histogram"
 
 
 def _eps_for_rho(rho: float, delta: float) -> float:
@@ -108,15 +135,101 @@ def shrunk_centre(offset: torch.Tensor, count: torch.Tensor, sigma_sums: float, 
     return ball_center + shift, weight
 
 
+def radius_grid(floor: float, top: float, *, steps_per_octave: int = RADIUS_STEPS_PER_OCTAVE) -> list[float]:
+    """The public grid of candidate radii: ``n + 1`` points from ``floor`` to ``top`` (inclusive), evenly spaced in
+    ``log r`` with ``n = ceil(steps_per_octave log2(top / floor))`` (at least 1). Public: ``floor``, ``top`` only."""
+    lo, hi = float(floor), float(top)
+    if not (0 < lo and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"radius grid needs 0 < floor < top, got floor={floor!r}, top={top!r}")
+    n = max(1, math.ceil(steps_per_octave * math.log2(hi / lo) - 1e-9))
+    return [lo * (hi / lo) ** (j / n) for j in range(n + 1)]
+
+
+def _valid_rows(X: torch.Tensor, y: torch.Tensor, num_classes: int, centre: torch.Tensor,
+                mask: torch.Tensor | None) -> torch.Tensor:
+    """The rows every stage keeps (branch-free): finite features (also once centred), a label in range, the mask."""
+    valid = torch.isfinite(X).all(-1) & torch.isfinite(X - centre.unsqueeze(-2)).all(-1) & (y >= 0) & (y < num_classes)
+    return valid if mask is None else valid & mask
+
+
+def distance_histogram(X: torch.Tensor, y: torch.Tensor, num_classes: int, centre: torch.Tensor, edges: torch.Tensor,
+                       mask: torch.Tensor | None = None) -> torch.Tensor:
+    """How many kept records (finite, label in ``range(num_classes)``, ``mask``) lie at distance ``||x - centre||``
+    in each bin ``[0, e_0), [e_0, e_1), ..., [e_n, inf)`` of the public ``edges (n+1,)``: int64 ``(..., n+2)``.
+    Each record adds 1 to exactly one bin (the histogram the radius stage noises); fixed work, no branch."""
+    X = X.to(torch.float64)
+    valid = _valid_rows(X, y, num_classes, centre, mask)
+    Z = torch.where(valid.unsqueeze(-1), X - centre.unsqueeze(-2), torch.zeros((), dtype=X.dtype, device=X.device))
+    dist = Z.norm(dim=-1)
+    e = edges.to(dtype=torch.float64, device=X.device)
+    bins = (dist.unsqueeze(-1) >= e).sum(-1)  # 0 .. n+1
+    onehot = bins.unsqueeze(-1) == torch.arange(e.shape[-1] + 1, device=X.device)
+    return (onehot & valid.unsqueeze(-1)).sum(-2).to(torch.int64)
+
+
+def radius_noise(fraction: float, epsilon: float, delta: float | None, *, mechanism: str = "kl",
+                 noise: str = "discrete", adjacency: Any = "add-remove") -> tuple[str, float, Any]:
+    """``(kind, scale, block)``: the noise of the radius histogram at ``fraction`` of the budget (module docstring).
+
+    ``kind`` is ``"gaussian"`` or ``"laplace"``; ``scale`` the requested std (Gaussian) or Laplace scale in counts;
+    ``block`` the :class:`~torchdpgmm.privacy.NoisedBlock` with the noise actually used (never below the request).
+    Discrete Gaussian: ``rho_r = fraction rho(eps, delta)`` and ``sigma = Delta / sqrt(2 rho_r)`` (at least 1/4, the
+    sampler's smallest); continuous: ``mu_r = sqrt(fraction) mu(eps, delta)`` and ``sigma = Delta / mu_r``; Laplace:
+    ``b = Delta_1 / (fraction eps)``. ``Delta`` = 1 (add/remove) or sqrt(2) (replace-one), ``Delta_1`` = 1 or 2."""
+    from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
+    from torchdpgmm.privacy import Adjacency, NoisedBlock
+
+    replace_one = Adjacency.parse(adjacency) == Adjacency.REPLACE_ONE
+    f = float(fraction)
+    if mechanism == "laplace":
+        sens = 2.0 if replace_one else 1.0
+        b = sens / (f * float(epsilon))
+        if noise == "discrete":
+            t, s_ = rational_laplace_scale(b)
+            return "laplace", b, NoisedBlock(RADIUS_BLOCK, "discrete-laplace", sens, t / s_, norm="l1")
+        return "laplace", b, NoisedBlock(RADIUS_BLOCK, "laplace", sens, b, norm="l1")
+    sens = math.sqrt(2.0) if replace_one else 1.0
+    if noise == "continuous":
+        mu_r = (1 - 1e-9) * math.sqrt(f) * float(gdp_mu(float(epsilon), float(delta)))
+        sigma = sens / mu_r
+        return "gaussian", sigma, NoisedBlock(RADIUS_BLOCK, "gaussian", sens, sigma, norm="l2")
+    rho_r = (1 - 1e-6) * f * float(zcdp_rho(float(epsilon), float(delta)))
+    sigma = max(sens / math.sqrt(2 * rho_r), 0.25)
+    t, q, den = rational_gaussian_variance(sigma)
+    return "gaussian", sigma, NoisedBlock(RADIUS_BLOCK, "discrete-gaussian", sens, math.sqrt(t * q / den), norm="l2")
+
+
+def radius_from_histogram(noisy: torch.Tensor, edges: torch.Tensor, count_std: float, *,
+                          quantile: float = RADIUS_QUANTILE, z: float = RADIUS_Z) -> torch.Tensor:
+    """The private radius from a released histogram ``noisy (..., n+2)`` over ``edges (n+1,)`` (post-processing):
+    ``edges[j*]`` with ``j*`` the first ``j`` where the noisy tail ``T_j`` (bins ``j+1 ..``, records at distance
+    ``>= e_j``) less ``z`` times its public noise std ``count_std sqrt(n+1-j)`` is at most ``(1 - quantile)`` of the
+    noisy total (``edges[n]`` when none is); batched over ``...``, branch-free."""
+    e = edges.to(dtype=torch.float64, device=noisy.device)
+    h = noisy.to(torch.float64)
+    m = e.shape[-1]  # n + 1 edges, n + 2 bins
+    total = h.sum(-1, keepdim=True).clamp(min=1.0)
+    tail = h.flip(-1).cumsum(-1).flip(-1)[..., 1:]  # T_j = sum_{i >= j+1} h_i, j = 0..n
+    sd = float(count_std) * torch.arange(m, 0, -1, dtype=torch.float64, device=noisy.device).sqrt()
+    ok = (tail - float(z) * sd) <= (1 - float(quantile)) * total
+    ok = ok.to(torch.int64).cummax(-1).values  # once enough records lie inside, every larger radius holds them
+    idx = (1 - ok).sum(-1).clamp(max=m - 1)
+    return e[idx]
+
+
 def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon: float, delta: float | None, *,
-                    clip_bound: float, ball_center: Any, ball_radius: float, fraction: float = CENTRE_FRACTION,
+                    clip_bound: float | None, ball_center: Any, ball_radius: float, fraction: float = CENTRE_FRACTION,
+                    radius_fraction: float = RADIUS_FRACTION, radius_quantile: float = RADIUS_QUANTILE,
+                    radius_floor: float = 0.5, radius_z: float = RADIUS_Z,
                     generator: torch.Generator | None = None, mask: torch.Tensor | None = None,
                     **options: Any):
     """Two-stage sound release (module docstring); returns a ``Release`` with one record for both stages.
 
     ``ball_center`` / ``ball_radius``: the public ball that holds every record the centre stage may see (with
     public bounds in the unit box: the box's middle and ``sqrt(d)/2``). ``clip_bound`` is the mixture stage's
-    radius about the released centre. ``options`` go to the mixture stage
+    radius about the released centre; None: a private radius (module docstring: ``radius_fraction`` of the budget, the
+    ``radius_quantile`` of the distances on the grid from ``radius_floor`` to ``2 ball_radius``, ``radius_z``; released
+    as ``extras["clip_radius"]`` (...)). ``options`` go to the mixture stage
     (:func:`torchdpgmm.release.sound.release_sound`: ``mechanism``, ``adjacency``, ``covariance_type``, ``noise``,
     ...); the centre stage takes the same ``adjacency`` and ``noise`` and the Gaussian mechanism (Laplace when the
     mixture's is). ``extras["centre"]`` is the released centre and ``extras["centre_weight"]`` its shrinkage weight.
@@ -131,16 +244,32 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
         raise ValueError("num_draws is not supported by the two-stage release (each draw needs its own centre): "
                          "batch the data instead")
     d = check_schema(X, y, num_classes, mask)
+    private_radius = clip_bound is None
+    if private_radius:
+        for name, v, lo, hi in (("radius_fraction", radius_fraction, 0.0, 1.0 - float(fraction)),
+                                ("radius_quantile", radius_quantile, 0.0, 1.0)):
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and lo < v < hi):
+                raise ValueError(f"{name} must be a number in ({lo:g}, {hi:g}), got {v!r}")
+        if not (isinstance(radius_z, (int, float)) and not isinstance(radius_z, bool) and 0 <= radius_z < math.inf):
+            raise ValueError(f"radius_z must be a finite number >= 0, got {radius_z!r}")
+        edges_list = radius_grid(radius_floor, 2 * float(ball_radius))
     mechanism = options.get("mechanism", "kl")
     noise = options.get("noise", "discrete")
     adjacency = options.get("adjacency", "add-remove")
     ball_center = torch.as_tensor(ball_center, dtype=torch.float64, device=X.device)
     centre_mechanism = "laplace" if mechanism == "laplace" else "gaussian"
     # every public setting of both stages is checked before any noise is drawn
-    sound_settings(d, num_classes, epsilon, delta, clip_bound=clip_bound, center=ball_center, **options)
+    sound_settings(d, num_classes, epsilon, delta, clip_bound=1.0 if private_radius else clip_bound,
+                   center=ball_center, **options)
     sound_settings(d, 1, epsilon, delta, clip_bound=ball_radius, center=ball_center, adjacency=adjacency,
                    noise=noise, covariance_type="spherical", mechanism=centre_mechanism)
     eps1, eps2 = stage_epsilons(epsilon, delta, fraction, mechanism=mechanism, noise=noise)
+    if private_radius:  # the mixture gets what centre and radius leave: 1 - fraction - radius_fraction
+        eps2 = stage_epsilons(epsilon, delta, float(fraction) + float(radius_fraction), mechanism=mechanism,
+                              noise=noise)[1]
+        r_kind, r_scale, r_block = radius_noise(radius_fraction, epsilon, delta, mechanism=mechanism, noise=noise,
+                                                adjacency=adjacency)
+        edges = torch.tensor(edges_list, dtype=torch.float64, device=X.device)
     r = math.sqrt(d)
     split = {"counts": 1.0, "sums": r, "second_moments": _SECOND_MOMENT_SHARE * r}
     # ---- nothing below depends on private values for control flow ----
@@ -154,20 +283,46 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     count = first.model.counts[..., 0].to(torch.float64)
     offset = first.model.means[..., 0, :] - ball_center
     centre, weight = shrunk_centre(offset, count, sigma_sums, ball_center, ball_radius)
-    second = release_sound(X, y, num_classes, eps2, delta, clip_bound=clip_bound, center=centre,
-                           generator=generator, mask=mask, **options)
+    if not private_radius:
+        second = release_sound(X, y, num_classes, eps2, delta, clip_bound=clip_bound, center=centre,
+                               generator=generator, mask=mask, **options)
+        record = _composed_record(first.privacy, second.privacy, epsilon, delta, fraction, eps1, eps2, noise,
+                                  centre_mechanism)
+        extras = dict(second.extras) | {"centre": centre, "centre_weight": weight, "centre_fraction": float(fraction),
+                                        "stage_epsilons": (eps1, eps2), "centre_noise": dict(noise1)}
+        return Release(model=second.model, privacy=record, extras=extras)
+    from torchdpgmm.mechanisms import add_noise
+    from torchdpgmm.mixture import LabeledGMM
+
+    hist = distance_histogram(X, y, num_classes, centre, edges, mask)
+    noisy, _ = add_noise(hist, r_scale, kind=r_kind, noise=noise, grid=1.0, generator=generator)
+    std = float(r_block.noise_scale) * (math.sqrt(2.0) if r_kind == "laplace" else 1.0)
+    R = radius_from_histogram(noisy, edges, std, quantile=radius_quantile, z=radius_z)  # (...,), released
+    c = centre.unsqueeze(-2)
+    Xs = c + (X.to(torch.float64) - c) / R[..., None, None]  # records scaled by 1/R about the centre: clip at 1
+    second = release_sound(Xs, y, num_classes, eps2, delta, clip_bound=1.0, center=centre, generator=generator,
+                           mask=mask, **options)
+    m = second.model
+    R1, R2 = R[..., None, None], R[..., None, None, None]
+    model = LabeledGMM(m.weights, c + R1 * (m.means - c), R2 * R2 * m.covariances, counts=m.counts,
+                       validate_args=False)
     record = _composed_record(first.privacy, second.privacy, epsilon, delta, fraction, eps1, eps2, noise,
-                              centre_mechanism)
-    extras = dict(second.extras) | {"centre": centre, "centre_weight": weight, "centre_fraction": float(fraction),
-                                    "stage_epsilons": (eps1, eps2), "centre_noise": dict(noise1)}
-    return Release(model=second.model, privacy=record, extras=extras)
+                              centre_mechanism, radius=(float(radius_fraction), r_block))
+    extras = dict(second.extras) | {
+        "centre": centre, "centre_weight": weight, "centre_fraction": float(fraction), "clip_bound": R,
+        "clip_radius": R, "radius_fraction": float(radius_fraction), "radius_quantile": float(radius_quantile),
+        "radius_edges": edges, "radius_histogram": noisy, "stage_epsilons": (eps1, eps2),
+        "centre_noise": dict(noise1), "noise_units": "the mixture stage's noise scales are in units of clip_radius"}
+    return Release(model=model, privacy=record, extras=extras)
 
 
 def _composed_record(first: PrivacyRecord, second: PrivacyRecord, epsilon: float, delta: float | None,
-                     fraction: float, eps1: float, eps2: float, noise: str, centre_mechanism: str) -> PrivacyRecord:
+                     fraction: float, eps1: float, eps2: float, noise: str, centre_mechanism: str,
+                     radius: tuple[float, Any] | None = None) -> PrivacyRecord:
     from dataclasses import replace
 
-    blocks = tuple(replace(b, name=_PREFIX + b.name) for b in first.blocks) + tuple(second.blocks)
+    mid = () if radius is None else (radius[1],)
+    blocks = tuple(replace(b, name=_PREFIX + b.name) for b in first.blocks) + mid + tuple(second.blocks)
     if centre_mechanism == "laplace":
         how = f"basic composition of two stages: centre eps={eps1:.6g} + mixture eps={eps2:.6g}"
     elif noise == "continuous":
@@ -176,12 +331,27 @@ def _composed_record(first: PrivacyRecord, second: PrivacyRecord, epsilon: float
     else:
         how = ("zCDP composition of two stages (Bun & Steinke 2016): rho_centre + rho_mixture <= rho = "
                f"{float(zcdp_rho(float(epsilon), float(delta))):.6g}")
+    if radius is not None:
+        how = how.replace("two stages", "three stages").replace("mu_centre^2 + mu_mixture^2",
+                                                                 "mu_centre^2 + mu_radius^2 + mu_mixture^2")
+        how = how.replace("rho_centre + rho_mixture", "rho_centre + rho_radius + rho_mixture").replace(
+            "+ mixture eps", f"+ radius eps={radius[0] * float(epsilon):.6g} + mixture eps")
     accountant = (f"{how}; centre stage ({fraction:g} of the budget, eps {eps1:.6g}): {first.accountant}; "
-                  f"mixture stage (eps {eps2:.6g}): {second.accountant}")
+                  + ("" if radius is None else
+                     f"radius stage ({radius[0]:g} of the budget): one histogram block '{RADIUS_BLOCK}' "
+                     f"({radius[1].mechanism}, L{'1' if radius[1].norm == 'l1' else '2'} sensitivity "
+                     f"{radius[1].sensitivity:.6g}, noise scale {radius[1].noise_scale:.6g}); ")
+                  + f"mixture stage (eps {eps2:.6g}): {second.accountant}")
     notes = tuple(second.notes) + tuple(n for n in first.notes if n not in second.notes) + (
         f"two stages: a private centre ({fraction:g} of the budget; blocks named '{_PREFIX}*') released first, the "
         "mixture clipped about it (torchdpgmm.release.centring)",)
-    split = {"centre": float(fraction), "mixture": 1 - float(fraction)} | {
+    if radius is not None:
+        notes = notes + (
+            f"private clip radius ({radius[0]:g} of the budget, block '{RADIUS_BLOCK}'): a noisy histogram of the "
+            "records' distances to the released centre; the mixture stage saw the records scaled by 1/radius about "
+            "the centre, so its clip bound 1 is the released radius (extras['clip_radius']) in the data's units",)
+    rest = 1 - float(fraction) - (0.0 if radius is None else radius[0])
+    split = {"centre": float(fraction)} | ({} if radius is None else {"radius": radius[0]}) | {"mixture": rest} | {
         f"mixture_{k}": v for k, v in second.split.items()}
     return PrivacyRecord(epsilon=float(epsilon), delta=0.0 if delta is None else float(delta),
                          adjacency=second.adjacency, accountant=accountant, mode="sound", mechanism=second.mechanism,
