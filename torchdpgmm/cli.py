@@ -99,7 +99,8 @@ def _add_privacy_flags(p: argparse.ArgumentParser, *, classes: bool = True) -> N
                    help="sound (default): record-level DP with clipping; as-published: the paper's label-level "
                         "mechanism, NOT a valid DP guarantee (must be asked for by name)")
     p.add_argument("--clip-bound", type=float, default=None,
-                   help="public per-record L2 bound B (sound mode; required there, refused otherwise)")
+                   help="public per-record L2 bound B (sound mode: required there unless --bounds or --schema give "
+                        "public ranges, then optional and in unit-box units; refused in as-published mode)")
     p.add_argument("--adjacency", default=None, choices=ADJACENCIES,
                    help="neighbouring datasets in sound mode (default add-remove)")
     if classes:
@@ -114,7 +115,8 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
         description=(
             "Fit the class-conditional Gaussian mixture of a labeled table and release it under (epsilon, delta)-DP. "
             "Writes a JSON model file with the privacy record. Nothing is written when the input is invalid. "
-            "Default mode 'sound': record-level DP; needs --classes (the public class set) and --clip-bound. "
+            "Default mode 'sound': record-level DP; needs --classes (the public class set) and either --bounds / "
+            "--schema (public column ranges; --clip-bound then optional) or --clip-bound. "
             "Mode 'as-published' reproduces Liu, Scaglione & Peisert (2025): label-level, not a valid DP guarantee "
             "(docs/privacy.md)."),
     )
@@ -145,7 +147,7 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
                         "bound CENTRED_CLIP_RADIUS = 1/2, the ball inscribed in the box); box clips about the box's middle (default "
                         "CLIP_FRACTION*sqrt(d)/2); torchdpgmm.bounds, torchdpgmm.release.centring")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out model file")
-    p.add_argument("--out", type=Path, required=True, help="model file to write (JSON)")
+    p.add_argument("--out", type=Path, required=True, help="model file to write (JSON, ending in .json)")
 
 
 def _add_bounds_flags(p: argparse.ArgumentParser) -> None:
@@ -173,7 +175,7 @@ def _add_sample(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iid", action="store_true", help="draw labels i.i.d. from the weights instead of fixing the histogram")
     p.add_argument("--label-column", default="label")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out file")
-    p.add_argument("--out", type=Path, required=True, help="CSV file to write")
+    p.add_argument("--out", type=Path, required=True, help="CSV file to write (ending in .csv)")
 
 
 def _add_synthesize(sub: argparse._SubParsersAction) -> None:
@@ -285,12 +287,16 @@ def _add_study(sub: argparse._SubParsersAction, name: str, study: Any, *, comman
     sp.set_defaults(study=name)
 
 
-_LIGHT_COMMANDS = ("release", "sample", "synthesize", "sweep")
+_STUDY_COMMANDS = ("experiment", "audit")
+_EXPERIMENT_HELP = "run a reproducible study (figure or table) and write JSON/CSV/PNG"
+_AUDIT_HELP = "audit the privacy claims empirically (the 'audit' study; same options)"
 
 
 def build_parser(*, studies: bool = True) -> argparse.ArgumentParser:
-    """The whole CLI; ``studies=False`` leaves out ``experiment`` and ``audit``, whose subparsers import every
-    study module (scikit-learn, matplotlib, ...): :func:`main` skips them when the command is a light one."""
+    """The whole CLI. ``studies=False`` gives ``experiment`` and ``audit`` as bare entries (their names and help
+    in ``torchdpgmm --help``) without their options: the full subparsers import every study module (torch,
+    scikit-learn, matplotlib, ...), so :func:`main` builds them only when the command is one of them, and
+    ``--version``, ``--help`` and the other commands start without importing torch."""
     from torchdpgmm import __version__
 
     parser = _Parser(prog="torchdpgmm",
@@ -302,12 +308,14 @@ def build_parser(*, studies: bool = True) -> argparse.ArgumentParser:
     _add_synthesize(sub)
     _add_sweep(sub)
     if not studies:
+        sub.add_parser("experiment", help=_EXPERIMENT_HELP, add_help=False)
+        sub.add_parser("audit", help=_escape(_AUDIT_HELP), add_help=False)
         return parser
     from torchdpgmm.experiments import available_studies
 
     exp = sub.add_parser(
         "experiment",
-        help="run a reproducible study (figure or table) and write JSON/CSV/PNG",
+        help=_EXPERIMENT_HELP,
         description="Run a study; writes DIR/STUDY.json ({study, config, rows}), DIR/STUDY.csv and DIR/STUDY.png.",
     )
     studies = exp.add_subparsers(dest="study", metavar="STUDY")
@@ -315,8 +323,7 @@ def build_parser(*, studies: bool = True) -> argparse.ArgumentParser:
     for name, study in registry.items():
         _add_study(studies, name, study)
     if "audit" in registry:
-        _add_study(sub, "audit", registry["audit"], command="audit",
-                   help_text="audit the privacy claims empirically (the 'audit' study; same options)")
+        _add_study(sub, "audit", registry["audit"], command="audit", help_text=_AUDIT_HELP)
     return parser
 
 
@@ -348,13 +355,36 @@ def _given_flags(parser: argparse.ArgumentParser, argv: list[str], args: argpars
     return frozenset(k for k, v in vars(again).items() if v is not _UNSET)
 
 
+#: options whose value may start with "-" without being a plain number (``--bounds -500:500``)
+_DASH_VALUE_FLAGS = ("--bounds",)
+
+
+def _join_dash_values(argv: list[str]) -> list[str]:
+    """argparse takes a token that starts with "-" and is not a plain negative number (``-500:500``) for an
+    option, so ``--bounds -500:500`` would fail with "expected one argument": such a value is joined to its
+    flag (``--bounds=-500:500``), as the user meant."""
+    import re
+
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _DASH_VALUE_FLAGS and i + 1 < len(argv) and re.match(r"-(\d|\.\d|inf)", argv[i + 1], re.I):
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
     command = "torchdpgmm"
     created: list[Path] = []
     try:
-        argv = list(sys.argv[1:] if argv is None else argv)
-        parser = build_parser(studies=not (argv and argv[0] in _LIGHT_COMMANDS))
+        argv = _join_dash_values(list(sys.argv[1:] if argv is None else argv))
+        parser = build_parser(studies=bool(argv) and argv[0] in _STUDY_COMMANDS)
         args = parser.parse_args(argv)
         if args.command is None:
             raise UsageError("torchdpgmm: error: choose a command: release, sample, synthesize, sweep, experiment, audit "
@@ -372,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{command}: interrupted{hint}", file=sys.stderr)
         return 130
     except Exception as exc:
-        if not isinstance(exc, _input_errors()):
+        if not isinstance(exc, UsageError) and not isinstance(exc, _input_errors()):  # no torch import for usage
             raise
         _cleanup(created)
         msg = _one_line(exc)
@@ -552,8 +582,10 @@ def _read_bounds(args: argparse.Namespace, names: Sequence[str]):
     return b.discrete_columns(parse_discrete_text(args.discrete), list(names))
 
 
-def _check_out_file(path: Path, force: bool = False) -> None:
-    """The destination of an output file, checked before any data is read (public facts only)."""
+def _check_out_file(path: Path, force: bool = False, suffix: str | None = None) -> None:
+    """The destination of an output file, checked before any data is read (public facts only); ``suffix``
+    (``".json"``, ``".csv"``): the extension the file's format needs (a model file named ``o.csv`` would
+    hold JSON)."""
     import os
 
     path = Path(path)
@@ -561,6 +593,9 @@ def _check_out_file(path: Path, force: bool = False) -> None:
         raise UsageError(f"--out {path} is a symbolic link; give a plain file name")
     if path.is_dir():
         raise UsageError(f"--out {path} is a folder; give a file name")
+    if suffix is not None and path.suffix.lower() != suffix:
+        what = {".json": "a JSON model file", ".csv": "a CSV file"}.get(suffix, f"a {suffix} file")
+        raise UsageError(f"--out {path}: this command writes {what}; give a name ending in {suffix}")
     if path.exists() and not force:
         raise UsageError(f"--out {path} exists; pass --force to overwrite it")
     parent = next((p for p in path.absolute().parents if p.exists()), None)
@@ -642,7 +677,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     _check_discrete_flag(args, "release")
     if args.center is not None and (args.bounds is None and args.schema is None or args.mode != "sound"):
         raise UsageError("--center applies to --mode sound with --bounds or --schema only")
-    _check_out_file(args.out, args.force)  # the destination before any data is read
+    _check_out_file(args.out, args.force, ".json")  # the destination before any data is read
     sound = args.mode == "sound"
     classes = None if args.classes is None else check_class_list(args.classes)
     table = read_labeled_table(args.data, args.label_column, args.features, classes=classes, private=sound)
@@ -741,7 +776,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
                          "memory); write several files instead")
     if args.seed is not None and args.seed < 0:
         raise UsageError("torchdpgmm sample: error: --seed must be >= 0")
-    _check_out_file(args.out, args.force)
+    _check_out_file(args.out, args.force, ".csv")
     mf = load_model(args.model)
     g = _stream_generator(args.seed, _SAMPLE_STREAM)  # never the stream of the release's noise
     model = mf.model

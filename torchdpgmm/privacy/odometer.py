@@ -2,7 +2,9 @@
 
 Each release is priced by its record's noised blocks (composed tightly with every earlier release by
 the chosen accountant); a record without blocks, or with blocks the chosen accountant cannot price
-(multi-dimensional discrete Gaussians under PLD), is taken at its stated (epsilon, delta). A release
+(multi-dimensional discrete Gaussians under PLD), is taken at its stated (epsilon, delta); an accountant that can
+price neither (GDP, exact for Gaussian noise only, on a record with discrete noise) refuses it in one line
+(``ValueError``) naming the accountants that can. A release
 whose record is not ``covered`` (some data-touching step is outside its epsilon) is refused: there is
 no guarantee to add up. So is a ``seeded`` record (noise from a user-given seed, which anyone knowing the
 seed can remove) unless the odometer was built with ``allow_seeded=True``. (Rogers, Roth, Ullman & Vadhan 2016 define odometers; this one composes
@@ -75,16 +77,21 @@ class BudgetOdometer:
             raise ValueError(f"record adjacency {item.adjacency.value!r} differs from the odometer's "
                              f"{self.adjacency.value!r}")
         stated = [(ApproxDPEvent(_scalar(item.epsilon, "epsilon"), _scalar(item.delta, "delta")), 1)]
-        if not item.blocks:
-            return stated
-        events = events_from_blocks(item.blocks)  # TypeError for blocks with no DP accounting at all
-        try:
-            probe = self._accountant.copy()
-            for e, c in events:
-                probe.compose(e, c)
-        except TypeError:  # e.g. multi-dimensional discrete Gaussians under the PLD accountant
-            return stated  # the release's own (epsilon, delta) claim: valid, less tight
-        return events
+        events = events_from_blocks(item.blocks) if item.blocks else []  # TypeError: blocks with no DP accounting
+        for candidate in (events, stated):  # the blocks, tightly; else the release's own (epsilon, delta) claim
+            if not candidate:
+                continue
+            try:
+                probe = self._accountant.copy()
+                for e, c in candidate:
+                    probe.compose(e, c)
+            except TypeError:  # e.g. multi-dimensional discrete Gaussians under the PLD accountant
+                continue
+            return candidate
+        kinds = sorted({b.mechanism for b in item.blocks}) or ["none"]
+        raise ValueError(f"the {self._accountant.name} accountant cannot price this record: its noise "
+                         f"({', '.join(kinds)}) is not of a kind it composes exactly and it cannot take the "
+                         "record's stated (epsilon, delta) either; use accountant='zcdp' or 'pld'")
 
     def would_spend(self, item: PrivacyRecord | PrivacyEvent) -> float:
         """Epsilon at ``delta`` after ``item`` were spent (nothing is recorded)."""

@@ -1,0 +1,99 @@
+"""Issue 38 (front doors tell the truth): parsing, files, start-up and the odometer's GDP accountant.
+
+Each test failed on main at a2505e8."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+AIS = ROOT / "torchdpgmm" / "data" / "ais.csv"
+AIS_ARGS = ["--data", str(AIS), "--label-column", "sex", "--classes", "female,male", "--epsilon", "1",
+            "--delta", "1e-5"]
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+# ---------------------------------------------------------------------------------------------- start-up (item 6)
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["release", "--help"], ["sample", "--help"], []])
+def test_version_and_help_import_no_torch(argv):
+    code = ("import sys\nfrom torchdpgmm.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\nprint('ok')")
+    r = subprocess.run([sys.executable, "-c", code, *argv], env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr
+
+
+def test_help_still_lists_the_study_commands(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "experiment" in out and "audit" in out
+
+
+# ---------------------------------------------------------------------------------------------- parsing, files (item 4)
+def test_bounds_value_starting_with_minus_parses(tmp_path):
+    rng = np.random.default_rng(0)
+    p = tmp_path / "d.csv"
+    rows = ["a,b,label"] + [f"{x:.3f},{z:.3f},{'p' if i % 2 else 'q'}"
+                            for i, (x, z) in enumerate(rng.uniform(-400, 400, size=(60, 2)))]
+    p.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "m.json"
+    assert main(["release", "--data", str(p), "--label-column", "label", "--features", "a,b", "--classes", "p,q",
+                 "--epsilon", "1", "--delta", "1e-5", "--bounds", "-500:500", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["bounds"]["lower"] == [-500.0, -500.0]
+
+
+@pytest.mark.parametrize("cmd,out", [("release", "o.csv"), ("release", "o"), ("sample", "s.json")])
+def test_out_with_the_wrong_extension_is_refused(tmp_path, capsys, cmd, out):
+    if cmd == "release":
+        argv = ["release", *AIS_ARGS, "--features", "Ht,Wt", "--bounds", "Ht=140:210,Wt=30:150"]
+    else:
+        argv = ["sample", str(tmp_path / "m.json"), "-n", "5"]
+    assert main(argv + ["--out", str(tmp_path / out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and (".json" in err[0] or ".csv" in err[0])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_release_help_says_clip_bound_is_optional_with_bounds(capsys):
+    with pytest.raises(SystemExit):
+        main(["release", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "required there unless --bounds" in out
+    assert "needs --classes (the public class set) and --clip-bound." not in out
+
+
+# ---------------------------------------------------------------------------------------------- odometer (item 8)
+def test_gdp_odometer_refuses_a_discrete_record_in_one_line():
+    from torchdpgmm.privacy.odometer import BudgetOdometer
+    from torchdpgmm.release import release
+
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.rand(60, 2, dtype=torch.float64, generator=g), torch.randint(0, 2, (60,), generator=g)
+    rec = release(X, y, 2, 1.0, 1e-5, clip_bound=1.0, generator=g).privacy  # default: exact discrete noise
+    assert {b.mechanism for b in rec.blocks} == {"discrete-gaussian"}
+    odo = BudgetOdometer(10.0, 1e-5, accountant="gdp", allow_seeded=True)
+    for call in (odo.would_spend, odo.spend):
+        with pytest.raises(ValueError, match="zcdp") as exc:
+            call(rec)
+        assert "\n" not in str(exc.value) and "discrete-gaussian" in str(exc.value)
+    assert odo.history == [] and odo.epsilon_spent() == 0.0
+    # the zCDP odometer prices the same record: rho = sum (Delta/sigma)^2 / 2 over the blocks, eps by Bun &
+    # Steinke's conversion rho + 2 sqrt(rho log(1/delta)) as an upper bound of the exact one
+    zc = BudgetOdometer(10.0, 1e-5, accountant="zcdp", allow_seeded=True)
+    rho = sum(b.count * (b.sensitivity / b.noise_scale) ** 2 / 2 for b in rec.blocks)
+    assert 0 < zc.spend(rec) <= rho + 2 * np.sqrt(rho * np.log(1e5)) + 1e-9
