@@ -82,10 +82,15 @@ def time_fig2(trials: int = README_TRIALS, quick: bool = False) -> dict:
             raise SystemExit(f"the timed command failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
         study = json.loads((Path(tmp) / "fig2.json").read_text())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    c = study["config"]
     return {
         "command": f"torchdpgmm experiment fig2 --trials {trials} --out results" + (" --quick" if quick else ""),
         "trials": trials,
         "quick": quick,
+        # what the timed study ran, read from its own JSON (the seed and device are the command's defaults)
+        "study_config": {k: c.get(k) for k in ("seed", "device", "backend", "trials", "epsilons", "mechanisms", "n",
+                                               "k", "d", "delta")},
+        "commit": _commit(),
         "wall_seconds": round(wall, 1),
         "child_cpu_seconds": round(cpu, 1),
         "study_runtime_seconds": round(float(study["runtime_seconds"]), 1),
@@ -99,6 +104,20 @@ def time_fig2(trials: int = README_TRIALS, quick: bool = False) -> dict:
         "machine": platform.machine(),
         "measured_at_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+
+
+def _commit() -> str | None:
+    """The short hash of the checked-out commit (with ``+dirty`` when tracked files differ), or None outside git."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def time_suite(root: Path = ROOT) -> dict:
@@ -119,8 +138,18 @@ def time_suite(root: Path = ROOT) -> dict:
     return {"command": "python -m pytest -q", "summary": summary, "wall_seconds": round(wall, 1),
             "child_cpu_seconds": round(cpu, 1), "load_average_before": load_before,
             "load_average_after": load_after, "cpu_count": os.cpu_count(), "usable_cores": _usable_cores(),
-            "python": platform.python_version(), "machine": platform.machine(),
+            "python": platform.python_version(), "machine": platform.machine(), "torch": _torch_version(),
+            "commit": _commit(),
             "measured_at_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def _torch_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("torch")
+    except Exception:  # noqa: BLE001 - a missing distribution: the record says so
+        return None
 
 
 def _load_text(rec: dict) -> str:
@@ -130,27 +159,46 @@ def _load_text(rec: dict) -> str:
         f"1-minute load average {lb[0]:.2f}")
 
 
+def _when_where(rec: dict) -> str:
+    """``2026-11-26 04:25 UTC, commit abc1234, on 2 CPU cores (x86_64, Python 3.11.7, torch 2.15.0)``."""
+    when = rec["measured_at_utc"].replace("T", " ")[:16] + " UTC"
+    cores = rec.get("usable_cores") or rec.get("cpu_count")
+    soft = ", ".join(s for s in (rec.get("machine"), rec.get("python") and f"Python {rec['python']}",
+                                 rec.get("torch") and f"torch {rec['torch']}") if s)
+    commit = f", commit {rec['commit']}" if rec.get("commit") else ""
+    return f"{when}{commit}, on {cores} CPU cores" + (f" ({soft})" if soft else "")
+
+
 def render_suite(rec: dict | None) -> str:
     """README's text below the test command, from the ``test_suite`` record (or how to make one)."""
     if not rec:
         return ("The suite's time is not measured yet: `python scripts/readme_timings.py --suite` runs the "
                 "command above once, on a machine whose load is below its core count, and writes the time "
                 "here with the load beside it. Expect many minutes on 2 cores.")
-    cores = rec.get("usable_cores") or rec.get("cpu_count")
-    return (f"Measured by `python scripts/readme_timings.py --suite` ({rec['measured_at_utc'][:10]}, written to "
-            f"benchmarks/results/readme-timings.json): `{rec['command']}` ({rec['summary']}) took "
-            f"{rec['wall_seconds']:.0f} s wall ({rec['child_cpu_seconds']:.0f} s of CPU) on {cores} "
-            f"CPU cores at {_load_text(rec)}. It grows with the load.")
+    return (f"Measured by `python scripts/readme_timings.py --suite` (written to "
+            f"benchmarks/results/readme-timings.json) at {_when_where(rec)}: `{rec['command']}` gave "
+            f"\"{rec['summary']}\" and took {rec['wall_seconds']:.0f} s wall ({rec['child_cpu_seconds']:.0f} s of "
+            f"CPU) at {_load_text(rec)} (the load counts every process on those cores, ours and other jobs'). "
+            f"It grows with the load.")
+
+
+def _what_ran(c: dict) -> str:
+    """``seed 0, device cpu: 100 trials x 7 epsilons (0.1 to 8) x 7 mechanisms, N=1000, K=5, d=3, delta=1e-05``."""
+    eps = c["epsilons"]
+    return (f"seed {c['seed']}, device {c['device']}: {c['trials']} trials x {len(eps)} epsilons ({min(eps):g} to "
+            f"{max(eps):g}) x {len(c['mechanisms'])} mechanisms ({', '.join(c['mechanisms'])}), N={c['n']}, "
+            f"K={c['k']}, d={c['d']}, delta={c['delta']:g}")
 
 
 def render(rec: dict) -> str:
     """README's block (markdown) from one timing record."""
-    cores = rec.get("usable_cores") or rec.get("cpu_count")
-    load = _load_text(rec)
-    return (f"Measured by `python scripts/readme_timings.py` ({rec['measured_at_utc'][:10]}, written to "
-            f"benchmarks/results/readme-timings.json): `{rec['command']}` took {rec['wall_seconds']:.1f} s wall "
-            f"({rec['child_cpu_seconds']:.1f} s of CPU) on {cores} CPU cores at {load}. The wall time "
-            f"grows with the load (other processes competing for the same cores).")
+    if "study_config" not in rec:
+        raise ValueError("the timing record names no seed, device or grid (written by an older script): "
+                         "run python scripts/readme_timings.py")
+    return (f"Measured by `python scripts/readme_timings.py` (written to benchmarks/results/readme-timings.json) "
+            f"at {_when_where(rec)}: `{rec['command']}` ran {_what_ran(rec['study_config'])}, and took "
+            f"{rec['wall_seconds']:.1f} s wall ({rec['child_cpu_seconds']:.1f} s of CPU) at {_load_text(rec)}. "
+            f"The wall time grows with the load (other processes competing for the same cores).")
 
 
 def rewrite(text: str, name: str, body: str) -> str:
