@@ -91,6 +91,8 @@ def time_fig2(trials: int = README_TRIALS, quick: bool = False) -> dict:
         "study_config": {k: c.get(k) for k in ("seed", "device", "backend", "trials", "epsilons", "mechanisms", "n",
                                                "k", "d", "delta")},
         "commit": _commit(),
+        # the thread setting the timed process inherited (unset: torch's default, one thread per core)
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "wall_seconds": round(wall, 1),
         "child_cpu_seconds": round(cpu, 1),
         "study_runtime_seconds": round(float(study["runtime_seconds"]), 1),
@@ -196,7 +198,9 @@ def render(rec: dict) -> str:
         raise ValueError("the timing record names no seed, device or grid (written by an older script): "
                          "run python scripts/readme_timings.py")
     return (f"Measured by `python scripts/readme_timings.py` (written to benchmarks/results/readme-timings.json) "
-            f"at {_when_where(rec)}: `{rec['command']}` ran {_what_ran(rec['study_config'])}, and took "
+            f"at {_when_where(rec)}: `{rec['command']}` ran {_what_ran(rec['study_config'])}"
+            + (f" with OMP_NUM_THREADS={rec['omp_num_threads']}" if rec.get("omp_num_threads") else "")
+            + ", and took "
             f"{rec['wall_seconds']:.1f} s wall ({rec['child_cpu_seconds']:.1f} s of CPU) at {_load_text(rec)}. "
             f"The wall time grows with the load (other processes competing for the same cores).")
 

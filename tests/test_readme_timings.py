@@ -25,6 +25,8 @@ def test_render_states_time_cores_load_and_what_ran(load_script, tmp_path):
               "--trials 100", "seed 0", "device cpu", "100 trials x 7 epsilons (0.1 to 8) x 7 mechanisms",
               "r1smg", "N=1000, K=5, d=3, delta=1e-05", "torch 2.15.0", "commit abc1234", "x86_64"):
         assert s in text, s
+    assert "OMP_NUM_THREADS" not in text            # unset: torch's default threads, nothing to say
+    assert "with OMP_NUM_THREADS=1, and took" in mod.render(dict(rec, omp_num_threads="1"))
     # a record that does not say what ran is refused, not rendered without it
     with pytest.raises(ValueError, match="seed"):
         mod.render({k: v for k, v in rec.items() if k != "study_config"})
