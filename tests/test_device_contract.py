@@ -115,3 +115,106 @@ def test_released_kl_cpu_and_cuda_equal_in_distribution(mechanism):
                           generator=g).kl.cpu()
     assert not torch.equal(kl["cpu"], kl["cuda"])           # different streams ...
     assert stats.ks_2samp(kl["cpu"].numpy(), kl["cuda"].numpy()).pvalue > 1e-3   # ... same law
+
+
+# --- the generator rule (docs/architecture.md, "Devices and generators"; issue 36 item 1) -----------------
+
+class _GeneratorOn:
+    """Stands in for a generator of another device (a CUDA one cannot be made without a GPU): only its
+    ``device`` is read before anything is drawn."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+
+
+def test_a_trainer_refuses_a_generator_of_another_device_before_drawing():
+    from torchdpgmm.pipelines.dpsgd_fast import train_dpsgd_fast
+    from torchdpgmm.pipelines.trainer import train_on_sampler
+
+    def sampler(n, generator=None):  # pragma: no cover - never reached
+        raise AssertionError("drew before the generator check")
+
+    with pytest.raises(ValueError, match="generator lives on cuda:0 but draws tensors on cpu"):
+        train_on_sampler(sampler, d=2, num_classes=2, n_per_epoch=8, generator=_GeneratorOn("cuda:0"), device="cpu")
+    X, y = torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)
+    with pytest.raises(ValueError, match="generator lives on cuda:0"):
+        train_dpsgd_fast(X, y, num_classes=2, noise_multiplier=1.0, sampling_rate=0.5, steps=1,
+                         generator=_GeneratorOn("cuda:0"), device="cpu", n_public=8)
+
+
+def test_host_only_helpers_refuse_a_device_generator():
+    from torchdpgmm.audit import outlier_label_flip
+    from torchdpgmm.pipelines.features import prepare_features
+
+    with pytest.raises(ValueError, match="draws tensors on cpu"):
+        outlier_label_flip(num_per_class=5, dim=3, generator=_GeneratorOn("cuda"))
+    imgs, labels = torch.zeros(20, 28, 28), torch.zeros(20, dtype=torch.long)
+    with pytest.raises(ValueError, match="draws tensors on cpu"):
+        prepare_features(imgs, labels, imgs, labels, n_train=10, generator=_GeneratorOn("cuda"))
+
+
+def test_draw_seed_and_host_generator_follow_the_generator():
+    from torchdpgmm.experiments import ExperimentConfig
+    from torchdpgmm.pipelines.generators import check_generator_device, derive_host_generator, draw_seed
+
+    # draw_seed is one randint on the generator's own device: the same value as drawing it by hand
+    ref = int(torch.randint(0, 2**31 - 1, (1,), generator=torch.Generator().manual_seed(5)))
+    assert draw_seed(torch.Generator().manual_seed(5)) == ref
+    g = torch.Generator().manual_seed(5)
+    a, b = derive_host_generator(g), derive_host_generator(g)  # successive derivations differ
+    assert a.device.type == "cpu" and a.initial_seed() == ref and b.initial_seed() != ref
+    cfg = ExperimentConfig(out=".", seed=3, device="cpu")
+    h = cfg.host_generator(4)
+    assert h.device.type == "cpu" and h.initial_seed() == 7 == cfg.generator(4).initial_seed()
+    check_generator_device(None, "cuda")  # the default generators: nothing to check
+    check_generator_device(torch.Generator(), torch.device("cpu"))
+
+
+def test_neighbour_pair_moves_to_a_device_whole():
+    from torchdpgmm.audit import worst_case_add_remove
+
+    P = worst_case_add_remove(num_per_class=5, dim=3, clip_bound=2.0, generator=torch.Generator().manual_seed(0))
+    Q = P.to("meta")
+    moved = [getattr(Q, f) for f in ("X0", "y0", "X1", "y1", "mask0", "mask1") if getattr(Q, f) is not None]
+    assert moved and all(t.device.type == "meta" for t in moved) and Q.relation == P.relation
+    assert P.X0.device.type == "cpu"  # the original is untouched
+
+
+def test_synthetic_classifier_estimator_takes_a_device():
+    import numpy as np
+
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    assert DPSyntheticClassifier().get_params()["device"] == "cpu"
+    X, y = np.random.default_rng(0).normal(size=(60, 4)), np.arange(60) % 2
+    for bad, exc in (("gpu", ValueError), (3, TypeError), ("meta", ValueError)):
+        with pytest.raises(exc, match="device"):
+            DPSyntheticClassifier(1.0, classes=[0, 1], image_transform="none", n_components=2, device=bad).fit(X, y)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            DPSyntheticClassifier(1.0, classes=[0, 1], image_transform="none", n_components=2, device="cuda").fit(X, y)
+    # device="cpu" is the default's release: the same seed gives the same model
+    kw = dict(classes=[0, 1], image_transform="none", n_components=2, random_state=0)
+    a = DPSyntheticClassifier(1.0, **kw).fit(X, y)
+    b = DPSyntheticClassifier(1.0, device=torch.device("cpu"), **kw).fit(X, y)
+    assert torch.equal(a.model_.means, b.model_.means) and a.model_.means.device.type == "cpu"
+
+
+def test_dpsgd_needs_the_public_record_count():
+    """Issue 38 item 8: DP-SGD's sampling rate, steps and normaliser come from a public (or released) N;
+    without one it is refused, never read off the private rows."""
+    from torchdpgmm.pipelines.dpsgd_fast import train_dpsgd_fast
+
+    X, y = torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)
+    with pytest.raises(ValueError, match="n_public is required"):
+        train_dpsgd_fast(X, y, num_classes=2, noise_multiplier=1.0, sampling_rate=0.5, steps=1,
+                         generator=torch.Generator().manual_seed(0))
+
+
+def test_opacus_dpsgd_needs_the_public_record_count():
+    pytest.importorskip("opacus")
+    from torchdpgmm.pipelines.dpsgd import train_dpsgd
+
+    X, y = torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)
+    with pytest.raises(ValueError, match="n_public is required"):
+        train_dpsgd(X, y, X, y, 1.0, 1e-5, num_classes=2)

@@ -183,7 +183,7 @@ def test_train_dpsgd_spends_at_most_target():
     y = torch.randint(0, 3, (300,), generator=g)
     X = torch.randn(300, 4, generator=g) + y.unsqueeze(-1).float()
     r = train_dpsgd(X, y, X[:100], y[:100], epsilon=2.0, delta=1e-5, epochs=2, lr=0.2, batch_size=64,
-                    hidden=(16, 8), num_classes=3, seed=1, eval_every=2)
+                    hidden=(16, 8), num_classes=3, seed=1, eval_every=2, n_public=300.0)
     assert 0 < r["epsilon_spent"] <= 2.0 + 1e-6 and r["noise_multiplier"] > 0
     assert r["iterations"][0] == 0 and r["iterations"][-1] == r["steps"] and len(r["accuracy"]) == len(r["iterations"])
     with pytest.raises(ValueError, match="epsilon"):

@@ -302,7 +302,7 @@ def test_dpsgd_fast_drops_a_nan_row_and_an_unknown_label_without_raising():
     for pa, pb in zip(a, b):
         assert torch.isfinite(pa).all() and torch.equal(pa, pb)
     assert "seconds" not in train_dpsgd_fast(X, y, num_classes=3, noise_multiplier=1.0, sampling_rate=0.5, steps=1,
-                                             hidden=(5,), generator=torch.Generator().manual_seed(2))
+                                             hidden=(5,), generator=torch.Generator().manual_seed(2), n_public=40)
 
 
 def test_dpsgd_schedule_comes_from_the_released_count_not_the_private_n(monkeypatch):

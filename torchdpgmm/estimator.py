@@ -719,6 +719,9 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     inside its integer bounds; a one-hot group to exactly one 1 at its largest value). A DataFrame column of
     dtype ``category`` or ``bool`` is refused in one line naming it (one-hot encode it first).
 
+    ``device`` (default ``"cpu"``; ``"cuda"`` needs a GPU): the torch device of the release, with a generator
+    on that device; the released model stays there, and every method returns numpy arrays.
+
     Attributes: ``release_`` (the :class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineRelease`),
     ``model_`` (its :class:`~torchdpgmm.pipelines.class_mixture.ClassMixture`), ``privacy_``, ``classes_``,
     ``components_per_class_``, ``n_features_in_``.
@@ -728,7 +731,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                  adjacency: str = "add-remove", components_per_class: int | None = None,
                  covariance_type: str = "full", class_rule: str = "auto", image_transform: str = "dct14",
                  n_components: int = 40, radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
-                 random_state: Any = None, bounds: Any = None, discrete: Any = None) -> None:
+                 random_state: Any = None, bounds: Any = None, discrete: Any = None, device: str = "cpu") -> None:
         self.epsilon = epsilon
         self.delta = delta
         self.classes = classes
@@ -744,6 +747,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         self.random_state = random_state
         self.bounds = bounds
         self.discrete = discrete
+        self.device = device
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -760,6 +764,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
 
         self._check_budget()
         self._check_random_state()
+        self._device()
         if self.classes is None:
             raise ValueError("DPSyntheticClassifier needs the public class set: pass classes=[...]; it is never "
                              "read from y, which would leak which classes occur")
@@ -802,6 +807,24 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                               class_rule=self.class_rule,
                               components_per_class=None if m is None else int(m))
 
+    def _device(self) -> torch.device:
+        """``device`` as a ``torch.device``; a wrong type or an unknown name is refused in one line (public)."""
+        dev = self.device
+        if not isinstance(dev, (str, torch.device)) or isinstance(dev, bool):
+            raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(dev).__name__}")
+        try:
+            dev = torch.device(dev)
+        except (RuntimeError, ValueError):
+            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device='cuda' but no CUDA GPU is available; use device='cpu'")
+        if dev.type not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+        return dev
+
+    def _model_device(self) -> torch.device:
+        return self.model_.means.device
+
     def fit(self, X: Any, y: Any) -> "DPSyntheticClassifier":
         """Release the pipeline on ``(X, y)`` (class docstring); returns ``self``."""
         self._check_params()
@@ -814,9 +837,10 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         classes, idx = self._encode_labels(y, self._public_classes())
         from torchdpgmm.pipelines.synthetic_classifier import release_pipeline
 
-        g = torch.Generator().manual_seed(self._seed())
-        rel = release_pipeline(torch.tensor(np.ascontiguousarray(X)), torch.as_tensor(idx, dtype=torch.int64),
-                               num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
+        dev = self._device()
+        g = torch.Generator(device=dev).manual_seed(self._seed())  # the generator lives where the data do
+        rel = release_pipeline(torch.tensor(np.ascontiguousarray(X), device=dev),
+                               torch.as_tensor(idx, dtype=torch.int64, device=dev), num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
         from torchdpgmm.release.diagnostics import pipeline_count_noise, warn_if_mostly_noise
@@ -834,7 +858,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         """Real data in the released feature space (public transform, released projection, unit ball)."""
         check_is_fitted(self)
         X = self._centred_box(validate_data(self, X, reset=False, dtype=np.float64))
-        return self.release_.features(torch.tensor(np.ascontiguousarray(X))).numpy()
+        Xt = torch.tensor(np.ascontiguousarray(X), device=self._model_device())
+        return self.release_.features(Xt).cpu().numpy()
 
     def inverse_transform(self, F: Any) -> np.ndarray:
         """Released features back to rows of the table: ``m + R F V`` (the released mean ``m``, components
@@ -843,11 +868,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         check_is_fitted(self)
         if self.release_.config.transform != "none":
             raise ValueError("inverse_transform needs image_transform='none' (the DCT features are not rows)")
-        F = torch.as_tensor(np.asarray(F, dtype=np.float64))
         pca = self.release_.pca
+        F = torch.as_tensor(np.asarray(F, dtype=np.float64), device=pca.components.device)
         if F.ndim != 2 or F.shape[1] != pca.components.shape[0]:
             raise ValueError(f"features must have shape (n, {pca.components.shape[0]}), got {tuple(F.shape)}")
-        X = (pca.mean + float(self.release_.config.radius) * F @ pca.components).numpy()
+        X = (pca.mean + float(self.release_.config.radius) * F @ pca.components).cpu().numpy()
         b = getattr(self, "bounds_", None)
         return X if b is None else b.from_unit(X + 0.5)
 
@@ -859,8 +884,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """``log p(y = k | x)`` under the released class mixtures, columns in ``classes_`` order."""
         check_is_fitted(self)
-        lj = self.model_.log_joint(torch.as_tensor(self.transform(X)))
-        return (lj - torch.logsumexp(lj, -1, keepdim=True)).numpy()
+        lj = self.model_.log_joint(torch.as_tensor(self.transform(X), device=self._model_device()))
+        return (lj - torch.logsumexp(lj, -1, keepdim=True)).cpu().numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
         return np.exp(self.predict_log_proba(X))
@@ -868,7 +893,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def predict(self, X: Any) -> np.ndarray:
         """The released model's Bayes rule."""
         check_is_fitted(self)
-        return self.classes_[self.model_.predict(torch.as_tensor(self.transform(X))).numpy()]
+        Xt = torch.as_tensor(self.transform(X), device=self._model_device())
+        return self.classes_[self.model_.predict(Xt).cpu().numpy()]
 
     def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``n_samples`` synthetic ``(features, labels)`` in the released feature space, or with bounds rows in
@@ -877,11 +903,12 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         _check_sample_size(n_samples)
-        g = torch.Generator().manual_seed(self._seed(_SAMPLE_STREAM))
+        g = torch.Generator(device=self._model_device()).manual_seed(self._seed(_SAMPLE_STREAM))
         x, y = self.model_.sample(int(n_samples), generator=g)
+        x, y = x.cpu().numpy(), y.cpu().numpy()
         b = getattr(self, "bounds_", None)
-        x = x.numpy() if b is None else b.clip_rows(self.inverse_transform(x.numpy()))
-        return x, self.classes_[y.numpy()]
+        x = x if b is None else b.clip_rows(self.inverse_transform(x))
+        return x, self.classes_[y]
 
 
 def _check_sample_size(n_samples: int) -> None:

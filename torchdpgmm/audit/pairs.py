@@ -37,6 +37,15 @@ class NeighbourPair:
     def dataset1(self):
         return (self.X1, self.y1) if self.mask1 is None else (self.X1, self.y1, self.mask1)
 
+    def to(self, device) -> "NeighbourPair":
+        """The same pair with every tensor on ``device`` (pairs are public fixtures drawn on the host with a
+        CPU generator; the audit draws its releases where the data are, with a generator of that device)."""
+        import dataclasses
+
+        mv = {f.name: getattr(self, f.name).to(device) for f in dataclasses.fields(self)
+              if torch.is_tensor(getattr(self, f.name))}
+        return dataclasses.replace(self, **mv)
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "relation": self.relation, "description": self.description,
                 "N": int(self.X0.shape[-2]), "index": self.index, "class_from": self.class_from,
@@ -44,6 +53,9 @@ class NeighbourPair:
 
 
 def _base(num_per_class, num_classes, dim, generator, spread=1.0, sep=4.0):
+    from torchdpgmm.pipelines.generators import check_generator_device
+
+    check_generator_device(generator, "cpu")  # pairs are host fixtures: NeighbourPair.to(device) moves them
     dtype = torch.float64
     centres = torch.zeros(num_classes, dim, dtype=dtype)
     for k in range(num_classes):

@@ -65,7 +65,17 @@ class ExperimentConfig:
         return quick if self.quick else full
 
     def generator(self, offset: int = 0) -> torch.Generator:
+        """A generator on the study's device, seeded ``seed + offset``: for draws of tensors on that device
+        (noise, synthetic data, device-side permutations). The generator rule: docs/architecture.md."""
         g = torch.Generator(device=self.device)
+        g.manual_seed(int(self.seed) + int(offset))
+        return g
+
+    def host_generator(self, offset: int = 0) -> torch.Generator:
+        """A CPU generator seeded ``seed + offset``, for host-side draws (a split or subsample of rows indexed
+        on the host, a seed). On a CPU run it is the stream ``generator(offset)`` gives, so CPU results do not
+        depend on which of the two a study uses; a study never uses both with the same offset."""
+        g = torch.Generator()
         g.manual_seed(int(self.seed) + int(offset))
         return g
 

@@ -167,7 +167,7 @@ def _published_mechanism(mechanism: str, eps: float, delta: float, K: int):
             key = id(X)
             if key not in designs:
                 designs[key] = release(X, y, K, eps, delta, mechanism="kl", mode="as-published",
-                                       generator=torch.Generator().manual_seed(0)).design
+                                       generator=torch.Generator(device=X.device).manual_seed(0)).design
             return release(Xn, yn, K, eps, delta, mechanism="kl", mode="as-published", generator=g,
                            design=_expand_design(designs[key], n))
         return release(Xn, yn, K, eps, delta, mechanism=mechanism, mode="as-published", generator=g)
@@ -298,7 +298,7 @@ def _component_rows(pairs, eps, delta, draws, bs, K, g, quick=False) -> list[dic
     # R1SMG on a unit-sensitivity vector query in R^M
     for M in (3, 6, 18):
         def rq(D, n, gen, _M=M):
-            x = torch.zeros(n, _M, dtype=torch.float64)
+            x = torch.zeros(n, _M, dtype=torch.float64, device=gen.device)  # drawn where gen lives
             x[:, 0] = D
             return r1smg(x, 1.0, eps, delta, generator=gen)
 
@@ -315,7 +315,7 @@ def _component_rows(pairs, eps, delta, draws, bs, K, g, quick=False) -> list[dic
     def gq(D, n, gen):
         from torchdpgmm.mechanisms import normal_noise
 
-        return D + normal_noise((n,), sigma, gen, dtype=torch.float64)  # the noise layer's sampler
+        return D + normal_noise((n,), sigma, gen, dtype=torch.float64, device=gen.device)  # the noise layer's sampler
 
     res = A.audit(gq, 0.0, 1.0, lambda s: s, num_draws=draws, delta=delta, generator=g, batch_size=bs)
     rows.append(_row_from(res, mechanism="gaussian (paper rule sqrt(2 ln(2/delta))/eps)", neighbours="unit shift",
@@ -356,7 +356,8 @@ def run_audit(config: ExperimentConfig) -> StudyResult:
     o = _audit_options(config)
     K, delta, B = 3, o["delta"], o["B"]
     g = config.generator()
-    all_pairs = make_pairs(config.generator(1), B, config.quick)
+    # public fixtures drawn on the host (CPU generator), then moved to the study's device (the generator rule)
+    all_pairs = {k: P.to(config.device) for k, P in make_pairs(config.host_generator(1), B, config.quick).items()}
     pairs = {k: all_pairs[k] for k in o["pair_names"]}
     rows: list[dict[str, Any]] = []
     for eps in o["eps_list"]:
@@ -471,11 +472,11 @@ def synthetic_data(trials: int, N: int, K: int, d: int, generator: torch.Generat
     from torchdpgmm.mixture import LabeledGMM
 
     mc = d + 2 if min_count is None else min_count
-    dt = torch.float64
-    e = -torch.log(torch.rand(trials, K, generator=generator, dtype=dt).clamp_min(1e-300))
+    dt, dev = torch.float64, generator.device  # drawn where the generator lives (the generator rule)
+    e = -torch.log(torch.rand(trials, K, generator=generator, dtype=dt, device=dev).clamp_min(1e-300))
     w = e / e.sum(-1, keepdim=True)
-    means = 20 * torch.rand(trials, K, d, generator=generator, dtype=dt) - 10
-    G = torch.randn(trials, K, d, d + 1, generator=generator, dtype=dt)
+    means = 20 * torch.rand(trials, K, d, generator=generator, dtype=dt, device=dev) - 10
+    G = torch.randn(trials, K, d, d + 1, generator=generator, dtype=dt, device=dev)
     covs = G @ G.transpose(-1, -2)
     idx = torch.multinomial(w, N - K * mc, replacement=True, generator=generator)
     counts = mc + torch.nn.functional.one_hot(idx, K).sum(-2)

@@ -305,7 +305,7 @@ def _features(config: ExperimentConfig):
         avail = Xtr.shape[0] // (2 if pca_fit == "public" else 1)
         n = min(n, 1000, avail)
     feats = prepare_features(Xtr, ytr, Xte, yte, n_train=n, n_components=int(o.get("pca_dim", 5)), pca_fit=pca_fit,
-                             n_public=min(5000, Xtr.shape[0] - n), generator=config.generator(1))
+                             n_public=min(5000, Xtr.shape[0] - n), generator=config.host_generator(1))  # host rows
     dev = torch.device(config.device)
     for f in ("X_train", "y_train", "X_test", "y_test"):
         setattr(feats, f, getattr(feats, f).to(dev))
@@ -519,10 +519,13 @@ def _replace_one_dpsgd(X, y, X_test, y_test, epsilon, delta, *, epochs, lr, batc
     n_pub = float(X.shape[0]) if n_public is None else float(n_public)  # public under replace-one
     q, steps = dpsgd_schedule(n_pub, batch_size, epochs)
     nm = calibrate_noise_multiplier(epsilon, delta, q, steps, adjacency="replace-one")
+    dev = X.device  # trained where the features are, with a generator of that device (the generator rule)
     out = train_dpsgd_fast(X, y, num_classes=num_classes, noise_multiplier=nm, sampling_rate=q, steps=steps,
-                           lr=1e-3, clip=max_grad_norm, generator=torch.Generator().manual_seed(seed), n_public=n_pub)
+                           lr=1e-3, clip=max_grad_norm, generator=torch.Generator(device=dev).manual_seed(seed),
+                           device=dev, n_public=n_pub)
     with torch.no_grad():
-        acc = float((mlp_logits(out["params"], X_test.to(torch.float32)).argmax(-1) == y_test).double().mean())
+        pred = mlp_logits(out["params"], X_test.to(dev, torch.float32)).argmax(-1)
+        acc = float((pred == y_test.to(dev)).double().mean())
     return {"iterations": [0, steps], "accuracy": [float("nan"), acc], "final_accuracy": acc, "noise_multiplier": nm,
             "epsilon_spent": pipeline_epsilon(nm, q, steps, delta, adjacency="replace-one"), "opacus": None}
 

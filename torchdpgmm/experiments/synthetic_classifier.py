@@ -98,7 +98,8 @@ def _nonprivate(Xtr, ytr, Xte, yte, fit, val, cfg, dev, gen, rows, notes, quick=
 
     F, Ft = public_transform(Xtr, cfg.transform), public_transform(Xte, cfg.transform)
     p = fit_pca(F, cfg.n_components)
-    pca = DPPCA(mean=p.mean, components=p.components, eigenvalues=p.explained_variance, count=torch.tensor(1.0))
+    pca = DPPCA(mean=p.mean, components=p.components, eigenvalues=p.explained_variance,
+                count=torch.ones((), dtype=torch.float64, device=p.mean.device))
     U, Ut = project_to_ball(F, pca, cfg.radius), project_to_ball(Ft, pca, cfg.radius)
     t0 = time.perf_counter()
     K = int(ytr.max()) + 1
@@ -107,16 +108,17 @@ def _nonprivate(Xtr, ytr, Xte, yte, fit, val, cfg, dev, gen, rows, notes, quick=
     means = (oh.T @ U) / n.unsqueeze(-1)
     D = U.unsqueeze(0) - means.unsqueeze(1)  # (K, N, d)
     covs = torch.einsum("nk,kni,knj->kij", oh, D, D) / (n - 1)[:, None, None]
-    qda = ClassMixture(weights=n / n.sum(), comp_weights=torch.ones(K, 1, dtype=U.dtype), means=means.unsqueeze(1),
+    qda = ClassMixture(weights=n / n.sum(), comp_weights=torch.ones(K, 1, dtype=U.dtype, device=U.device),
+                       means=means.unsqueeze(1),
                        covariances=covs.unsqueeze(1))  # plain QDA: empirical Gaussian per class, no regularisation
     acc = float((qda.predict(Ut) == yte).double().mean())
     common = {"components_per_class": 1, "accounted": False, "adjacency": None, "hyperparameters": "none (QDA)"}
     rows.append({"kind": "summary", "method": "non-private-bayes", "epsilon": None, "accuracy": acc, "n_seeds": 1,
                  "seconds": time.perf_counter() - t0, **common})
 
-    def real_sampler(n, generator=None):
-        idx = torch.randint(0, len(fit), (n,), generator=generator)
-        return U[fit[idx]], ytr[fit[idx]]
+    def real_sampler(n, generator=None):  # drawn on the rows' device with the trainer's (device) generator
+        idx = fit[torch.randint(0, len(fit), (n,), generator=generator, device=U.device)]
+        return U[idx], ytr[idx]
 
     t0 = time.perf_counter()
     res = train_on_sampler(real_sampler, d=U.shape[1], num_classes=int(ytr.max()) + 1, n_per_epoch=len(fit),
@@ -174,8 +176,8 @@ def _release_rows(Xtr, ytr, Xte, yte, eps, o, cfg, dev, config, rows, trials) ->
             t_mlp = time.perf_counter() - t0
             t0 = time.perf_counter()
             Xs, ys = rel.model.sample(N, generator=g)
-            lr = LogisticRegression(max_iter=300).fit(Xs.numpy(), ys.numpy())
-            a_lr = float((torch.as_tensor(lr.predict(Ut.numpy())) == yte).double().mean())
+            lr = LogisticRegression(max_iter=300).fit(Xs.cpu().numpy(), ys.cpu().numpy())  # scikit-learn: host
+            a_lr = float((torch.as_tensor(lr.predict(Ut.cpu().numpy())) == yte.cpu()).double().mean())
             t_lr = time.perf_counter() - t0
             for meth, a_, t_ in (("dpgmm-synthetic-mlp", a_mlp, t_mlp), ("dpgmm-synthetic-logreg", a_lr, t_lr)):
                 acc.setdefault(meth, []).append(a_)
@@ -218,9 +220,9 @@ def _dpsgd_run(Xf, yf, Xe, ye, eps, c, o, cfg, dev, g, num_classes: int):
                            generator=g, device=dev, n_public=n_released)
     train_seconds = time.perf_counter() - t1  # the study's own timing; nothing released carries it
     with torch.no_grad():
-        pred = mlp_logits(out["params"], feat(Xe).to(dev)).argmax(-1).cpu()
+        pred = mlp_logits(out["params"], feat(Xe).to(dev)).argmax(-1)
     spent = pipeline_epsilon(nm, q, steps, delta, adjacency=adj, feature_mu=mu_f)
-    return float((pred == ye).double().mean()), {"noise_multiplier": nm, "steps": steps, "epsilon_spent": spent,
+    return float((pred == ye.to(pred.device)).double().mean()), {"noise_multiplier": nm, "steps": steps, "epsilon_spent": spent,
                                                  "seconds": time.perf_counter() - t0, "train_seconds": train_seconds}
 
 
@@ -278,8 +280,11 @@ def run(config: ExperimentConfig) -> StudyResult:
     if config.quick and not config.is_given("epsilons"):  # an explicit --epsilons beats --quick
         eps_list = eps_list[:1]
     dev = torch.device(config.device)
+    # every image on the study's device (releases, DP PCA, classifiers and DP-SGD run there)
+    Xtr, ytr, Xte, yte = (t.to(dev) for t in (Xtr, ytr, Xte, yte))
     n_val = min(int(o.get("n_val", 10000)), Xtr.shape[0] // 5)
-    perm = torch.randperm(Xtr.shape[0], generator=torch.Generator().manual_seed(12345))  # public split rule
+    # public split rule: a host-side permutation with a CPU generator (the generator rule), then on the device
+    perm = torch.randperm(Xtr.shape[0], generator=torch.Generator().manual_seed(12345)).to(dev)
     val, fit = perm[:n_val], perm[n_val:]
     rows: list[dict[str, Any]] = []
     trials: list[dict[str, Any]] = []

@@ -136,7 +136,7 @@ class ClassMixture:
         K, m, d = self.means.shape
         flat = (self.weights.unsqueeze(-1) * self.comp_weights).reshape(K * m)
         counts = histogram_counts(flat, int(n))
-        cell = torch.repeat_interleave(torch.arange(K * m, device=flat.device), counts)
+        cell = torch.repeat_interleave(torch.arange(K * m, device=flat.device), counts, output_size=int(n))
         L = torch.linalg.cholesky(self.covariances.reshape(K * m, d, d))
         z = torch.randn(int(n), d, generator=generator, dtype=L.dtype, device=L.device)
         parts = [zc @ L[g].T for g, zc in enumerate(torch.split(z, counts.tolist()))]  # cells are contiguous
@@ -301,7 +301,8 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     cls, cov_k, extras = _class_stage(U, y, K, d, mu_class, blocks, class_rule=class_rule, mom=mom, shrink=shrink,
                                       min_shrinkage=min_shrinkage, class_to_pooled=class_to_pooled, **common)
     if m == 1:
-        means, covs, comp_w = cls["means"].unsqueeze(1), cov_k.unsqueeze(1), torch.ones(K, 1, dtype=U.dtype)
+        means, covs, comp_w = cls["means"].unsqueeze(1), cov_k.unsqueeze(1), torch.ones(K, 1, dtype=U.dtype,
+                                                                                    device=U.device)
     else:
         metric = _metric(cov_k, lloyd_rank)
         centres = _initial_centres(cls["means"], cov_k, m)

@@ -55,10 +55,10 @@ def train_dpsgd(
 ) -> dict:
     """Train one MLP with Opacus DP-SGD at ``(epsilon, delta)``; return accuracy curve and accounting.
 
-    ``n_public``: the public (or released, noisy) record count. The sampling rate, the number of steps
-    (``dpsgd_schedule``, Abadi et al. 2016) and the update normaliser (the expected batch ``q * n_public``)
-    come from it, never from the private N; ``None`` uses the number of rows of ``X``, which is public only
-    under replace-one adjacency. Rows with a non-finite feature or a label outside ``[0, num_classes)`` are
+    ``n_public`` (required): the public (or released, noisy) record count. The sampling rate, the number of
+    steps (``dpsgd_schedule``, Abadi et al. 2016) and the update normaliser (the expected batch ``q * n_public``)
+    come from it, never from the private N (the number of rows of ``X`` is private under the add/remove
+    adjacency this function's accountant assumes); ``None`` is refused (``ValueError``). Rows with a non-finite feature or a label outside ``[0, num_classes)`` are
     never sampled (a dropped row is a removed one, as in the DP-GMM pipeline); nothing raises on them.
     Poisson sampling, per-example clipping and noise are Opacus' (``GradSampleModule`` + ``DPOptimizer``);
     the accountant prices ``steps`` Poisson-sampled Gaussian steps at rate ``q``.
@@ -78,16 +78,18 @@ def train_dpsgd(
 
     check_epsilon(epsilon)
     check_delta(delta)
-    X = X.to(torch.float32).cpu()
+    if n_public is None:
+        raise ValueError("n_public is required: the public (or released, noisy) record count that sets DP-SGD's "
+                         "sampling rate, steps and normaliser, never the private number of rows")
+    X = X.to(torch.float32).cpu()  # Opacus runs on the CPU here, with CPU generators (the generator rule)
     Xt = X_test.to(torch.float32).cpu()
     y = y.to(torch.int64).cpu()
     yt = y_test.to(torch.int64).cpu()
-    N = X.shape[0]
     # rows that are not a finite record of a public class are never sampled (no branch, no raise on them)
     usable = torch.isfinite(X).all(-1) & (y >= 0) & (y < num_classes)
     X = torch.where(usable.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype))
     y = torch.where(usable, y, torch.zeros_like(y))
-    q, steps = dpsgd_schedule(float(N) if n_public is None else float(n_public), int(batch_size), float(epochs))
+    q, steps = dpsgd_schedule(float(n_public), int(batch_size), float(epochs))
     import warnings
 
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
@@ -106,7 +108,7 @@ def train_dpsgd(
                                            steps=steps, accountant=accountant))
         gen = torch.Generator().manual_seed(seed + 1)
         # clipped, noised gradient sum divided by the expected batch q * n_public (a public number)
-        expected = max(1.0, q * (float(N) if n_public is None else float(n_public)))
+        expected = max(1.0, q * float(n_public))
         opt = DPOptimizer(torch.optim.SGD(model.parameters(), lr=lr), noise_multiplier=sigma,
                           max_grad_norm=float(max_grad_norm), expected_batch_size=max(1, round(expected)),
                           loss_reduction="mean", generator=gen)

@@ -24,6 +24,7 @@ import torch
 from torchdpgmm.mechanisms import gaussian
 
 from ._privacy import parse_adjacency
+from .generators import check_generator_device
 
 __all__ = ["pipeline_epsilon", "calibrate_noise_multiplier", "train_dpsgd_fast", "mlp_params", "mlp_logits"]
 
@@ -81,10 +82,11 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sampling_rate: floa
 def mlp_params(sizes: Sequence[int], generator=None, dtype=torch.float32, device=None) -> list[torch.Tensor]:
     """``[W1 (in, out), b1, ...]`` drawn like ``torch.nn.Linear`` (uniform +-1/sqrt(fan_in))."""
     out = []
+    dev = torch.device("cpu" if device is None else device)
     for a, b in zip(sizes[:-1], sizes[1:]):
-        bound = 1 / math.sqrt(a)
-        out += [(torch.rand(a, b, generator=generator, dtype=dtype) * 2 - 1).mul_(bound).to(device),
-                (torch.rand(b, generator=generator, dtype=dtype) * 2 - 1).mul_(bound).to(device)]
+        bound = 1 / math.sqrt(a)  # drawn where they live, with a generator of that device (the generator rule)
+        out += [(torch.rand(a, b, generator=generator, dtype=dtype, device=dev) * 2 - 1).mul_(bound),
+                (torch.rand(b, generator=generator, dtype=dtype, device=dev) * 2 - 1).mul_(bound)]
     return out
 
 
@@ -107,7 +109,7 @@ def _clipped_grad_sum(params, X, y, clip):
             h = torch.relu(h)
             acts.append(h)
     delta = torch.softmax(h, -1)
-    delta[torch.arange(X.shape[0]), y] -= 1.0
+    delta[torch.arange(X.shape[0], device=X.device), y] -= 1.0
     deltas = [delta]
     for i in range(L - 1, 0, -1):
         delta = (delta @ params[2 * i].T) * (acts[i] > 0)
@@ -137,21 +139,29 @@ def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, samplin
                      generator: torch.Generator | None = None, device="cpu", n_public: float | None = None) -> dict:
     """Train one MLP by DP-SGD (Poisson sampling, ghost clipping, Gaussian noise, Adam); returns params.
 
-    ``n_public``: the public (or released noisy) record count; the noisy gradient sum is divided by the
-    expected batch ``sampling_rate * n_public``. ``None`` uses the number of rows of ``X``, which is public
-    only under replace-one adjacency. Rows with a non-finite feature or a label outside ``[0, num_classes)``
-    are never sampled (a dropped row is a removed one, as in the DP-GMM pipeline); nothing branches or
-    raises on them. No timing is returned: a wall time of work on private data is not released.
+    ``n_public`` (required): the public (or released noisy) record count; the noisy gradient sum is divided
+    by the expected batch ``sampling_rate * n_public``. It is never read from ``X``: the number of rows is
+    private under add/remove adjacency (a caller under replace-one passes ``len(X)`` itself). Rows with a
+    non-finite feature or a label outside ``[0, num_classes)`` are never sampled (a dropped row is a removed
+    one, as in the DP-GMM pipeline); nothing branches or raises on them. No timing is returned: a wall time
+    of work on private data is not released.
+
+    Everything runs on ``device`` with ``generator`` on that device (the generator rule,
+    :mod:`torchdpgmm.pipelines.generators`): initialisation, Poisson sampling and noise are drawn there.
     """
     if not (0 < sampling_rate <= 1) or steps < 1:
         raise ValueError("need 0 < sampling_rate <= 1 and steps >= 1")
+    if n_public is None:
+        raise ValueError("n_public is required: the public (or released, noisy) record count that sets the "
+                         "update normaliser, never the private number of rows")
     dev = torch.device(device)
+    check_generator_device(generator, dev)
     Xd, yd = X.to(dev, torch.float32), y.to(dev)
     usable = torch.isfinite(Xd.sum(-1)) & (yd >= 0) & (yd < num_classes)
     Xd = torch.where(usable.unsqueeze(-1), Xd, torch.zeros((), dtype=Xd.dtype, device=dev))
     yd = torch.where(usable, yd, torch.zeros_like(yd))
     N = Xd.shape[0]
-    n_pub = float(N) if n_public is None else float(n_public)
+    n_pub = float(n_public)
     n_pub = n_pub if math.isfinite(n_pub) and n_pub >= 1.0 else 1.0
     params = mlp_params([Xd.shape[1], *hidden, num_classes], generator=generator, device=dev)
     for p in params:
@@ -159,7 +169,7 @@ def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, samplin
     opt = torch.optim.Adam(params, lr=lr)
     expected = sampling_rate * n_pub
     for _ in range(int(steps)):
-        take = (torch.rand(N, generator=generator).to(dev) < sampling_rate) & usable
+        take = (torch.rand(N, generator=generator, device=dev) < sampling_rate) & usable
         idx = take.nonzero().squeeze(-1)
         grads = _clipped_grad_sum(params, Xd[idx], yd[idx], clip)
         for p, g in zip(params, grads):

@@ -69,14 +69,20 @@ def prepare_features(
     n_public: int = 5000,
     generator: torch.Generator | None = None,
 ) -> ImageFeatures:
-    """Sample ``n_train`` private images without replacement, fit PCA (``pca_fit``), project train and test."""
+    """Sample ``n_train`` private images without replacement, fit PCA (``pca_fit``), project train and test.
+
+    The subsample is a host-side permutation: ``generator`` is a CPU generator (the generator rule,
+    :mod:`torchdpgmm.pipelines.generators`); move the features to the device afterwards."""
+    from .generators import check_generator_device
+
     if pca_fit not in PCA_NOTES:
         raise ValueError(f"pca_fit must be 'private' or 'public', got {pca_fit!r}")
+    check_generator_device(generator, "cpu")
     n_all = X_train_images.shape[0]
     need = n_train + (n_public if pca_fit == "public" else 0)
     if n_train < 1 or need > n_all:
         raise ValueError(f"n_train={n_train} (+ n_public={n_public} for a public PCA) exceeds the {n_all} training images")
-    perm = torch.randperm(n_all, generator=generator)
+    perm = torch.randperm(n_all, generator=generator).to(X_train_images.device)
     idx = perm[:n_train]
     Xp = X_train_images[idx].reshape(n_train, -1)
     if pca_fit == "private":

@@ -5,7 +5,10 @@
 keeps the parameters with the best accuracy on a fixed synthetic validation set drawn once from the same
 sampler, and stops after ``patience`` epochs without improvement. Because the sampler is post-processing
 of a DP release, so is every model trained this way: one release serves any number of models at no extra
-privacy cost. Runs on ``device`` (the GPU when present).
+privacy cost. Runs on ``device`` (the GPU when present): ``generator`` lives there too (the generator rule,
+:mod:`torchdpgmm.pipelines.generators`); the samples, the validation set and the minibatch orders are drawn
+on the device, and the one host-side draw (the seed of ``torch.nn``'s initialisation) is a seed drawn from
+``generator`` on its own device.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
+
+from .generators import check_generator_device, draw_seed
 
 __all__ = ["make_mlp", "train_on_sampler", "TrainResult", "accuracy"]
 
@@ -62,10 +67,13 @@ def train_on_sampler(sampler: Callable, *, d: int, num_classes: int, n_per_epoch
         raise ValueError("n_per_epoch, max_epochs, batch_size and patience must be >= 1")
     t0 = time.perf_counter()
     dev = torch.device(device)
-    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-    torch.manual_seed(seed)  # weight initialisation; torch.nn.Linear draws from the global generator
-    model = make_mlp(d, num_classes, hidden).to(dev)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    check_generator_device(generator, dev)
+    seed = draw_seed(generator)  # on the generator's device, one host read per training
+    with torch.random.fork_rng(devices=[]):  # torch.nn.Linear draws from the global CPU generator: fork it
+        torch.manual_seed(seed)
+        model = make_mlp(d, num_classes, hidden)
+    model = model.to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
     Xv, yv = sampler(n_val, generator=generator) if validation is None else validation
     Xv, yv = Xv.to(dev, torch.float32), yv.to(dev)
     best, best_state, best_epoch, hist = -1.0, None, 0, []
@@ -73,7 +81,7 @@ def train_on_sampler(sampler: Callable, *, d: int, num_classes: int, n_per_epoch
     for epoch in range(1, max_epochs + 1):
         X, y = sampler(n_per_epoch, generator=generator)
         X, y = X.to(dev, torch.float32), y.to(dev)
-        perm = torch.randperm(X.shape[0], generator=generator).to(dev)  # a CPU generator
+        perm = torch.randperm(X.shape[0], generator=generator, device=dev)  # drawn where the rows are
         model.train()
         for s in range(0, X.shape[0], batch_size):
             idx = perm[s:s + batch_size]
