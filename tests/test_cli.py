@@ -253,17 +253,18 @@ def test_sweep_memory_budget_flag_sets_the_chunking_and_bad_values_are_refused(t
     """``--memory-budget`` sizes the chunks (in whole trial blocks) when no ``--chunk-size`` is given; a
     budget that is not a positive byte count is one usage line, exit 2, nothing written."""
     from torchdpgmm.cli import _bytes, _sweep_spec, build_parser
-    from torchdpgmm.sweep import chunk_size_for
+    from torchdpgmm.sweep import chunk_size_for, resolve_block_sizes
 
     assert _bytes("512MiB") == 512 * 2 ** 20 and _bytes("4GB") == 4e9 and _bytes("2e9") == 2e9
     args = build_parser().parse_args(["sweep", "--mechanisms", "gaussian", "--epsilons", "1", "--trials", "400",
                                       "--memory-budget", "200MiB", "--mode", "as-published", "--out", str(tmp_path / "a")])
     spec = _sweep_spec(args)
     assert spec.chunk_size is None and spec.memory_budget == 200 * 2 ** 20
-    small = chunk_size_for(spec, 1000, 5, 3)
+    small, small_block = chunk_size_for(spec, 1000, 5, 3), resolve_block_sizes(spec)[(1000, 5, 3)]
     args.memory_budget = 2 * 2 ** 30
-    big = chunk_size_for(_sweep_spec(args), 1000, 5, 3)
-    assert small % spec.block_size == 0 and big % spec.block_size == 0 and big > small
+    big_spec = _sweep_spec(args)
+    big, big_block = chunk_size_for(big_spec, 1000, 5, 3), resolve_block_sizes(big_spec)[(1000, 5, 3)]
+    assert small % small_block == 0 and big % big_block == 0 and big > small and big_block > small_block
     out = tmp_path / "bad"
     proc = subprocess.run([sys.executable, "-m", "torchdpgmm.cli", "sweep", "--memory-budget", "0", "--out", str(out)],
                           capture_output=True, text=True)

@@ -229,7 +229,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
         "sweep", help="run a resumable grid of synthetic releases (mechanism x epsilon x N x K x d), locally or on Ray",
         description="Grid sweep over synthetic data (Liu, Scaglione & Peisert 2025, Sec. V-A). Chunks of trials "
                     "are written to OUT/chunks as they finish; after an interruption re-run the same command with "
-                    "--resume. Writes OUT/results.csv (one row per trial), OUT/summary.json and OUT/sweep.png. "
+                    "--resume. Writes OUT/results.csv (or, with --format parquet, OUT/results.parquet; one row per "
+                    "trial), OUT/summary.json and OUT/sweep.png. "
                     "Sound mode (default) needs --clip-bound; the synthetic classes 0..K-1 are public.")
     p.add_argument("--mechanisms", type=_csv_list(str), default=["kl", "gaussian", "laplace"])
     p.add_argument("--epsilons", type=_csv_list(float), default=[0.5, 1.0, 2.0])
@@ -246,10 +247,16 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
                    help="worker processes of the local backend, one chunk each (default 1; e.g. one per core; "
                         "rows do not depend on it)")
     p.add_argument("--memory-budget", type=_bytes, default=None,
-                   help="bytes one chunk may hold, e.g. 2e9, 512MiB or 4GB (default 1 GiB); ignored with "
-                        "--chunk-size. Summaries stream over the chunk files, so memory stays that of one chunk")
+                   help="bytes one block of trials may hold on --device, e.g. 2e9, 512MiB or 4GB (default 1 GiB on "
+                        "cpu, the free memory on cuda); it sizes the automatic block and the chunks. Summaries "
+                        "stream over the chunk files, so memory stays that of one chunk")
     p.add_argument("--block-size", type=int, default=None,
-                   help="trials per batched call inside a chunk (default: the sweep's)")
+                   help="trials per batched release call and per seed (default: automatic, the largest of a "
+                        "fixed ladder that fits the device's free memory: rows are the same on every machine "
+                        "that fits its top rung; docs/gpu.md)")
+    p.add_argument("--format", default="csv", choices=["csv", "parquet"], dest="results_format",
+                   help="results file: csv (default) or parquet (columnar and compressed, for 10^5+ trials; "
+                        "needs pyarrow)")
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
                    help="design variant for mechanism kl in as-published mode")
@@ -931,6 +938,8 @@ def _sweep_spec(args: argparse.Namespace):
     kw: dict[str, Any] = dict(mechanisms=args.mechanisms, epsilons=args.epsilons, Ns=args.Ns, Ks=args.Ks,
                               ds=args.ds, trials=args.trials, chunk_size=args.chunk_size, seed=args.seed,
                               delta=args.delta, mode=args.mode, device=args.device)
+    if args.results_format != "csv":
+        kw["results_format"] = args.results_format
     if args.variant is not None:
         kw["variant"] = args.variant
     extra = {"clip_bound": args.clip_bound, "adjacency": args.adjacency, "classes": args.classes,
@@ -942,6 +951,8 @@ def _sweep_spec(args: argparse.Namespace):
             raise UsageError(f"this build's sweep cannot pass --{name.replace('_', '-')} to its releases "
                              "(SweepSpec has no such field), so it cannot run this sound-mode sweep")
         kw[name] = value
+    if args.block_size is not None and args.block_size < 1:
+        raise UsageError(f"--block-size must be >= 1, got {args.block_size}")
     spec = SweepSpec(**kw)
     spec.validate()
     return spec
@@ -966,7 +977,9 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
     res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,
                     progress=not args.no_progress, workers=args.workers, threads=args.threads)
     created.clear()
-    print(f"sweep in {args.out}: {res['done']} chunks run, {res['skipped']} already done; rows in {res['results']}")
+    blocks = ", ".join(sorted({str(b) for b in res.get("block_sizes", {}).values()}))
+    print(f"sweep in {args.out}: {res['done']} chunks run, {res['skipped']} already done, blocks of {blocks} trials; "
+          f"rows in {res['results']}")
     return 0
 
 

@@ -8,32 +8,52 @@ dimension, so the data-only parts (the fit of eq. (2) and the covering SDP behin
 epsilon. Each chunk writes its rows to ``OUT/chunks/<id>.csv`` atomically, so a killed sweep resumes by
 skipping the chunks already on disk.
 
-Per-trial reproducibility. Trials are grouped in fixed *blocks* of ``block_size`` trials (a spec field,
-default 40). Block ``b`` of a configuration draws its data from a generator seeded by
+Per-trial reproducibility. Trials are grouped in *blocks* of ``block_size`` trials, the unit of one batched
+release call and of seeding. Block ``b`` of a configuration draws its data from a generator seeded by
 ``(seed, N, K, d, b)`` and the noise of mechanism ``m`` from one seeded by ``(seed, m, N, K, d, b)``; a
 block always draws ``block_size`` datasets (surplus trials past ``trials`` are discarded). A trial's row
-therefore depends only on ``(seed, N, K, d, mechanism, trial index)`` and the epsilon grid, never on the
-chunk size, the memory budget, the backend or the number of workers; chunk sizes must be multiples of
-the block size. Within a block the epsilon grid is one batch dimension of a single noise draw, so adding an
-epsilon to the grid changes the other epsilons' noise draws (not their law); the data never change. All
-mechanisms see the same datasets (common random numbers), so mechanism comparisons are paired.
+therefore depends only on ``(seed, N, K, d, mechanism, trial index)``, the epsilon grid and the block size,
+never on the chunk size, the memory budget's chunking, the backend or the number of workers; chunk sizes
+are multiples of the block size. Within a block the epsilon grid is one batch dimension of a single noise
+draw, so adding an epsilon to the grid changes the other epsilons' noise draws (not their law); the data
+never change. All mechanisms see the same datasets (common random numbers), so mechanism comparisons are
+paired.
+
+Block size. ``block_size=None`` (the default) is chosen by :func:`auto_block_size` from a fixed public
+ladder: the largest of ``cap, cap/2, cap/4, ...`` (:data:`AUTO_BLOCK_CAP`: 256 trials on CPU, 32,768 on
+CUDA) whose footprint (:func:`bytes_per_trial` on CPU, measured by a probe block on CUDA:
+:func:`measure_bytes_per_trial`) fits the memory there is (``memory_budget``, the device's free memory:
+``torch.cuda.mem_get_info`` / the available RAM), then evened out over the trials (``ceil(trials /
+ceil(trials / rung))``: no block is mostly surplus). The cap is what a block needs to amortise the
+release's per-call work (CPU: a block is compute-bound well below it; CUDA: a block of 32,768 trials x E
+epsilons keeps the card's kernels large, and at <= 100 KB per trial uses about 3 GB), so every machine
+whose free memory holds a block at the cap picks the same block and writes the same rows. Only a device too
+small for the cap picks a smaller rung, whose rows differ in value (not in law); the block sizes a sweep
+ran with are recorded in ``OUT/sweep.json`` and a resume reuses them, whatever the machine. An explicit
+``block_size`` overrides the rule (and is refused in one line when it cannot fit ``memory_budget``).
+Out of memory: an automatic block that runs out of memory before any chunk of the sweep is on disk is
+halved (down the same ladder) and the sweep restarts; any other out-of-memory is one line (ValueError,
+exit 2 on the command line), finished chunks kept for ``--resume``; never a traceback.
 
 Devices. The generators live on ``spec.device``; CPU and CUDA generators produce different streams, so rows
 are bit-identical across runs on the same device type (and torch version) but equal only in
 distribution between CPU and CUDA (see ``tests/test_device_contract.py``).
 
-Memory. A chunk holds ``chunk_size`` trials in memory; with ``chunk_size=None`` the chunk size is the
-largest multiple of ``block_size`` whose estimated working set fits ``memory_budget`` bytes. The plan is
+Memory. A chunk runs its blocks one after the other; with ``chunk_size=None`` a chunk is as many whole blocks
+as fit ``memory_budget`` (default 1 GiB) up to :data:`CHUNK_TRIALS` trials, at least one block. The plan is
 streamed (:func:`iter_chunks`; on Ray a bounded window of tasks is in flight) and summaries are computed by
 streaming over the chunk files with :class:`~torchdpgmm.montecarlo.RunningStats` (exact running
-mean/variance, quantiles from a fixed log-grid histogram), so memory does not depend on the number of
-trials (``benchmarks/bench_sweep_memory.py``). Locally, chunks run single-threaded by default (:func:`torch_threads`),
-in ``workers`` processes when asked (:func:`run_sweep`). A sweep whose rows cannot fit on the output's disk is
-refused before any work (:func:`check_disk`). With ``backend="ray"`` and an address, the address must
-accept a TCP connection within :data:`RAY_CONNECT_TIMEOUT` seconds.
+mean/variance, quantiles from a fixed log-grid histogram), one column array per chunk, so memory does not
+depend on the number of trials (``benchmarks/bench_sweep_memory.py``). Locally, chunks run single-threaded
+by default (:func:`torch_threads`), in ``workers`` processes when asked (:func:`run_sweep`). A sweep whose
+rows cannot fit on the output's disk is refused before any work (:func:`check_disk`). With
+``backend="ray"`` and an address, the address must accept a TCP connection within
+:data:`RAY_CONNECT_TIMEOUT` seconds.
 
-Files: ``OUT/sweep.json`` (the spec, checked on resume), ``OUT/chunks/*.csv``, and after completion
-``OUT/results.csv`` (one row per trial), ``OUT/summary.json`` (mean, 95% CI and quantiles per grid point)
+Files: ``OUT/sweep.json`` (the spec and the block sizes, checked on resume), ``OUT/chunks/*.csv`` (or
+``*.parquet``), and after completion ``OUT/results.csv`` or, with ``results_format="parquet"``,
+``OUT/results.parquet`` (one row per trial; Parquet through pyarrow, an optional dependency, columnar and
+compressed: pandas and polars read it), ``OUT/summary.json`` (mean, 95% CI and quantiles per grid point)
 and ``OUT/sweep.png``.
 """
 from __future__ import annotations
@@ -52,18 +72,31 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 __all__ = ["SweepSpec", "Chunk", "plan_chunks", "iter_chunks", "num_chunks", "check_disk", "run_sweep", "load_results", "iter_results", "summarize",
-           "plot_results", "block_seed", "torch_threads"]
+           "plot_results", "block_seed", "torch_threads", "auto_block_size", "resolve_block_sizes", "bytes_per_trial",
+           "measure_bytes_per_trial", "device_free_bytes", "AUTO_BLOCK_CAP"]
 
 RESULT_FIELDS = ["mechanism", "epsilon", "N", "K", "d", "seed", "trial", "kl"]
 MODES = ("as-published", "sound")
+FORMATS = ("csv", "parquet")
+#: the top rung of the automatic block-size ladder per device type (trials per block; see the module docstring)
+AUTO_BLOCK_CAP = {"cpu": 256, "cuda": 32768}
+#: the bottom rung: a memory that cannot hold a block of this many trials is refused in one line
+MIN_AUTO_BLOCK = 8
+#: with ``chunk_size=None``, chunks of small blocks are grouped up to this many trials (one chunk file each)
+CHUNK_TRIALS = 1024
+#: the share of the device's free memory (CUDA) or available RAM (CPU, per worker) a block may use
+FREE_FRACTION = {"cpu": 0.5, "cuda": 0.8}
 
 
 @dataclass
 class SweepSpec:
-    """A sweep grid. ``chunk_size`` (trials per chunk file / task; rounded up to a multiple of ``block_size``)
-    or, when None, ``memory_budget`` (bytes, default 1 GiB) sets the chunking. ``mode="sound"`` needs ``clip_bound`` (the public L2 bound on records) and uses
-    ``adjacency`` (default "replace-one"); ``classes`` is the public number of classes given to the
-    release (default: each grid point's K; must be >= every K)."""
+    """A sweep grid. ``block_size`` (trials per batched release call and per seed; None: automatic, see
+    :func:`auto_block_size`); ``chunk_size`` (trials per chunk file / task; rounded up to a multiple of the
+    block size) or, when None, ``memory_budget`` (bytes, default 1 GiB on CPU; on CUDA it bounds the block
+    too, default the device's free memory) sets the chunking. ``mode="sound"`` needs ``clip_bound`` (the
+    public L2 bound on records) and uses ``adjacency`` (default "replace-one"); ``classes`` is the public
+    number of classes given to the release (default: each grid point's K; must be >= every K).
+    ``results_format`` is ``"csv"`` (default) or ``"parquet"`` (needs pyarrow)."""
 
     mechanisms: list[str]
     epsilons: list[float]
@@ -71,17 +104,18 @@ class SweepSpec:
     Ks: list[int] = field(default_factory=lambda: [5])
     ds: list[int] = field(default_factory=lambda: [3])
     trials: int = 100
-    chunk_size: int | None = 40
+    chunk_size: int | None = None
     seed: int = 0
     delta: float = 1e-5
     variant: str = "as-published"
     mode: str = "as-published"
     device: str = "cpu"
-    block_size: int = 40
+    block_size: int | None = None
     memory_budget: float | None = None
     clip_bound: float | None = None
     adjacency: str | None = None
     classes: int | None = None
+    results_format: str = "csv"
 
     def validate(self) -> None:
         if not self.mechanisms:
@@ -93,8 +127,10 @@ class SweepSpec:
         for name, vals, lo in (("N", self.Ns, 4), ("K", self.Ks, 2), ("d", self.ds, 1)):
             if not vals or any(int(v) != v or v < lo for v in vals):
                 raise ValueError(f"{name} values must be integers >= {lo}")
-        if self.trials < 1 or self.block_size < 1:
+        if self.trials < 1 or (self.block_size is not None and self.block_size < 1):
             raise ValueError("trials and block_size must be >= 1")
+        if self.results_format not in FORMATS:
+            raise ValueError(f"results_format must be one of {FORMATS}, got {self.results_format!r}")
         if self.chunk_size is not None and self.chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {self.chunk_size}")
         if self.memory_budget is not None and not self.memory_budget > 0:
@@ -145,48 +181,176 @@ def block_seed(*parts: Any) -> int:
     return int(np.random.SeedSequence([zlib.crc32(key), len(key)]).generate_state(1, np.uint64)[0] % (2**62))
 
 
-def _bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int) -> float:
-    # the label-flip differences (K, N, d) and the fit's (K, N, d) temporaries per dataset, and the
-    # (E, K, d, d) released parameters per mechanism; x16 headroom for solver temporaries
+def bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int) -> float:
+    """Analytic bytes one trial of a block holds at its peak (data, release and KL evaluation of every
+    mechanism over the epsilon grid), an upper estimate: the label-flip differences (K, N, d) and the fit's
+    (K, N, d) temporaries per dataset and the (E, K, d, d) released parameters per mechanism, x16 headroom for
+    solver temporaries. Sizes CPU blocks; on CUDA :func:`measure_bytes_per_trial` measures it instead."""
     return 8.0 * 16 * (2 * K * N * d + len(spec.epsilons) * len(spec.mechanisms) * K * (d * d + d + 2))
 
 
-def chunk_size_for(spec: SweepSpec, N: int, K: int, d: int) -> int:
-    """The spec's chunk size, or the largest multiple of ``block_size`` fitting the memory budget."""
+def device_free_bytes(device: str) -> float | None:
+    """Free memory of ``device`` in bytes: ``torch.cuda.mem_get_info`` on CUDA (after returning this process's
+    cached blocks), ``MemAvailable`` of ``/proc/meminfo`` on CPU; None when unknown."""
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+        return float(torch.cuda.mem_get_info(dev)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _device_type(spec: SweepSpec) -> str:
+    return "cuda" if str(spec.device).startswith("cuda") else "cpu"
+
+
+def _block_memory(spec: SweepSpec, free: float | None, workers: int = 1) -> float:
+    """Bytes one block may use: ``memory_budget`` (default 1 GiB on CPU, none on CUDA) and the device's free
+    memory share (per worker)."""
+    from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET
+
+    kind = _device_type(spec)
+    budget = spec.memory_budget or (DEFAULT_MEMORY_BUDGET if kind == "cpu" else float("inf"))
+    if free is not None:
+        budget = min(budget, FREE_FRACTION[kind] * free / max(1, workers))
+    return budget
+
+
+def _even_block(trials: int, rung: int) -> int:
+    """The rung evened out over the trials: ``ceil(trials / n)`` with ``n = ceil(trials / rung)`` blocks."""
+    n = -(-int(trials) // int(rung))
+    return -(-int(trials) // n)
+
+
+def auto_block_size(spec: SweepSpec, N: int, K: int, d: int, *, free: float | None, per_trial: float,
+                    workers: int = 1) -> int:
+    """The automatic block size: the largest rung of ``cap, cap/2, ..., MIN_AUTO_BLOCK`` (cap
+    :data:`AUTO_BLOCK_CAP` of the device type) with ``rung * per_trial`` within the block memory (the
+    budget and :data:`FREE_FRACTION` of ``free`` bytes, per worker), evened out over the trials
+    (:func:`_even_block`). Refuses (one-line ValueError) when not even the bottom rung fits."""
+    kind = _device_type(spec)
+    memory = _block_memory(spec, free, workers)
+    rung = AUTO_BLOCK_CAP[kind]
+    while rung > MIN_AUTO_BLOCK and rung * per_trial > memory:
+        rung //= 2
+    if rung * per_trial > memory:
+        raise ValueError(f"a block of {rung} trials at N={N}, K={K}, d={d} needs about "
+                         f"{rung * per_trial / 2 ** 20:.0f} MiB but {memory / 2 ** 20:.0f} MiB are available on "
+                         f"{spec.device} (memory budget and free memory); raise --memory-budget or free memory")
+    return _even_block(spec.trials, rung)
+
+
+def measure_bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int, trials: int = 256) -> float | None:
+    """Peak CUDA memory per trial of one probe block of ``trials`` trials (data, every mechanism's release and
+    KL), from ``torch.cuda.max_memory_allocated``, x1.25 for the allocator's fragmentation; None on CPU. The
+    probe draws from its own fixed seed and its rows are discarded."""
+    import dataclasses
+
+    import torch
+
+    if _device_type(spec) != "cuda":
+        return None
+    dev = torch.device(spec.device)
+    probe = dataclasses.replace(spec, trials=trials, block_size=trials, chunk_size=trials, seed=-1)
+    torch.cuda.synchronize(dev)
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated(dev)
+    torch.cuda.reset_peak_memory_stats(dev)
+    default_trial_fn(probe, Chunk(int(N), int(K), int(d), 0, 0, trials, trials))
+    peak = torch.cuda.max_memory_allocated(dev) - base
+    torch.cuda.empty_cache()
+    return 1.25 * peak / trials
+
+
+def resolve_block_sizes(spec: SweepSpec, workers: int = 1) -> dict[tuple[int, int, int], int]:
+    """The block size of every configuration ``(N, K, d)``: ``spec.block_size`` when given (refused in one line
+    when its estimated footprint exceeds ``memory_budget``), else :func:`auto_block_size` with the device's
+    free memory (:func:`device_free_bytes`) and the per-trial footprint (measured on CUDA, analytic on CPU)."""
+    spec.validate()
+    out: dict[tuple[int, int, int], int] = {}
+    free = None
+    for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds):
+        key = (int(N), int(K), int(d))
+        if spec.block_size is not None:
+            need = spec.block_size * bytes_per_trial(spec, *key)
+            if spec.memory_budget is not None and need > spec.memory_budget:
+                raise ValueError(f"--block-size {spec.block_size} needs about {need / 2 ** 20:.0f} MiB at N={N}, "
+                                 f"K={K}, d={d}, more than --memory-budget {spec.memory_budget / 2 ** 20:.0f} MiB; "
+                                 "use a smaller block size or a larger budget")
+            out[key] = int(spec.block_size)
+            continue
+        if free is None:
+            free = device_free_bytes(spec.device)
+        per_trial = measure_bytes_per_trial(spec, *key) or bytes_per_trial(spec, *key)
+        out[key] = auto_block_size(spec, *key, free=free, per_trial=per_trial, workers=workers)
+    return out
+
+
+def _blocks_of(spec: SweepSpec, blocks: dict | None) -> dict[tuple[int, int, int], int]:
+    if blocks is not None:
+        return blocks
+    if spec.block_size is not None:
+        return {(int(N), int(K), int(d)): int(spec.block_size) for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds)}
+    return resolve_block_sizes(spec)
+
+
+def chunk_size_for(spec: SweepSpec, N: int, K: int, d: int, block: int | None = None) -> int:
+    """Trials per chunk: the spec's chunk size rounded up to whole blocks, else as many whole blocks as fit
+    the memory budget, up to :data:`CHUNK_TRIALS` trials, at least one (``block``: the configuration's block
+    size, default resolved from the spec)."""
+    if block is None:
+        block = _blocks_of(spec, None)[(int(N), int(K), int(d))]
     if spec.chunk_size is not None:  # rounded up to whole blocks (the unit of all computation)
-        return -(-int(spec.chunk_size) // spec.block_size) * spec.block_size
+        return -(-int(spec.chunk_size) // block) * block
     from torchdpgmm.montecarlo import DEFAULT_MEMORY_BUDGET
 
     budget = spec.memory_budget or DEFAULT_MEMORY_BUDGET
-    blocks = max(1, int(budget // (_bytes_per_trial(spec, N, K, d) * spec.block_size)))
-    return blocks * spec.block_size
+    fit = int(budget // (bytes_per_trial(spec, N, K, d) * block))
+    return max(1, min(fit, CHUNK_TRIALS // block)) * block
 
 
-def iter_chunks(spec: SweepSpec) -> Iterator[Chunk]:
+def iter_chunks(spec: SweepSpec, blocks: dict[tuple[int, int, int], int] | None = None) -> Iterator[Chunk]:
     """Every chunk of the sweep, in a deterministic order, generated lazily: the plan of a sweep of
-    10^12 trials costs no memory (a list of its chunks would grow without bound before any work)."""
+    10^12 trials costs no memory (a list of its chunks would grow without bound before any work).
+    ``blocks`` maps ``(N, K, d)`` to its block size (default: :func:`resolve_block_sizes`)."""
     spec.validate()
+    blocks = _blocks_of(spec, blocks)
     for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds):
-        cs = chunk_size_for(spec, N, K, d)
+        bs = blocks[(int(N), int(K), int(d))]
+        cs = chunk_size_for(spec, N, K, d, bs)
         for c, first in enumerate(range(0, spec.trials, cs)):
-            yield Chunk(int(N), int(K), int(d), c, first, min(cs, spec.trials - first), spec.block_size)
+            yield Chunk(int(N), int(K), int(d), c, first, min(cs, spec.trials - first), bs)
 
 
-def num_chunks(spec: SweepSpec) -> int:
+def num_chunks(spec: SweepSpec, blocks: dict[tuple[int, int, int], int] | None = None) -> int:
     """How many chunks :func:`iter_chunks` yields (arithmetic, no plan in memory)."""
     spec.validate()
-    return sum(-(-spec.trials // chunk_size_for(spec, N, K, d))
+    blocks = _blocks_of(spec, blocks)
+    return sum(-(-spec.trials // chunk_size_for(spec, N, K, d, blocks[(int(N), int(K), int(d))]))
                for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds))
 
 
-def plan_chunks(spec: SweepSpec) -> list[Chunk]:
+def plan_chunks(spec: SweepSpec, blocks: dict[tuple[int, int, int], int] | None = None) -> list[Chunk]:
     """Every chunk of the sweep as a list (small sweeps; :func:`iter_chunks` streams them)."""
-    return list(iter_chunks(spec))
+    return list(iter_chunks(spec, blocks))
 
 
 #: a lower bound on the bytes of one CSV row (``kl,1,40,2,2,0,0,0.1`` and a line end): the disk check
 #: below refuses only sweeps whose rows certainly do not fit
 MIN_ROW_BYTES = 20
+#: the same for a Parquet row: its KL value alone is 8 bytes (random doubles do not compress)
+MIN_PARQUET_ROW_BYTES = 8
 
 
 def result_rows(spec: SweepSpec) -> int:
@@ -196,10 +360,11 @@ def result_rows(spec: SweepSpec) -> int:
 
 def check_disk(spec: SweepSpec, out: str | Path) -> None:
     """Refuse (one-line ValueError) a sweep whose rows cannot fit on the disk of ``out``: they are written
-    twice (the chunk files and ``results.csv``), at least :data:`MIN_ROW_BYTES` bytes each."""
+    twice (the chunk files and the results file), at least :data:`MIN_ROW_BYTES` bytes each
+    (:data:`MIN_PARQUET_ROW_BYTES` in Parquet)."""
     import shutil
 
-    need = 2 * MIN_ROW_BYTES * result_rows(spec)
+    need = 2 * (MIN_PARQUET_ROW_BYTES if spec.results_format == "parquet" else MIN_ROW_BYTES) * result_rows(spec)
     p = Path(out).resolve()
     while not p.exists():
         p = p.parent
@@ -209,11 +374,27 @@ def check_disk(spec: SweepSpec, out: str | Path) -> None:
                          f"{p} has {free / 1e9:.3g} GB free; use fewer trials or grid points")
 
 
-def _kl_rows(spec: SweepSpec, mech: str, kl, chunk: Chunk, first: int, n: int) -> list[dict[str, Any]]:
-    vals = kl.detach().cpu().tolist()  # (E, T): the one host transfer per block and mechanism
-    return [{"mechanism": mech, "epsilon": float(e), "N": chunk.N, "K": chunk.K, "d": chunk.d, "seed": spec.seed,
-             "trial": first + i, "kl": vals[j][i]}
-            for j, e in enumerate(spec.epsilons) for i in range(n)]
+def _kl_rows(spec: SweepSpec, mech: str, kl, chunk: Chunk, first: int, n: int) -> dict[str, np.ndarray]:
+    """The rows of one block and mechanism as columns (epsilon-major, then trial)."""
+    vals = kl.detach().to("cpu", non_blocking=False).numpy().astype(np.float64, copy=False)  # (E, T): one transfer
+    E = len(spec.epsilons)
+    return {"mechanism": np.full(E * n, mech, dtype=object),
+            "epsilon": np.repeat(np.asarray(spec.epsilons, dtype=np.float64), n),
+            "N": np.full(E * n, chunk.N, dtype=np.int64), "K": np.full(E * n, chunk.K, dtype=np.int64),
+            "d": np.full(E * n, chunk.d, dtype=np.int64), "seed": np.full(E * n, spec.seed, dtype=np.int64),
+            "trial": np.tile(np.arange(first, first + n, dtype=np.int64), E), "kl": vals.reshape(E * n)}
+
+
+def _columns(rows: Any) -> dict[str, np.ndarray]:
+    """A trial function's rows (a list of row dicts, a dict of columns or a list of column dicts) as one
+    dict of columns in :data:`RESULT_FIELDS` order."""
+    if isinstance(rows, dict):
+        return {k: np.asarray(rows[k]) for k in RESULT_FIELDS}
+    rows = list(rows)
+    if rows and isinstance(rows[0], dict) and isinstance(rows[0].get("kl"), np.ndarray):
+        return {k: np.concatenate([np.asarray(r[k]) for r in rows]) for k in RESULT_FIELDS}
+    types = {"mechanism": object, "epsilon": np.float64, "kl": np.float64}
+    return {k: np.asarray([r[k] for r in rows], dtype=types.get(k, np.int64)) for k in RESULT_FIELDS}
 
 
 def _release_kl(spec: SweepSpec, mech: str, X, y, num_classes: int, eps, gen, data_classes: int | None = None):
@@ -254,17 +435,17 @@ def _kl_of(rel, X, y, num_classes, data_classes=None):
     return kl_divergence(model, fit_labeled(X, y, K))
 
 
-def default_trial_fn(spec: SweepSpec, chunk: Chunk) -> list[dict[str, Any]]:
+def default_trial_fn(spec: SweepSpec, chunk: Chunk) -> dict[str, np.ndarray]:
     """Generate the chunk's synthetic datasets (Sec. V-A of Liu, Scaglione & Peisert 2025) block by block,
     release each with every mechanism over the epsilon grid, and return one row per (mechanism, epsilon,
-    trial)."""
+    trial), as columns."""
     import torch
 
     from torchdpgmm.montecarlo import synthetic_data
 
     device = torch.device(spec.device)
     num_classes = int(spec.classes or chunk.K)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, np.ndarray]] = []
     for b in chunk.blocks:
         first = b * chunk.block_size
         n = min(chunk.block_size, spec.trials - first)
@@ -276,45 +457,132 @@ def default_trial_fn(spec: SweepSpec, chunk: Chunk) -> list[dict[str, Any]]:
             g = torch.Generator(device=device).manual_seed(
                 block_seed(spec.seed, "noise", mech, chunk.N, chunk.K, chunk.d, b))
             kl = _release_kl(spec, mech, X, y, num_classes, eps, g, data_classes=chunk.K)[:, :n]
-            rows += _kl_rows(spec, mech, kl, chunk, first, n)
-    return rows
+            rows.append(_kl_rows(spec, mech, kl, chunk, first, n))
+    return _columns(rows)
 
 
-def _atomic_rows(path: Path, rows: list[dict[str, Any]]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise ValueError("results_format 'parquet' (--format parquet) needs pyarrow: pip install pyarrow "
+                         "(or torchdpgmm[dev]); --format csv needs nothing") from None
+    return pyarrow
+
+
+def _suffix(spec: SweepSpec) -> str:
+    return ".parquet" if spec.results_format == "parquet" else ".csv"
+
+
+def _chunk_path(chunk_dir: Path, spec: SweepSpec, c: Chunk) -> Path:
+    return chunk_dir / f"{c.id}{_suffix(spec)}"
+
+
+def _arrow_table(cols: dict[str, np.ndarray]):
+    pa = _pyarrow()
+    return pa.table({"mechanism": pa.array(cols["mechanism"].astype(str)).dictionary_encode(),
+                     **{k: pa.array(cols[k]) for k in RESULT_FIELDS[1:]}})
+
+
+def _atomic_rows(path: Path, rows: Any) -> None:
+    """Write one chunk's rows (CSV or Parquet by the suffix of ``path``) atomically, readable by all."""
+    cols = _columns(rows)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
-    with os.fdopen(fd, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=RESULT_FIELDS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: r[k] for k in RESULT_FIELDS})
-    os.replace(tmp, path)
+    try:
+        if path.suffix == ".parquet":
+            os.close(fd)
+            _pyarrow().parquet.write_table(_arrow_table(cols), tmp)
+        else:
+            with os.fdopen(fd, "w", newline="") as fh:
+                w = csv.writer(fh)
+                w.writerow(RESULT_FIELDS)
+                w.writerows(zip(*(cols[k].tolist() for k in RESULT_FIELDS)))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
-def _prepare(out: Path, spec: SweepSpec, resume: bool) -> None:
+def _read_columns(path: Path) -> dict[str, np.ndarray]:
+    """One chunk file's rows as typed columns."""
+    if path.suffix == ".parquet":
+        t = _pyarrow().parquet.read_table(path)
+        cols = {k: t.column(k).to_numpy() for k in RESULT_FIELDS[1:]}
+        cols["mechanism"] = np.asarray(t.column("mechanism").cast("string").to_pylist(), dtype=object)
+        return {k: cols[k] for k in RESULT_FIELDS}
+    with open(path, newline="") as fh:
+        rd = csv.reader(fh)
+        next(rd, None)
+        raw = list(zip(*rd)) or [()] * len(RESULT_FIELDS)
+    types = {"mechanism": object, "epsilon": np.float64, "kl": np.float64}
+    return {k: np.asarray(raw[i], dtype=object).astype(types.get(k, np.int64)) if k != "mechanism"
+            else np.asarray(raw[i], dtype=object) for i, k in enumerate(RESULT_FIELDS)}
+
+
+def _block_key(N: int, K: int, d: int) -> str:
+    return f"N{N}_K{K}_d{d}"
+
+
+def _prepare(out: Path, spec: SweepSpec, resume: bool, workers: int = 1) -> dict[tuple[int, int, int], int]:
+    """Create ``out``, check or write the manifest; returns the block sizes (a resume reuses the recorded ones,
+    so the rows do not depend on the machine it runs on)."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "chunks").mkdir(exist_ok=True)
     manifest = out / "sweep.json"
     if manifest.exists():
         old = json.loads(manifest.read_text())
+        recorded = old.pop("block_sizes", None)
+        old.setdefault("results_format", "csv")   # manifests written before the field existed
         if old != spec.to_dict():
             raise ValueError(f"{out} holds a different sweep (see {manifest}); use another --out or delete it")
         if not resume:
             raise ValueError(f"{out} already holds this sweep; pass --resume to continue it")
-    else:
-        manifest.write_text(json.dumps(spec.to_dict(), indent=2))
+        if recorded is not None:
+            return {tuple(int(v[1:]) for v in k.split("_")): int(b) for k, b in recorded.items()}
+    blocks = resolve_block_sizes(spec, workers)
+    _write_manifest(manifest, spec, blocks)
+    return blocks
+
+
+def _write_manifest(manifest: Path, spec: SweepSpec, blocks: dict[tuple[int, int, int], int]) -> None:
+    payload = dict(spec.to_dict(), block_sizes={_block_key(*k): int(b) for k, b in blocks.items()})
+    tmp = manifest.with_name(".sweep.json.tmp")
+    tmp.write_text(json.dumps(payload, indent=2))
+    os.replace(tmp, manifest)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    """An out-of-memory error, also when a worker process or Ray task re-raised it."""
+    import torch
+
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)) or isinstance(exc, MemoryError):
+            return True
+        text = str(exc)
+        if isinstance(exc, RuntimeError) and ("out of memory" in text.lower() or "can't allocate memory" in text):
+            return True
+        exc = getattr(exc, "cause", None) or exc.__cause__
+        seen += 1
+    return False
 
 
 def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: bool = False,
               ray_address: str | None = None, progress: bool = True,
-              trial_fn: Callable[[SweepSpec, Chunk], list[dict[str, Any]]] | None = None,
+              trial_fn: Callable[[SweepSpec, Chunk], Any] | None = None,
               workers: int = 1, threads: int | None = 1) -> dict[str, Any]:
-    """Run (or resume) a sweep; returns ``{"done": n, "skipped": n, "results": path}``.
+    """Run (or resume) a sweep; returns ``{"done": n, "skipped": n, "results": path, "summary": [...],
+    "block_sizes": {"N.._K.._d..": trials}}``.
 
     ``backend="local"`` runs the chunks with ``threads`` torch intra-op threads each (default 1, see
     :func:`torch_threads`; None leaves torch's setting), in this process (``workers=1``) or in ``workers``
     spawned worker processes (at most ``2 * workers`` chunks in flight; each worker holds one chunk, so the
-    working set is about ``workers`` times the chunk's); the rows do not depend on ``workers``."""
+    working set is about ``workers`` times the chunk's); the rows do not depend on ``workers``. A trial
+    function returns its rows as a list of row dicts or as a dict of columns. Running out of memory is a
+    one-line ValueError (an automatic block is halved first while no chunk is on disk; module docstring)."""
     out = Path(out)
     spec.validate()
     if backend not in ("local", "ray"):
@@ -324,41 +592,82 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
             raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
     if backend == "ray" and workers != 1:
         raise ValueError("workers applies to backend='local' (Ray schedules its own workers)")
+    if spec.results_format == "parquet":
+        _pyarrow()
     check_disk(spec, out)
     if backend == "ray":
         _check_ray_address(ray_address)
-    _prepare(out, spec, resume)
+    blocks = _prepare(out, spec, resume, workers)
     chunk_dir = out / "chunks"
-    total = num_chunks(spec)
     fn = trial_fn or default_trial_fn
+    total = num_chunks(spec, blocks)
+    while True:
+        try:
+            done = _run_pending(spec, blocks, out, fn, backend, ray_address, progress, workers, threads)
+            break
+        except Exception as exc:
+            if not _is_oom(exc):
+                raise
+            _release_device_memory(spec)
+            on_disk = any(_chunk_path(chunk_dir, spec, c).exists() for c in iter_chunks(spec, blocks))
+            smaller = {k: _even_block(spec.trials, max(MIN_AUTO_BLOCK, -(-b // 2))) for k, b in blocks.items()}
+            if spec.block_size is None and not on_disk and smaller != blocks:
+                blocks = smaller      # nothing written with the larger blocks: restart with the next rung down
+                _write_manifest(out / "sweep.json", spec, blocks)
+                continue
+            sizes = ", ".join(f"{b} trials" for b in sorted(set(blocks.values())))
+            hint = ("use a smaller --block-size" if spec.block_size is not None else
+                    "free memory on the device (or lower --memory-budget)")
+            raise ValueError(f"out of memory on {spec.device} with blocks of {sizes}: {hint}; finished chunks are "
+                             "kept, re-run with --resume to continue") from None
+    results = out / f"results{_suffix(spec)}"
+    _concat_chunks(results, (_chunk_path(chunk_dir, spec, c) for c in iter_chunks(spec, blocks)))
+    summary = _summarize_columns(_read_columns(p) for p in
+                                 (_chunk_path(chunk_dir, spec, c) for c in iter_chunks(spec, blocks)) if p.exists())
+    block_sizes = {_block_key(*k): int(b) for k, b in blocks.items()}
+    (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "block_sizes": block_sizes,
+                                                  "points": summary}, indent=2))
+    plot_results(summary, out / "sweep.png", spec=spec)
+    return {"done": done, "skipped": total - done, "results": str(results), "summary": summary,
+            "block_sizes": block_sizes}
+
+
+def _release_device_memory(spec: SweepSpec) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if _device_type(spec) == "cuda" and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend: str, ray_address: str | None,
+                 progress: bool, workers: int, threads: int | None) -> int:
+    """Run the chunks not yet on disk; returns how many ran. The progress bar counts trials."""
+    chunk_dir = out / "chunks"
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, desc="sweep chunks", unit="chunk")
+        bar = tqdm(total=spec.trials * len(spec.Ns) * len(spec.Ks) * len(spec.ds), desc="sweep", unit="trial",
+                   unit_scale=True)
 
     def pending_chunks() -> Iterator[Chunk]:
         # streamed: the chunks still to run are found lazily, so memory does not depend on the number of trials
-        for c in iter_chunks(spec):
-            if not (chunk_dir / f"{c.id}.csv").exists():
+        for c in iter_chunks(spec, blocks):
+            if not _chunk_path(chunk_dir, spec, c).exists():
                 yield c
             elif bar is not None:
-                bar.update(1)
+                bar.update(c.num_trials)
 
-    todo = pending_chunks()
-    done = 0
-    if backend == "local":
-        done = _run_local(spec, todo, chunk_dir, fn, workers, threads, bar)
-    else:
-        done = _run_ray(spec, todo, out, fn, ray_address, bar)
-    if bar is not None:
-        bar.close()
-    results = out / "results.csv"
-    _concat_chunks(results, (chunk_dir / f"{c.id}.csv" for c in iter_chunks(spec)))
-    summary = summarize(iter_results(out, iter_chunks(spec)))
-    (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "points": summary}, indent=2))
-    plot_results(summary, out / "sweep.png", spec=spec)
-    return {"done": done, "skipped": total - done, "results": str(results), "summary": summary}
+    try:
+        if backend == "local":
+            return _run_local(spec, pending_chunks(), chunk_dir, fn, workers, threads, bar)
+        return _run_ray(spec, pending_chunks(), out, fn, ray_address, bar)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 @contextlib.contextmanager
@@ -384,7 +693,7 @@ def torch_threads(n: int | None = 1) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _worker_chunk(fn: Callable, spec: SweepSpec, chunk: Chunk, threads: int | None) -> list[dict[str, Any]]:
+def _worker_chunk(fn: Callable, spec: SweepSpec, chunk: Chunk, threads: int | None) -> Any:
     with torch_threads(threads):
         return fn(spec, chunk)
 
@@ -397,10 +706,10 @@ def _run_local(spec: SweepSpec, todo: Iterable[Chunk], chunk_dir: Path, fn: Call
     done = 0
     if workers == 1:
         for c in todo:
-            _atomic_rows(chunk_dir / f"{c.id}.csv", _worker_chunk(fn, spec, c, threads))
+            _atomic_rows(_chunk_path(chunk_dir, spec, c), _worker_chunk(fn, spec, c, threads))
             done += 1
             if bar is not None:
-                bar.update(1)
+                bar.update(c.num_trials)
         return done
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -416,25 +725,45 @@ def _run_local(spec: SweepSpec, todo: Iterable[Chunk], chunk_dir: Path, fn: Call
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for fut in finished:
                 c = pending.pop(fut)
-                _atomic_rows(chunk_dir / f"{c.id}.csv", fut.result())
+                _atomic_rows(_chunk_path(chunk_dir, spec, c), fut.result())
                 done += 1
                 if bar is not None:
-                    bar.update(1)
+                    bar.update(c.num_trials)
     return done
 
 
 def _concat_chunks(path: Path, parts: Iterable[Path]) -> None:
-    """``results.csv``: the chunk files in plan order, one header, streamed (memory of one line), atomic."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".csv")
+    """The results file: the chunk files in plan order, streamed (memory of one chunk), atomic. CSV: one
+    header; Parquet: one row group per chunk."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
-    with os.fdopen(fd, "w", newline="") as fh:
-        fh.write(",".join(RESULT_FIELDS) + "\r\n")
-        for p in parts:
-            with open(p, newline="") as src:
-                next(src, None)
-                for line in src:
-                    fh.write(line)
-    os.replace(tmp, path)
+    try:
+        if path.suffix == ".parquet":
+            os.close(fd)
+            pa = _pyarrow()
+            writer = None
+            try:
+                for p in parts:
+                    table = pa.parquet.read_table(p)
+                    if writer is None:
+                        writer = pa.parquet.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table)
+            finally:
+                if writer is not None:
+                    writer.close()
+        else:
+            with os.fdopen(fd, "w", newline="") as fh:
+                fh.write(",".join(RESULT_FIELDS) + "\r\n")
+                for p in parts:
+                    with open(p, newline="") as src:
+                        next(src, None)
+                        for line in src:
+                            fh.write(line)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 #: seconds a ``--ray-address`` may take to accept a TCP connection before the sweep gives up
@@ -487,34 +816,45 @@ def _run_ray(spec: SweepSpec, todo: Iterable[Chunk], out: Path, fn: Callable, ad
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 c = pending.pop(ref)
-                _atomic_rows(out / "chunks" / f"{c.id}.csv", ray.get(ref))
+                _atomic_rows(_chunk_path(out / "chunks", spec, c), ray.get(ref))
                 done += 1
                 if bar is not None:
-                    bar.update(1)
+                    bar.update(c.num_trials)
     finally:
         if started_here:
             ray.shutdown()
     return done
 
 
+def _chunk_files(out: Path, chunks: Iterable[Chunk] | None) -> Iterator[Path]:
+    if chunks is None:
+        yield from sorted(list((out / "chunks").glob("*.csv")) + list((out / "chunks").glob("*.parquet")))
+        return
+    for c in chunks:
+        for suffix in (".csv", ".parquet"):
+            p = out / "chunks" / f"{c.id}{suffix}"
+            if p.exists():
+                yield p
+                break
+
+
 def iter_results(out: str | Path, chunks: Iterable[Chunk] | None = None) -> Iterator[dict[str, Any]]:
     """Stream the rows of every finished chunk (in plan order when ``chunks`` is given), with typed values."""
-    out = Path(out)
-    paths = ([out / "chunks" / f"{c.id}.csv" for c in chunks] if chunks is not None
-             else sorted((out / "chunks").glob("*.csv")))
-    for p in paths:
-        if not p.exists():
-            continue
-        with open(p, newline="") as fh:
-            for r in csv.DictReader(fh):
-                yield {"mechanism": r["mechanism"], "epsilon": float(r["epsilon"]), "N": int(r["N"]),
-                       "K": int(r["K"]), "d": int(r["d"]), "seed": int(r["seed"]), "trial": int(r["trial"]),
-                       "kl": float(r["kl"])}
+    for p in _chunk_files(Path(out), chunks):
+        cols = _read_columns(p)
+        lists = [cols[k].tolist() for k in RESULT_FIELDS]
+        for vals in zip(*lists):
+            yield dict(zip(RESULT_FIELDS, vals))
 
 
 def load_results(out: str | Path, chunks: Iterable[Chunk] | None = None) -> list[dict[str, Any]]:
     """All rows in memory (small sweeps; use :func:`iter_results` to stream large ones)."""
     return list(iter_results(out, chunks))
+
+
+#: values of one grid point buffered before they enter its running summary (a fixed partition of each point's
+#: values in trial order, so the summary does not depend on the chunking)
+SUMMARY_FLUSH = 65536
 
 
 def summarize(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -523,28 +863,59 @@ def summarize(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     Exact running mean and variance (Chan et al.'s pairwise update); quantiles from a fixed log-grid
     histogram (:class:`~torchdpgmm.montecarlo.RunningStats`, relative resolution 1.2%), so memory does not
     grow with the number of trials."""
-    from torchdpgmm.montecarlo import RunningStats
+    acc = _Summary()
+    for r in rows:
+        acc.add((r["mechanism"], r["epsilon"], r["N"], r["K"], r["d"]), [r["kl"]])
+    return acc.result()
 
-    groups: dict[tuple, Any] = {}
-    buf: dict[tuple, list[float]] = {}
-    for i, r in enumerate(rows, 1):
-        key = (r["mechanism"], r["epsilon"], r["N"], r["K"], r["d"])
-        if key not in groups:
-            groups[key], buf[key] = RunningStats(), []
-        buf[key].append(r["kl"])
-        if i % 65536 == 0:  # flush: memory stays bounded whatever the number of rows
-            for k, v in buf.items():
-                groups[k].update(v)
-                v.clear()
-    for k, v in buf.items():
-        groups[k].update(v)
-    out = []
-    for (m, e, N, K, d), st in groups.items():
-        s = st.summary()
-        out.append({"mechanism": m, "epsilon": e, "N": N, "K": K, "d": d, "mean": s["mean"],
-                    "ci_low": s["ci_low"], "ci_high": s["ci_high"], "median": s["median"], "q05": s["q05"],
-                    "q95": s["q95"], "nonfinite": s["nonfinite"], "trials": s["n"]})
-    return out
+
+def _summarize_columns(chunks: Iterable[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
+    """:func:`summarize` over chunks of columns (the same numbers; no per-row Python objects)."""
+    acc = _Summary()
+    for cols in chunks:
+        mech, eps = cols["mechanism"], cols["epsilon"]
+        keys = list(zip(mech.tolist(), eps.tolist(), cols["N"].tolist(), cols["K"].tolist(), cols["d"].tolist()))
+        # rows of one grid point are contiguous in a chunk (mechanism, then epsilon, then trial) but do not
+        # rely on it: group by first appearance
+        order: dict[tuple, list[int]] = {}
+        for i, k in enumerate(keys):
+            order.setdefault(k, []).append(i)
+        for k, idx in order.items():
+            acc.add(k, cols["kl"][np.asarray(idx)])
+    return acc.result()
+
+
+class _Summary:
+    """Running summaries per grid point, fed in trial order; values are buffered and flushed in slices of
+    exactly :data:`SUMMARY_FLUSH` values per point."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple, Any] = {}
+        self.buf: dict[tuple, list[float]] = {}
+
+    def add(self, key: tuple, values) -> None:
+        from torchdpgmm.montecarlo import RunningStats
+
+        if key not in self.groups:
+            self.groups[key], self.buf[key] = RunningStats(), []
+        b = self.buf[key]
+        b.extend(np.asarray(values, dtype=np.float64).tolist())
+        while len(b) >= SUMMARY_FLUSH:
+            self.groups[key].update(b[:SUMMARY_FLUSH])
+            del b[:SUMMARY_FLUSH]
+
+    def result(self) -> list[dict[str, Any]]:
+        out = []
+        for key, st in self.groups.items():
+            if self.buf[key]:
+                st.update(self.buf[key])
+                self.buf[key] = []
+            m, e, N, K, d = key
+            s = st.summary()
+            out.append({"mechanism": m, "epsilon": e, "N": N, "K": K, "d": d, "mean": s["mean"],
+                        "ci_low": s["ci_low"], "ci_high": s["ci_high"], "median": s["median"], "q05": s["q05"],
+                        "q95": s["q95"], "nonfinite": s["nonfinite"], "trials": s["n"]})
+        return out
 
 
 def plot_results(summary: list[dict[str, Any]], path: str | Path, *, spec: SweepSpec | None = None) -> None:
