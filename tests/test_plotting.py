@@ -190,3 +190,60 @@ def test_stored_interval_drawn_as_is_and_missing_one_recomputed(tmp_path, captur
     segs = fig.axes[0].containers[0].lines[2][0].get_segments()
     assert [(float(s[:, 1].min()), float(s[:, 1].max())) for s in segs] == [
         (1.5, 2.5), (pytest.approx(m * math.exp(-h / m)), pytest.approx(m * math.exp(h / m)))]
+
+
+def _lognormal_series(labels_scales):
+    rng = np.random.default_rng(3)
+    out = []
+    for lab, scale in labels_scales:
+        xs = [0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0]
+        med = [scale * float(np.exp(rng.normal())) / x for x in xs]
+        out.append({"label": lab, "x": xs, "mean": med, "ci_low": [m / 3 for m in med],
+                    "ci_high": [m * 3 for m in med], "lower": [m / 3 for m in med], "upper": [m * 3 for m in med]})
+    return out
+
+
+def test_x_ticks_at_every_grid_value_on_a_log_axis(tmp_path, captured):
+    plot_curves(_lognormal_series([("gaussian", 1.0)]), tmp_path / "f.png", x_label="epsilon", y_label="KL",
+                logx=True)
+    (fig,) = captured
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == pytest.approx([0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "0.2", "0.5", "1", "2", "4", "8"]
+    assert len(ax.xaxis.get_minorticklocs()) == 0
+
+
+def test_axis_broken_only_across_a_wide_gap(tmp_path, captured):
+    # curves within 3 decades of each other: one panel
+    out = plot_curves(_lognormal_series([("gaussian", 1.0), ("laplace", 100.0)]), tmp_path / "a.png",
+                      x_label="epsilon", y_label="KL", logx=True)
+    assert out["upper_panel"] == [] and len(captured[-1].axes) == 1 and "broken" not in out["caption"]
+    # one curve 1e10 above the others: its own panel above, said in the caption and the legend
+    out = plot_curves(_lognormal_series([("gaussian", 1.0), ("laplace", 100.0), ("r1smg", 1e12)]),
+                      tmp_path / "b.png", x_label="epsilon", y_label="KL", logx=True)
+    fig = captured[-1]
+    main, upper = fig.axes
+    assert out["upper_panel"] == ["r1smg"] and "y axis broken" in out["caption"]
+    assert len(upper.containers) == 1 and len(main.containers) == 2
+    assert main.get_ylim()[1] < 1e9 < upper.get_ylim()[0]
+    legend = [t.get_text() for t in main.get_legend().get_texts()]
+    assert legend[2].startswith("r1smg") and "upper panel" in legend[2] and "upper panel" not in legend[0]
+    # break_decades=None: never broken
+    out = plot_curves(_lognormal_series([("gaussian", 1.0), ("r1smg", 1e12)]), tmp_path / "c.png",
+                      x_label="epsilon", y_label="KL", logx=True, break_decades=None)
+    assert out["upper_panel"] == [] and len(captured[-1].axes) == 1
+
+
+def test_median_statistic_named_on_the_figure(tmp_path, captured):
+    rows = [{"label": "gaussian", "epsilon": e, "mean": 50.0 / e, "median": 4.0 / e, "q25": 2.0 / e, "q75": 9.0 / e}
+            for e in (0.5, 1.0, 2.0)]
+    series = series_from_rows(rows, "epsilon", statistic="median")
+    out = plot_curves(series, tmp_path / "f.png", x_label="epsilon", y_label="KL in nats", statistic="median")
+    assert out["series"][0]["mean"] == [8.0, 4.0, 2.0]                  # the medians, not the means
+    assert out["series"][0]["lower"] == [4.0, 2.0, 1.0] and out["series"][0]["upper"] == [18.0, 9.0, 4.5]
+    (fig,) = captured
+    assert fig.axes[0].get_ylabel() == "median KL in nats" and "interquartile range" in out["caption"]
+    with pytest.raises(ValueError, match="statistic"):
+        plot_curves(series, tmp_path / "g.png", x_label="e", y_label="KL", statistic="mode")
+    with pytest.raises(ValueError, match="statistic"):
+        series_from_rows(rows, "epsilon", statistic="mode")
