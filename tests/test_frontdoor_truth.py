@@ -97,3 +97,98 @@ def test_gdp_odometer_refuses_a_discrete_record_in_one_line():
     zc = BudgetOdometer(10.0, 1e-5, accountant="zcdp", allow_seeded=True)
     rho = sum(b.count * (b.sensitivity / b.noise_scale) ** 2 / 2 for b in rec.blocks)
     assert 0 < zc.spend(rec) <= rho + 2 * np.sqrt(rho * np.log(1e5)) + 1e-9
+
+
+# ---------------------------------------------------------------------------------------------- one budget rule (item 2)
+def _xy3(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0, 1, (n, 3)), np.array(["u", "v"])[np.arange(n) % 2]
+
+
+BOX3 = ([0.0] * 3, [1.0] * 3)
+ESTIMATORS = {
+    "gmm bounds (two-stage default)": lambda e, d: _gmm(e, d, bounds=BOX3),
+    "gmm bounds, centre box": lambda e, d: _gmm(e, d, bounds=BOX3, center="box"),
+    "gmm clip bound": lambda e, d: _gmm(e, d, clip_bound=1.0),
+    "synthetic classifier": lambda e, d: _syn(e, d),
+}
+
+
+def _gmm(eps, delta, **kw):
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    return DPGaussianMixture(eps, delta, classes=["u", "v"], **kw)
+
+
+def _syn(eps, delta):
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    return DPSyntheticClassifier(eps, delta, classes=["u", "v"], image_transform="none", n_components=3, bounds=BOX3)
+
+
+def test_one_budget_function_everywhere():
+    import torchdpgmm._validation as V
+    from torchdpgmm import release as R
+    from torchdpgmm.release import dispatch
+
+    assert R.check_privacy_strength is V.check_privacy_strength is dispatch.check_privacy_strength
+    assert R.WeakPrivacyWarning is V.WeakPrivacyWarning
+    assert (V.WARN_EPSILON, V.WARN_DELTA, V.REFUSE_EPSILON, V.REFUSE_DELTA) == (10.0, 1e-3, 1e3, 0.5)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_estimators_refuse_a_meaningless_budget_before_reading_the_data(name):
+    class Unreadable:  # any read of the data would fail differently
+        def __array__(self, *a, **k):
+            raise AssertionError("the data were read")
+
+    for eps, delta in ((1e6, 1e-5), (1.0, 0.5)):
+        with pytest.raises(ValueError, match="meaningful guarantee") as exc:
+            ESTIMATORS[name](eps, delta).fit(Unreadable(), Unreadable())
+        assert "allow_weak_privacy" not in str(exc.value)  # the estimators have no such option
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+@pytest.mark.parametrize("eps, delta, words", [(500.0, 1e-5, ["epsilon = 500 > 10"]),
+                                               (1.0, 1e-2, ["delta = 0.01 > 0.001"]),
+                                               (20.0, 1e-2, ["epsilon = 20 > 10", "delta = 0.01 > 0.001"])])
+def test_estimators_warn_once_per_weak_parameter(name, eps, delta, words):
+    import warnings
+
+    from torchdpgmm._validation import WeakPrivacyWarning
+
+    X, y = _xy3()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ESTIMATORS[name](eps, delta).fit(X, y)
+    weak = [str(w.message) for w in caught if issubclass(w.category, WeakPrivacyWarning)]
+    assert len(weak) == len(words) and all(any(t in m for m in weak) for t in words), weak
+    if name.startswith("gmm"):  # pointing at the caller's line
+        assert all(w.filename == __file__ for w in caught if issubclass(w.category, WeakPrivacyWarning))
+
+
+@pytest.mark.parametrize("flags, words", [(["--epsilon", "500", "--delta", "1e-5"], "epsilon = 500 > 10"),
+                                          (["--epsilon", "1", "--delta", "0.01"], "delta = 0.01 > 0.001")])
+@pytest.mark.parametrize("center", ["noisy-mean", "box"])
+def test_release_command_warns_once_and_strict_refuses(tmp_path, capsys, flags, words, center):
+    argv = ["release", "--data", str(AIS), "--label-column", "sex", "--classes", "female,male", "--features", "Ht,Wt",
+            "--bounds", "Ht=140:210,Wt=30:150", "--center", center, *flags]
+    assert main(argv + ["--out", str(tmp_path / "m.json")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert sum(words in ln for ln in err) == 1 and all("warning" in ln for ln in err), err
+    assert main(argv + ["--strict", "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error" in err[0] and words in err[0] and "--strict" in err[0]
+    assert not (tmp_path / "s.json").exists()
+
+
+@pytest.mark.parametrize("argv", [["experiment", "iris", "--epsilons", "0.5,20"], ["audit", "--epsilons", "20"],
+                                  ["experiment", "record-level", "--delta", "0.01"]])
+def test_studies_warn_on_a_weak_budget_before_they_run(tmp_path, capsys, monkeypatch, argv):
+    import torchdpgmm.experiments as E
+
+    ran = []
+    monkeypatch.setattr(E, "run_study", lambda name, cfg: ran.append(name) or {"rows": [], "runtime_seconds": 0.0})
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 0 and ran
+    err = capsys.readouterr().err
+    assert ("epsilon = 20 > 10" in err or "delta = 0.01 > 0.001" in err) and "warning" in err

@@ -7,14 +7,25 @@ once; they run at the API boundary, never inside the batched hot paths.
 """
 from __future__ import annotations
 
+import contextvars
+import functools
 import math
 import numbers
-from typing import Any
+import warnings
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 __all__ = [
+    "check_privacy_strength",
+    "budget_scope",
+    "checks_budget",
+    "WeakPrivacyWarning",
+    "WARN_EPSILON",
+    "WARN_DELTA",
+    "REFUSE_EPSILON",
+    "REFUSE_DELTA",
     "check_clip_bound",
     "check_epsilon",
     "check_delta",
@@ -124,3 +135,97 @@ def check_clip_bound(clip_bound: Any, dim: int | None = None) -> float:
             "normal float64, about 1e-77 < B < 1e77); rescale the features (e.g. StandardScaler) and the bound"
         )
     return B
+
+
+# ---------------------------------------------------------------------------------------------- the budget rule
+# One rule at every front door (the estimators, release(), the pipeline and every command of the CLI; issue 38
+# item 2). Public thresholds: they depend only on the user's epsilon and delta, never on the data, so checking them
+# is DP-safe (docs/privacy.md, "Settings that void a guarantee").
+WARN_EPSILON = 10.0  # above: little protection (Dwork & Roth 2014, Sec. 2.3 discuss epsilon of order 1)
+WARN_DELTA = 1e-3  # above: larger than 1/N for any table of over 1000 rows
+REFUSE_EPSILON = 1e3  # above: exp(epsilon) makes the guarantee vacuous
+REFUSE_DELTA = 0.5  # at or above: the mechanism may publish a random half of the records
+
+
+class WeakPrivacyWarning(UserWarning):
+    """A release whose (public) epsilon or delta gives little or no protection."""
+
+
+# inside a front door's call (budget_scope): the kinds of weak-budget warning ("epsilon", "delta") already given,
+# so that the release layer's own check of the same budget does not repeat them; None outside any front door
+_WARNED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torchdpgmm_weak_budget_warned",
+                                                                         default=None)
+
+
+def _largest(v: Any) -> float | None:
+    """The largest non-NaN entry of a number, a list or a tensor (a batch is as weak as its weakest setting);
+    None for None or a value that is not numeric (left to the caller's own validation)."""
+    if v is None:
+        return None
+    try:
+        t = torch.as_tensor(v, dtype=torch.float64).reshape(-1)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    t = t[~torch.isnan(t)]
+    return float(t.max()) if t.numel() else None
+
+
+def check_privacy_strength(epsilon: Any, delta: Any, *, allow_weak_privacy: bool = False,
+                           stacklevel: int = 2, override: bool = True, warn: bool = True) -> list[str]:
+    """The one budget rule: refuse or warn about privacy parameters that void the guarantee (public values only).
+
+    ``epsilon > 1e3`` (:data:`REFUSE_EPSILON`) or ``delta >= 0.5`` (:data:`REFUSE_DELTA`) raise a one-line
+    ``ValueError`` unless ``allow_weak_privacy=True`` (then they only warn); ``epsilon > 10`` (:data:`WARN_EPSILON`)
+    or ``delta > 1e-3`` (:data:`WARN_DELTA`) issue a :class:`WeakPrivacyWarning`. Tensors and lists are judged by
+    their largest entry. Non-numeric values are left to the caller's own validation. Inside a
+    :class:`budget_scope` (a front door's call) each kind of warning is given once. Returns the warnings' texts
+    (also those already given in the scope), for a front door that prints them itself. ``override=False``: the
+    refusal does not offer ``allow_weak_privacy`` (a front door that has no such option). ``warn=False``: refuse
+    only (a front door whose release checks the same budget again and warns there)."""
+    eps, dlt = _largest(epsilon), _largest(delta)
+    if (eps is not None and eps > REFUSE_EPSILON or dlt is not None and dlt >= REFUSE_DELTA) and not allow_weak_privacy:
+        raise ValueError(f"epsilon <= {REFUSE_EPSILON:g} and delta < {REFUSE_DELTA:g} are required for a "
+                         "meaningful guarantee" + (" (pass allow_weak_privacy=True to release anyway)" if override else ""))
+    weak = []
+    if eps is not None and eps > WARN_EPSILON:
+        weak.append(("epsilon", f"epsilon = {eps:g} > {WARN_EPSILON:g} protects little"))
+    if dlt is not None and dlt > WARN_DELTA:
+        weak.append(("delta", f"delta = {dlt:g} > {WARN_DELTA:g} may let a record be published "
+                              "(choose delta well below 1/N)"))
+    given = _WARNED.get()
+    for kind, msg in weak if warn else ():
+        if given is not None and kind in given:
+            continue
+        if given is not None:
+            given.add(kind)
+        warnings.warn(msg, WeakPrivacyWarning, stacklevel=stacklevel + 1)
+    return [msg for _, msg in weak]
+
+
+class budget_scope:
+    """``with budget_scope(): ...``: one front door's call (an estimator's ``fit``, a command of the CLI). The
+    front door checks the budget first (:func:`check_privacy_strength`: refusals before any data are read); a
+    weak-budget warning is then given once in the scope, not again by the release layer's check of the same
+    budget. Refusals are never suppressed."""
+
+    def __enter__(self) -> "budget_scope":
+        self._token = _WARNED.set(set())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _WARNED.reset(self._token)
+
+
+def checks_budget(fit: Callable) -> Callable:
+    """Decorator of an estimator's ``fit``: :func:`check_privacy_strength` of ``self.epsilon`` and ``self.delta``
+    before anything else (a meaningless budget refused before the data are read, a weak one warned once, pointing
+    at the caller's line), then ``fit`` inside a :class:`budget_scope`."""
+
+    @functools.wraps(fit)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with budget_scope():
+            check_privacy_strength(getattr(self, "epsilon", None), getattr(self, "delta", None), stacklevel=2,
+                                   override=False)
+            return fit(self, *args, **kwargs)
+
+    return wrapper

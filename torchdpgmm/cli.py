@@ -147,7 +147,15 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
                         "bound CENTRED_CLIP_RADIUS = 1/2, the ball inscribed in the box); box clips about the box's middle (default "
                         "CLIP_FRACTION*sqrt(d)/2); torchdpgmm.bounds, torchdpgmm.release.centring")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out model file")
+    _add_strict_flag(p)
     p.add_argument("--out", type=Path, required=True, help="model file to write (JSON, ending in .json)")
+
+
+def _add_strict_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--strict", action="store_true",
+                   help="treat every warning as an error: a weak budget, a seed, as-published mode, or a release "
+                        "that is mostly noise exits with status 2 and writes nothing (without --strict the release "
+                        "is written, exit status 0, and each warning is one line on stderr)")
 
 
 def _add_bounds_flags(p: argparse.ArgumentParser) -> None:
@@ -218,6 +226,7 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
                                                               "--bounds sqrt(d)/4)")
     _add_bounds_flags(p)
     p.add_argument("-n", type=int, default=None, help="also write this many synthetic rows to DIR/synthetic.csv")
+    _add_strict_flag(p)
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: fresh OS entropy; a seeded release is reproducible but its noise is not "
                         "secret: the record says so)")
@@ -338,8 +347,25 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+class _Run:
+    """The state of one :func:`main` call: the command's name (for messages) and whether ``--strict`` turns
+    its warnings into refusals."""
+
+    command = "torchdpgmm"
+    strict = False
+
+
+def _warn(text: str, command: str | None = None) -> None:
+    """A warning of the running command: one line on stderr, or under ``--strict`` a refusal (one line, exit
+    status 2, nothing written: every warning comes before the command writes anything)."""
+    name = command or _Run.command
+    if _Run.strict:
+        raise UsageError(f"{name}: error: {text} (--strict refuses a release with a warning; nothing was written)")
+    print(f"{name}: warning: {text}", file=sys.stderr)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"torchdpgmm: warning: {_one_line(Warning(message))}", file=sys.stderr)
+    _warn(_one_line(Warning(message)), "torchdpgmm" if not _Run.strict else None)
 
 
 _UNSET = object()
@@ -389,6 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
     command = "torchdpgmm"
     created: list[Path] = []
+    _Run.command, _Run.strict = command, False
     try:
         argv = _join_dash_values(list(sys.argv[1:] if argv is None else argv))
         parser = build_parser(studies=bool(argv) and argv[0] in _STUDY_COMMANDS)
@@ -397,9 +424,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError("torchdpgmm: error: choose a command: release, sample, synthesize, sweep, experiment, audit "
                              "(torchdpgmm --help)")
         command = f"torchdpgmm {args.command}"
+        _Run.command, _Run.strict = command, bool(getattr(args, "strict", False))
         if getattr(args, "study", None) is not None:
             args.given = _given_flags(parser, argv, args)
-        with warnings.catch_warnings():
+        from torchdpgmm._validation import budget_scope
+
+        with warnings.catch_warnings(), budget_scope():  # the budget's warnings once, at this front door
             warnings.showwarning = _show_warning
             return _dispatch(args, created)
     except KeyboardInterrupt:
@@ -543,7 +573,7 @@ def _warn_as_published(args: argparse.Namespace) -> None:
     from torchdpgmm.estimator import AS_PUBLISHED_WARNING
 
     if args.mode == "as-published":
-        print(f"torchdpgmm: warning: {AS_PUBLISHED_WARNING}", file=sys.stderr)
+        _warn(AS_PUBLISHED_WARNING, "torchdpgmm" if not _Run.strict else None)
 
 
 def _mechanisms(args: argparse.Namespace) -> list[str]:
@@ -637,20 +667,24 @@ def _stream_generator(seed: int | None, stream: int):
 
 
 def _refuse_weak_privacy(epsilon: Any, delta: Any) -> None:
-    """The release's refusal of a meaningless budget (epsilon > 1e3, delta >= 0.5; the largest of a list),
-    before any data are read or any trial runs; its warnings for a weak budget come once, at release time.
-    The command line has no override (Python's ``allow_weak_privacy=True``), so the message does not offer one."""
-    import warnings
+    """The budget rule of every command (:func:`torchdpgmm._validation.check_privacy_strength`, the one rule of
+    the estimators and ``release()`` too), before any data are read or any trial runs: a meaningless budget
+    (epsilon > 1e3, delta >= 0.5; the largest of a list) is refused in one line, a weak one (epsilon > 10,
+    delta > 1e-3) gives one warning line (a refusal under ``--strict``); the releases inside the command do not
+    repeat it. The command line has no override (Python's ``allow_weak_privacy=True``), so the message does not
+    offer one."""
+    from torchdpgmm._validation import REFUSE_DELTA, REFUSE_EPSILON, WeakPrivacyWarning, check_privacy_strength
 
-    from torchdpgmm.release import REFUSE_DELTA, REFUSE_EPSILON, check_privacy_strength
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         try:
             check_privacy_strength(epsilon, delta)
         except ValueError:
             raise UsageError(f"epsilon <= {REFUSE_EPSILON:g} and delta < {REFUSE_DELTA:g} are required for a "
                              "meaningful guarantee") from None
+    for w in caught:
+        if issubclass(w.category, WeakPrivacyWarning):
+            _warn(str(w.message))
 
 
 def _study_budget(options: dict[str, Any]) -> tuple[list[float], Any]:
@@ -685,6 +719,10 @@ def _cmd_release(args: argparse.Namespace) -> int:
     if args.center is not None and (args.bounds is None and args.schema is None or args.mode != "sound"):
         raise UsageError("--center applies to --mode sound with --bounds or --schema only")
     _check_out_file(args.out, args.force, ".json")  # the destination before any data is read
+    if args.strict and args.seed is not None:
+        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+
+        _warn(SEEDED_NOISE_NOTE)  # refused before any data are read
     sound = args.mode == "sound"
     classes = None if args.classes is None else check_class_list(args.classes)
     table = read_labeled_table(args.data, args.label_column, args.features, classes=classes, private=sound)
@@ -724,9 +762,13 @@ def _cmd_release(args: argparse.Namespace) -> int:
     if args.seed is not None:
         from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
 
-        print(f"torchdpgmm release: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
+        _warn(SEEDED_NOISE_NOTE)
         privacy = with_seeded_noise_note(privacy)
     model_to_dict(model, privacy, table.class_names, table.feature_names, bounds)  # validate before writing
+    if sound:  # from released values and public scales only (post-processing); before anything is written
+        from torchdpgmm.release.diagnostics import sound_count_noise
+
+        _warn_mostly_noise("release", *sound_count_noise(rel))
     with _writing("release", args.out):
         save_model(args.out, model, privacy, table.class_names, table.feature_names, bounds)
     rec = privacy.to_dict()
@@ -734,10 +776,6 @@ def _cmd_release(args: argparse.Namespace) -> int:
     size = "" if args.mode == "sound" else f", N={table.X.shape[0]}"
     print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
-    if sound:
-        from torchdpgmm.release.diagnostics import sound_count_noise
-
-        _warn_mostly_noise("release", *sound_count_noise(rel))
     return 0
 
 
@@ -767,7 +805,7 @@ def _warn_mostly_noise(command: str, counts: Any, count_std: float | None, floor
         warnings.simplefilter("always")
         warn_if_mostly_noise(counts, count_std, floor=floor, causes=CLI_CAUSES)
     for w in caught:
-        print(f"torchdpgmm {command}: warning: {w.message}", file=sys.stderr)
+        _warn(str(w.message), f"torchdpgmm {command}")
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
@@ -847,6 +885,10 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
 
     classes, has_bounds = _check_synthesize_flags(args)  # every public check before the data are read
+    if args.strict and args.seed is not None:
+        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+
+        _warn(SEEDED_NOISE_NOTE)  # refused before any data are read
     table = read_labeled_images(args.data, classes, args.label_column)
     X, bounds = table.X, None
     if has_bounds:  # public: the bounds and the header's column names; records into the centred unit box
@@ -868,7 +910,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     if args.seed is not None:
         from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
 
-        print(f"torchdpgmm synthesize: warning: {SEEDED_NOISE_NOTE}", file=sys.stderr)
+        _warn(SEEDED_NOISE_NOTE)
         privacy = with_seeded_noise_note(privacy)
     m, d = rel.model, rel.pca.components.shape[0]
     payload = {"format": "torchdpgmm-synthetic-pipeline", "format_version": 1, "class_names": classes,
@@ -877,6 +919,9 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                "pca": {"mean": rel.pca.mean.tolist(), "components": rel.pca.components.tolist()},
                "mixture": {"weights": m.weights.tolist(), "comp_weights": m.comp_weights.tolist(),
                            "means": m.means.tolist(), "covariances": m.covariances.tolist()}}
+    from torchdpgmm.release.diagnostics import pipeline_count_noise
+
+    _warn_mostly_noise("synthesize", *pipeline_count_noise(rel))  # released values only; before any write
     sample = None
     if args.n is not None:  # drawn before anything is written
         try:
@@ -913,9 +958,6 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     print(f"wrote {args.out}: K={len(classes)}, d={d}, {rel.config.components_per_class} component(s) per class, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, adjacency={rec['adjacency']}"
           + ("" if args.n is None else f", {args.n} synthetic rows"))
-    from torchdpgmm.release.diagnostics import pipeline_count_noise
-
-    _warn_mostly_noise("synthesize", *pipeline_count_noise(rel))
     return 0
 
 

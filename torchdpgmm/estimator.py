@@ -34,7 +34,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from torchdpgmm._validation import _is_real_scalar, check_clip_bound
+from torchdpgmm._validation import _is_real_scalar, check_clip_bound, check_privacy_strength, checks_budget
 
 __all__ = ["DPGaussianMixture", "DPSyntheticClassifier", "AsPublishedWarning", "check_clip_bound", "release_in_unit_box"]
 
@@ -509,6 +509,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
                              "needs mode='sound'")
 
     # ------------------------------------------------------------------ fit
+    @checks_budget  # the one budget rule, first (refuse epsilon > 1e3 / delta >= 0.5, warn above 10 / 1e-3 once;
+    # the wrapper is one more frame: fit's own warnings use stacklevel=3 to point at the caller's line)
     def fit(self, X: Any, y: Any) -> "DPGaussianMixture":
         """Release the class-conditional GMM of ``(X, y)`` (Liu, Scaglione & Peisert 2025 eq. (2) + noise).
 
@@ -528,7 +530,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=1, y_numeric=False)
             check_classification_targets(y)
         if self.mode == "as-published":
-            warnings.warn(AS_PUBLISHED_WARNING, AsPublishedWarning, stacklevel=2)
+            warnings.warn(AS_PUBLISHED_WARNING, AsPublishedWarning, stacklevel=3)
         else:
             names = getattr(self, "feature_names_in_", None)
             self.bounds_ = _discrete_bounds(self.discrete, _fit_bounds(self.bounds, X.shape[1], names), names)
@@ -567,9 +569,9 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             from torchdpgmm.release.diagnostics import sound_count_noise, warn_if_mostly_noise
 
             counts, std, floor = sound_count_noise(rel)
-            warn_if_mostly_noise(counts, std, floor=floor)
+            warn_if_mostly_noise(counts, std, floor=floor, stacklevel=3)
         if self.mode == "sound" and self.random_state is not None:
-            warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
+            warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=3)
             self.privacy_ = with_seeded_noise_note(self.privacy_)
         self.classes_ = classes
         self._set_gmm_attributes()
@@ -827,6 +829,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
 
     def fit(self, X: Any, y: Any) -> "DPSyntheticClassifier":
         """Release the pipeline on ``(X, y)`` (class docstring); returns ``self``."""
+        check_privacy_strength(self.epsilon, self.delta, override=False, warn=False)  # refused before X is read
         self._check_params()
         _check_discrete_schema(self.discrete, self.bounds, X)  # public schema, before a value is read
         X, y = self._read_private_xy(X, y)

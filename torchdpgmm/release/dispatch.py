@@ -34,7 +34,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from torchdpgmm._validation import check_delta, check_epsilon, check_finite, check_labels
+from torchdpgmm._validation import (REFUSE_DELTA, REFUSE_EPSILON, WARN_DELTA, WARN_EPSILON, WeakPrivacyWarning,
+                                    check_delta, check_epsilon, check_finite, check_labels, check_privacy_strength)
 from torchdpgmm.release.result import Release
 
 __all__ = ["release", "Release", "WeakPrivacyWarning", "check_privacy_strength", "REGISTRY", "Mechanism", "KLMechanism", "BaselineMechanism", "SoundMechanism",
@@ -433,48 +434,8 @@ REGISTRY: dict[tuple[str, str], Mechanism] = {
 
 
 
-# Public thresholds of the release-time strength check (docs/privacy.md, "Settings that void a guarantee").
-# They depend only on the user's epsilon and delta, never on the data, so checking them is DP-safe.
-WARN_EPSILON = 10.0  # above: little protection (Dwork & Roth 2014, Sec. 2.3 discuss epsilon of order 1)
-WARN_DELTA = 1e-3  # above: larger than 1/N for any table of over 1000 rows
-REFUSE_EPSILON = 1e3  # above: exp(epsilon) makes the guarantee vacuous
-REFUSE_DELTA = 0.5  # at or above: the mechanism may publish a random half of the records
-
-
-class WeakPrivacyWarning(UserWarning):
-    """A release whose (public) epsilon or delta gives little or no protection."""
-
-
-def check_privacy_strength(epsilon: Any, delta: Any, *, allow_weak_privacy: bool = False) -> None:
-    """Refuse or warn about privacy parameters that void the guarantee (public values only).
-
-    ``epsilon > 1e3`` or ``delta >= 0.5`` raise one-line ValueError unless ``allow_weak_privacy=True``
-    (then they warn); ``epsilon > 10`` or ``delta > 1e-3`` issue a :class:`WeakPrivacyWarning`. Tensors are
-    judged by their largest entry (a batch of settings is as weak as its weakest). Non-numeric values are
-    left to the mechanism's own validation.
-    """
-    def _max(v: Any) -> float | None:
-        if v is None:
-            return None
-        try:
-            t = torch.as_tensor(v, dtype=torch.float64)
-        except (TypeError, ValueError, RuntimeError):
-            return None
-        t = t[~torch.isnan(t)] if t.dim() else t.reshape(1)[~torch.isnan(t.reshape(1))]
-        return float(t.max()) if t.numel() else None
-
-    eps, dlt = _max(epsilon), _max(delta)
-    weak = []
-    if eps is not None and eps > REFUSE_EPSILON or dlt is not None and dlt >= REFUSE_DELTA:
-        if not allow_weak_privacy:
-            raise ValueError(f"epsilon <= {REFUSE_EPSILON:g} and delta < {REFUSE_DELTA:g} are required for a "
-                             "meaningful guarantee (pass allow_weak_privacy=True to release anyway)")
-    if eps is not None and eps > WARN_EPSILON:
-        weak.append(f"epsilon = {eps:g} > {WARN_EPSILON:g} protects little")
-    if dlt is not None and dlt > WARN_DELTA:
-        weak.append(f"delta = {dlt:g} > {WARN_DELTA:g} may let a record be published (choose delta well below 1/N)")
-    for msg in weak:
-        warnings.warn(msg, WeakPrivacyWarning, stacklevel=3)
+# The budget rule (refuse epsilon > 1e3 or delta >= 0.5, warn above epsilon 10 or delta 1e-3) has one home,
+# torchdpgmm._validation.check_privacy_strength, shared by every front door.
 
 
 def release(
