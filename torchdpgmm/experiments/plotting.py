@@ -141,6 +141,17 @@ def _break(drawn: list[dict[str, Any]], decades: float | None) -> tuple[set[str]
     return {lab for _, _, lab in spans[i:]}, (10 ** a, 10 ** b)
 
 
+def _mark_break(ax_hi, ax) -> None:
+    """The broken-axis look: no spines between the two panels, diagonal marks at the break on both."""
+    ax_hi.spines["bottom"].set_visible(False)
+    ax.spines["top"].set_visible(False)
+    ax_hi.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
+    mark = dict(marker=[(-1, -0.5), (1, 0.5)], markersize=10, linestyle="none", color="k", mec="k", mew=1,
+                clip_on=False)
+    ax_hi.plot([0, 1], [0, 0], transform=ax_hi.transAxes, **mark)
+    ax.plot([0, 1], [1, 1], transform=ax.transAxes, **mark)
+
+
 def _grid_ticks(axes, xs_all: list, logx: bool) -> None:
     """Tick the x axis at every grid value (few of them), labelled as the numbers they are."""
     grid = sorted({float(x) for x in xs_all if x is not None and math.isfinite(float(x))})
@@ -262,13 +273,7 @@ def plot_curves(
         lo_gap, hi_gap = split[1]
         caption += (f"; y axis broken between {lo_gap:.2g} and {hi_gap:.2g}: "
                     f"{', '.join(d['label'] for d in drawn if d['label'] in upper_labels)} in the upper panel")
-        ax_hi.spines["bottom"].set_visible(False)
-        ax.spines["top"].set_visible(False)
-        ax_hi.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
-        mark = dict(marker=[(-1, -0.5), (1, 0.5)], markersize=10, linestyle="none", color="k", mec="k", mew=1,
-                    clip_on=False)
-        ax_hi.plot([0, 1], [0, 0], transform=ax_hi.transAxes, **mark)
-        ax.plot([0, 1], [1, 1], transform=ax.transAxes, **mark)
+        _mark_break(ax_hi, ax)
     wrapped = textwrap.fill(caption, 110)
     ax_hi.set_title(f"{title}\n{wrapped}" if title else wrapped, fontsize=8)
     ax.legend(handles, labels, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
