@@ -76,7 +76,7 @@ class LinearDiscriminant(Statistic):
         gmean = gm.mean(0)
         g0, g1 = (g0 - gmean) / gs, (g1 - gmean) / gs
         S = 0.5 * (torch.cov(g0.T).reshape(g0.shape[1], -1) + torch.cov(g1.T).reshape(g1.shape[1], -1))
-        S = S + self.ridge * torch.eye(S.shape[0], dtype=S.dtype)
+        S = S + self.ridge * torch.eye(S.shape[0], dtype=S.dtype, device=S.device)
         w = torch.linalg.solve(S, g1.mean(0) - g0.mean(0))
         return lambda f: ((expand(f) - gmean) / gs) @ w
 
@@ -121,7 +121,7 @@ def support_escape_statistic(counts_d0: torch.Tensor, counts_d1: torch.Tensor, n
     def support(c):
         c = c.to(torch.float64).reshape(-1)
         K = c.shape[0]
-        eye = torch.eye(K, dtype=torch.float64)
+        eye = torch.eye(K, dtype=torch.float64, device=c.device)  # on the counts' device
         return torch.stack([c] + [c - eye[i] + eye[j] for i in range(K) for j in range(K) if i != j])
 
     s0, s1 = support(counts_d0), support(counts_d1)

@@ -648,7 +648,8 @@ def _plot_mlp(rows, path: Path, config: dict | None = None) -> None:
             lab = key[0] if key[1] is None else f"{key[0]} eps={key[1]:g}"
             ax.plot([r["epoch"] for r in rr], [r["accuracy"] for r in rr], style, label=f"{lab} (lr {best_lr:g})", lw=1)
         if v == "long":
-            dr = [r for r in rows if r.get("kind") == "dpsgd"]
+            # a "not run" row (opacus missing) has no epsilon and no curve
+            dr = [r for r in rows if r.get("kind") == "dpsgd" and r.get("epsilon") is not None]
             for e in dict.fromkeys(r["epsilon"] for r in dr):
                 rr = [r for r in dr if r["epsilon"] == e]
                 ax.plot([r["epoch"] for r in rr], [r["accuracy"] for r in rr], ":", label=f"DP-SGD eps={e:g}")
