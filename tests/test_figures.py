@@ -281,3 +281,52 @@ def test_replot_docs_figures_from_committed_json(tmp_path, load_script):
     written = load_script("scripts/replot_docs_figures.py").main(["--out", str(tmp_path)])
     assert len(written) == 11
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+def test_tabular_figure_one_panel_per_table_few_legend_entries(tmp_path, figs):
+    """Issue 38 item 9: the tabular figure has one panel per table and no empty ones, a legend of six entries
+    outside every panel, a tick at every epsilon, and curves equal to means over draws computed here."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from torchdpgmm.experiments.tabular import _PLOT_CURVES, _plot
+
+    rng = np.random.default_rng(0)
+    rows = []
+    methods = [("DPGaussianMixture[default=auto]", "bayes"), ("DPGaussianMixture[tied]", "synthetic->logreg"),
+               ("DPSyntheticClassifier[pipeline]", "synthetic->hgb"), ("diffprivlib GaussianNB", "direct"),
+               ("smartnoise MST", "synthetic->logreg")]
+    for t in ("t1", "t2"):
+        for e in (0.5, 1.0):
+            for m, d in methods:
+                for draw in range(3):
+                    rows.append({"table": t, "epsilon": e, "draw": draw, "method": m, "downstream": d,
+                                 "privacy": "(eps, delta)-DP", "accuracy": float(rng.uniform(0.3, 0.9))})
+        for m in ("non-private QDA", "non-private HGB"):
+            rows.append({"table": t, "epsilon": None, "draw": 0, "method": m, "downstream": "direct",
+                         "privacy": "none", "accuracy": 0.95})
+    _plot(rows, tmp_path / "tabular.png")
+    (fig,) = figs
+    assert len(fig.axes) == 2 and [ax.get_title() for ax in fig.axes] == ["t1", "t2"]
+    (leg,) = fig.legends
+    texts = [x.get_text() for x in leg.get_texts()]
+    assert texts == [c[0] for c in _PLOT_CURVES] + ["non-private QDA (no privacy)", "non-private HGB (no privacy)"]
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    r = canvas.get_renderer()
+    for ax in fig.axes:
+        assert not leg.get_window_extent(r).overlaps(ax.get_window_extent(r))
+        assert list(ax.get_xticks()) == [0.5, 1.0]
+
+    def mean(t, e, m, d):
+        return float(np.mean([x["accuracy"] for x in rows if (x["table"], x["epsilon"], x["method"],
+                                                               x["downstream"]) == (t, e, m, d)]))
+
+    for ax, t in zip(fig.axes, ("t1", "t2")):
+        lines = {ln.get_gid(): ln.get_ydata() for ln in ax.lines if ln.get_gid()}
+        ref = {0: [mean(t, e, *methods[0]) for e in (0.5, 1.0)],
+               1: [max(mean(t, e, *methods[1]), mean(t, e, *methods[2])) for e in (0.5, 1.0)],
+               2: [mean(t, e, *methods[3]) for e in (0.5, 1.0)],
+               3: [max(mean(t, e, *methods[3]), mean(t, e, *methods[4])) for e in (0.5, 1.0)]}
+        for j, (label, _, _) in enumerate(_PLOT_CURVES):
+            assert np.allclose(lines[label], ref[j], rtol=1e-12), label
