@@ -1,15 +1,62 @@
-"""Exact discrete samplers (Canonne, Kamath & Steinke 2020, Algorithms 1-3), batched in torch.
+"""Exact discrete samplers (Canonne, Kamath & Steinke 2020, Algorithms 1-3), batched in torch, with a fixed
+amount of work per draw.
 
-Everything here uses integer arithmetic only: a Bernoulli(n/d) is ``U < n`` with ``U`` uniform on
-``{0, ..., d-1}`` (int64, exact: :func:`_uniform_below`), so there is no floating-point rounding for a
-Mironov (2012)-style attack to exploit. Rejection loops repeat over fresh random draws for the entries
-that were rejected; they never look at private values (the noise is drawn before it is added).
+Everything here uses integer arithmetic only: a Bernoulli(n/m) is ``u < c n`` for ``u`` uniform on
+``{0, ..., 2^62 - 1}`` and ``c = floor(2^62 / m)``, given ``u < c m`` (then ``u`` is uniform on ``c m``
+values, so the Bernoulli is exact), so there is no floating-point rounding for a Mironov (2012)-style attack
+to exploit.
 
 - :func:`bernoulli_exp_neg` - ``Bernoulli(exp(-n/d))`` (Algorithm 1).
 - :func:`discrete_laplace_noise` - ``P(k) ∝ exp(-|k| s/t)`` on Z (Algorithm 2).
 - :func:`discrete_gaussian_noise` - ``P(k) ∝ exp(-k^2 / (2 sigma^2))`` on Z (Algorithm 3).
 - :func:`add_noise` - the release helper with the ``noise="continuous" | "discrete"`` switch, and
   :func:`discrete_sensitivity` for the accounting of real-valued statistics snapped to a grid.
+
+Fixed work (no timing channel, no host synchronisation). The loops of the paper ("repeat until accepted")
+are replaced by a fixed amount of work that depends on public parameters only (the number of draws and the
+rationalised scale), never on the noise drawn:
+
+* **Candidates.** One candidate is one pass of Algorithm 2 (Laplace) or of Algorithms 2 + 3 (Gaussian), with
+  every random draw it could need made up front. All the rejections of a pass (Algorithm 2's
+  ``Bernoulli(exp(-U/t))`` and its ``(B = 1, Y = 0)`` case, Algorithm 3's acceptance, and the out-of-range
+  region ``u >= c m`` of every uniform, whose probability does not depend on any value) fold into one
+  accept flag; given acceptance the candidate has exactly the target law.
+* **Pool and gather.** ``n`` draws use a pool of ``m(n)`` i.i.d. candidates, ``m`` the smallest size with
+  ``P(Binomial(m, p) < n) <= 2^-66`` by the Chernoff bound ``exp(-m KL((n-1)/m || p))``, ``p`` a lower
+  bound (closed form, :func:`_acceptance`) on the acceptance probability. Output ``j`` is the ``j``-th
+  accepted candidate, found by ``searchsorted`` on the running count of accepts and read by a **gather**
+  (no compaction, no boolean indexing, no ``nonzero``): the accepted candidates are i.i.d. from the target
+  whatever the accept pattern, so the first ``n`` of them are ``n`` i.i.d. draws. Per draw the pool holds
+  about ``1/p`` candidates (2.1 for the discrete Gaussian at sigma = 2) where fixed rounds per draw would
+  need about ``64 ln 2 / -ln(1 - p)`` (70). Draws are processed in chunks of at most ``2^18`` (peak
+  memory a few tens of MB).
+* **Caps.** Every unbounded loop inside a pass has a fixed cap, each derived from an exact tail:
+
+  - Algorithm 1 for ``gamma in [0, 1]`` draws ``A_K ~ Bernoulli(gamma / K)`` for ``K = 1..24`` and reads
+    the first ``K`` with ``A_K = 0``; all 24 are one with probability ``gamma^24 / 24! <= 2^-79``.
+  - One ``Bernoulli(exp(-1))`` trial (Algorithm 1 at ``gamma = 1``, run of ``A_K ~ Bernoulli(1/K)``) is read
+    from one uniform ``w`` below ``M = c 16!``: the run is ``>= K`` iff ``w < M / K!`` (probability exactly
+    ``1/K!``). A run reaching 16 (probability ``1/16! = 2^-44.25``) is continued, for the first such trial
+    of a candidate only, by one more uniform per candidate covering ``K = 17..26``; a candidate with two
+    such trials (probability ``<= C(T, 2) / 16!^2``, ``T <= 64`` trials) or a run reaching 26
+    (``<= T / 26!``) is rejected.
+  - The geometric count ``V`` (successes of ``Bernoulli(exp(-1))`` before the first failure; ``P(V >= v)
+    = e^-v``) runs a fixed number of trials: 53 for the Laplace (``e^-53 < 2^-76``), 11 inside the Gaussian,
+    where a proposal with ``V >= 11`` has ``|Y| >= 11 t`` and would be accepted with probability at most
+    ``exp(-(11 - 1)^2 / 2)``: ``e^-11 e^-50 < 2^-76``. A candidate whose count reaches the cap is rejected.
+  - ``Bernoulli(exp(-gamma))`` for ``gamma > 1`` (Algorithm 3's acceptance) is "at least ``floor(gamma)``
+    successes of ``Bernoulli(exp(-1))``" (52 trials: ``floor(gamma) > 52`` is refused, where the exact coin
+    is one with probability ``<= e^-53 < 2^-76``) times Algorithm 1 on the fractional part.
+
+* **What happens when the caps bind.** A capped event changes the candidate's law (it is not independent of
+  the value), and a pool with fewer than ``n`` accepts leaves the remaining outputs at the fixed fallback
+  ``0`` (selected by ``torch.where``, never by a retry). Coupling the sampler with the unbounded algorithm on
+  the same random draws, the joint law of the ``n`` draws of one call is within total variation
+  ``P(Binomial(m, p) < n) + m beta <= n 2^-64`` of ``n`` i.i.d. exact draws (``beta <= 2^-73`` the caps'
+  probability per candidate; :func:`tv_bound` computes the bound, a test checks it). A mechanism that is
+  ``(eps, delta)``-DP with the exact sampler is therefore ``(eps, delta + (1 + e^eps) n 2^-64)``-DP with
+  this one (pure ``eps``-DP becomes ``(eps, (1 + e^eps) n 2^-64)``); no fixed-work sampler can do better
+  than some such term, since finitely many random bits only make dyadic probabilities.
 
 Rational parameters. A float scale is turned into a rational **no smaller** than it (more noise, so the
 guarantee computed from the float still holds), exactly with :class:`fractions.Fraction`: the Laplace
@@ -30,6 +77,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -41,75 +89,155 @@ __all__ = [
     "rational_laplace_scale",
     "rational_gaussian_variance",
     "discrete_sensitivity",
+    "tv_bound",
     "add_noise",
 ]
 
 _TWO62 = 2 ** 62
+_EXP_STEPS = 24        # Algorithm 1, gamma in [0, 1]: all 24 coins one with probability <= 1/24! < 2^-79
+_RUN1, _RUN2 = 16, 26  # a Bernoulli(exp(-1)) trial: run levels read from the first / the continuation uniform
+_V_LAPLACE = 53        # geometric count of the Laplace proposal: P(V >= 53) = e^-53 < 2^-76
+_V_GAUSS = 11          # inside the Gaussian: P(V >= 11) * max acceptance <= e^-11 e^-50 < 2^-76
+_INT_CAP = 52          # integer part of Algorithm 3's exponent: exact for floor(gamma) <= 52; e^-53 < 2^-76
+_RUNOUT_LOG2 = -66     # P(a pool has fewer accepts than draws) <= 2^-66 (Chernoff)
+_CHUNK = 2 ** 18       # draws per pool (peak memory)
+_BERN_MAX_DEN = 2 ** 48  # bernoulli_exp_neg: largest denominator (sizes its fixed attempts)
+
+_F16, _F26 = math.factorial(_RUN1), math.factorial(_RUN2)
+_M1 = (_TWO62 // _F16) * _F16                       # first uniform of a trial: below M1, run >= K iff w < M1/K!
+_B1 = sorted(_M1 // math.factorial(k) for k in range(2, _RUN1 + 1))
+_M2 = (_TWO62 // (_F26 // _F16)) * (_F26 // _F16)  # continuation: run >= K (K > 16) iff w2 < M2 16!/K!
+_B2 = sorted(_M2 * _F16 // math.factorial(k) for k in range(_RUN1 + 1, _RUN2 + 1))
 
 
-def _uniform_below(m: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """Exact uniform integers on ``{0, ..., m-1}`` elementwise (1-D int64 ``m`` in [1, 2^62]).
-
-    ``randint(0, 2^62)`` is exactly uniform (a power of two); values at or above the largest multiple of
-    ``m`` are redrawn (probability < m / 2^62), so ``u mod m`` has no modulo bias."""
-    limit = (_TWO62 // m) * m
-    u = torch.randint(0, _TWO62, m.shape, generator=generator, dtype=torch.int64, device=m.device)
-    bad = u >= limit
-    while bool(bad.any()):
-        u = torch.where(bad, torch.randint(0, _TWO62, m.shape, generator=generator, dtype=torch.int64,
-                                           device=m.device), u)
-        bad = u >= limit
-    return u % m
+def _rand62(m: int, generator, device) -> torch.Tensor:
+    """``m`` i.i.d. uniform int64 on ``{0, ..., 2^62 - 1}`` (a power of two: exact)."""
+    return torch.randint(0, _TWO62, (m,), generator=generator, dtype=torch.int64, device=device)
 
 
-def _bern_exp_neg_frac(num: torch.Tensor, den: torch.Tensor, generator) -> torch.Tensor:
-    """Bernoulli(exp(-num/den)) for 1-D int64 ``0 <= num <= den`` (Algorithm 1, gamma in [0, 1]): draw
-    A_K ~ Bernoulli(gamma/K) for K = 1, 2, ... until the first 0; return 1 iff that K is odd.
-    Runs on the shrinking set of entries still drawing."""
-    K = torch.ones_like(num)
-    idx = torch.arange(num.numel(), device=num.device)
-    while idx.numel():
-        kk = K[idx]
-        a = _uniform_below(den[idx] * kk, generator) < num[idx]
-        K[idx] = kk + a.to(kk.dtype)
-        idx = idx[a]
-    return K % 2 == 1
+def _uniform_below(t: int, m: int, generator, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(U, ok)``: ``m`` draws, ``U`` exactly uniform on ``{0, ..., t-1}`` where ``ok`` (``1 <= t <= 2^62``).
+
+    One 62-bit draw ``w``: ``ok = w < c t`` with ``c = floor(2^62 / t)``, then ``U = floor(w / c)`` takes each
+    value for exactly ``c`` of the ``c t`` allowed ``w``. ``ok`` fails with probability ``(2^62 mod t) / 2^62``
+    whatever ``U``, so a caller folds it into its rejection; ``U`` is 0 where not ``ok``. Fixed work."""
+    c = _TWO62 // t
+    w = _rand62(m, generator, device)
+    ok = w < c * t
+    return torch.where(ok, w // c, torch.zeros_like(w)), ok
 
 
-def _geometric_exp_neg1(n: int, generator, device) -> torch.Tensor:
-    """1-D int64: successes before the first failure of i.i.d. Bernoulli(exp(-1)) trials.
+def _exp_neg_frac(num: torch.Tensor, den, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(bit, valid)``: ``bit ~ Bernoulli(exp(-num/den))`` for 1-D int64 ``0 <= num <= den`` (Algorithm 1 with
+    gamma in [0, 1]) where ``valid``; ``den`` an int or an int64 tensor (broadcast), ``24 den <= 2^62``.
 
-    Each trial is Algorithm 1 at gamma = 1 (draw Bernoulli(1/K), K = 1, 2, ... until a 0; the trial
-    succeeds iff that K is odd); the trials of all entries run as one flat loop with state (count, K)."""
-    count = torch.zeros(n, dtype=torch.int64, device=device)
-    K = torch.ones(n, dtype=torch.int64, device=device)
-    idx = torch.arange(n, device=device)
-    while idx.numel():
-        k = K[idx]
-        a = _uniform_below(k, generator) == 0  # Bernoulli(1/K)
-        odd = k % 2 == 1
-        trial_ok = ~a & odd  # trial ended with K odd: one more success
-        count[idx[trial_ok]] += 1
-        K[idx] = torch.where(a, k + 1, torch.ones_like(k))  # continue the trial, or start the next one
-        idx = idx[a | trial_ok]
-    return count
+    Draws ``A_K ~ Bernoulli(gamma / K)`` for all ``K = 1..24`` (``A_K = u_K < c_K num``, ``c_K =
+    floor(2^62 / (den K))``) and returns 1 iff the first ``K`` with ``A_K = 0`` is odd, i.e. the leading run of
+    ones is even. Not ``valid``: some ``u_K >= c_K den K`` (probability independent of the values) or all 24
+    coins one (probability ``gamma^24 / 24! <= 2^-79``). Fixed work: 24 draws, no branch on values."""
+    alive = torch.ones_like(num, dtype=torch.bool)
+    odd = torch.zeros_like(alive)
+    ok = torch.ones_like(alive)
+    for k in range(1, _EXP_STEPS + 1):
+        mk = den * k
+        c = _TWO62 // mk
+        u = _rand62(num.numel(), generator, num.device)
+        ok &= u < c * mk
+        alive &= u < c * num
+        odd ^= alive
+    return ~odd, ok & ~alive
+
+
+class _Trials:
+    """Bernoulli(exp(-1)) trials for ``m`` rows (Algorithm 1 at gamma = 1), fixed work per trial.
+
+    A trial is the leading run ``r`` of ``A_K ~ Bernoulli(1/K)`` (``A_1 = 1``); it succeeds iff ``r`` is even
+    (the first zero at an odd ``K``), which has probability ``sum_K odd (K-1)/K! = e^-1``. ``P(r >= K) = 1/K!``
+    is read from one uniform ``w`` below ``M1 = c 16!``: ``r >= K`` iff ``w < M1 / K!`` (a ``torch.bucketize``
+    over the 15 thresholds). A run reaching 16 is continued by the row's one continuation uniform ``w2``
+    (levels 17..26, ``P(r >= K | r >= 16) = 16!/K!``); :meth:`valid` is false where a row had two such runs
+    or where ``w2`` reads a run of 26, and where a uniform fell outside its range (value-independent)."""
+
+    def __init__(self, m: int, generator, device):
+        self.m, self.generator, self.device = m, generator, device
+        self.b1 = torch.tensor(_B1, dtype=torch.int64, device=device)
+        b2 = torch.tensor(_B2, dtype=torch.int64, device=device)
+        w2 = _rand62(m, generator, device)
+        i2 = torch.bucketize(w2, b2, right=True)  # run = 26 - i2; even iff i2 even; i2 = 0: run >= 26
+        self.cont = ((i2 & 1) == 0) & (i2 != 0)
+        self.ok = (w2 < _M2) & (i2 != 0)
+        self.over = torch.zeros(m, dtype=torch.int64, device=device)
+
+    def trial(self) -> torch.Tensor:
+        w = _rand62(self.m, self.generator, self.device)
+        i = torch.bucketize(w, self.b1, right=True)  # run = 16 - i for w < M1; i = 0: run >= 16
+        over = i == 0
+        self.ok &= w < _M1
+        self.over += over
+        return torch.where(over, self.cont, (i & 1) == 0)
+
+    def count(self, cap: int) -> torch.Tensor:
+        """Successes before the first failure among ``cap`` trials (the count capped at ``cap``)."""
+        alive = torch.ones(self.m, dtype=torch.bool, device=self.device)
+        n = torch.zeros(self.m, dtype=torch.int64, device=self.device)
+        for _ in range(cap):
+            alive &= self.trial()
+            n += alive
+        return n
+
+    def valid(self) -> torch.Tensor:
+        return self.ok & (self.over <= 1)
+
+
+def _exp_neg(num: torch.Tensor, den, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(bit, valid)``, ``bit ~ Bernoulli(exp(-num/den))`` for 1-D int64 ``num >= 0``: "at least
+    ``floor(num/den)`` successes of ``Bernoulli(exp(-1))``" (52 trials: ``floor(num/den) > 52`` gives 0, where
+    the exact coin is one with probability ``<= e^-53``) and Algorithm 1 on the remainder."""
+    k = num // den
+    trials = _Trials(num.numel(), generator, num.device)
+    whole = trials.count(_INT_CAP) >= k
+    frac, ok = _exp_neg_frac(num - k * den, den, generator)
+    return whole & frac, ok & trials.valid()
+
+
+def _check_den(den) -> None:
+    if torch.is_tensor(den):
+        if den.device.type == "cpu" and den.numel() and not bool(((den >= 1) & (den <= _BERN_MAX_DEN)).all()):
+            raise ValueError(f"bernoulli_exp_neg: den must lie in [1, 2^48], got {den!r}")
+    elif not (isinstance(den, int) and 1 <= den <= _BERN_MAX_DEN):
+        raise ValueError(f"bernoulli_exp_neg: den must be an integer in [1, 2^48], got {den!r}")
+
+
+def _bern_attempts(den_max: int) -> int:
+    """Fixed number of attempts of :func:`bernoulli_exp_neg` so that all fail with probability < 2^-70."""
+    q = (sum(den_max * k for k in range(1, _EXP_STEPS + 1)) + _INT_CAP * (_TWO62 - _M1) + (_TWO62 - _M2)) / _TWO62
+    q += 1 / math.factorial(_EXP_STEPS) + _F16 / _F26 + math.comb(_INT_CAP, 2) / _F16 ** 2
+    return max(1, math.ceil(-70 / math.log2(q)))
 
 
 def bernoulli_exp_neg(num: torch.Tensor, den: torch.Tensor | int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Exact ``Bernoulli(exp(-num/den))`` elementwise for int64 ``num >= 0``, ``den >= 1`` (Canonne,
-    Kamath & Steinke 2020, Algorithm 1): ``exp(-gamma) = exp(-1)^floor(gamma) exp(-frac(gamma))``, the
-    first factor as "at least floor(gamma) successes of Bernoulli(exp(-1))" (a geometric count)."""
+    """``Bernoulli(exp(-num/den))`` elementwise for int64 ``num >= 0``, ``1 <= den <= 2^48`` (Canonne, Kamath &
+    Steinke 2020, Algorithm 1): ``exp(-gamma) = exp(-1)^floor(gamma) exp(-frac(gamma))``, the first factor as
+    "at least floor(gamma) successes of Bernoulli(exp(-1))".
+
+    Fixed work: a fixed number of attempts (13 for ``den = 2^48``, fewer for a smaller int ``den``), each of
+    fixed work (module docstring), the first valid one selected by a gather; an element with no valid attempt
+    (probability < 2^-70) is 0. With the caps, each element is within total variation ``2^-70 + 2^-76``
+    of the exact coin. A tensor ``den`` is checked when it lives on the CPU (elsewhere the range is the
+    caller's promise: checking it there would synchronise)."""
+    _check_den(den)
     num = torch.as_tensor(num, dtype=torch.int64)
     shape = num.shape
     num = num.reshape(-1)
-    den = torch.as_tensor(den, dtype=torch.int64, device=num.device).expand(shape).reshape(-1)
-    k = num // den
-    r = num - k * den
-    whole = torch.ones_like(num, dtype=torch.bool)
-    need = (k > 0).nonzero(as_tuple=True)[0]
-    if need.numel():
-        whole[need] = _geometric_exp_neg1(need.numel(), generator, num.device) >= k[need]
-    return (whole & _bern_exp_neg_frac(r, den, generator)).reshape(shape)
+    if torch.is_tensor(den):
+        den = den.to(dtype=torch.int64, device=num.device).expand(shape).reshape(-1)
+        rounds = _bern_attempts(_BERN_MAX_DEN)
+    else:
+        rounds = _bern_attempts(int(den))
+    bits, valid = zip(*(_exp_neg(num, den, generator) for _ in range(rounds)))
+    bits, valid = torch.stack(bits), torch.stack(valid)
+    first = valid.to(torch.uint8).argmax(0, keepdim=True)  # the first valid attempt (0 when none is)
+    return (bits.gather(0, first)[0] & valid.any(0)).reshape(shape)
 
 
 def _check_shape(shape: Any) -> tuple:
@@ -143,43 +271,10 @@ def rational_gaussian_variance(sigma: float) -> tuple[int, int, int]:
 def discrete_laplace_noise(shape: torch.Size | tuple, scale: float, generator: torch.Generator | None = None,
                            *, device: Any = None) -> torch.Tensor:
     """int64 draws with ``P(k) ∝ exp(-|k|/b)``, ``b = t/s >= scale`` (Algorithm 2 of Canonne, Kamath &
-    Steinke 2020; ``scale`` public, rationalised by :func:`rational_laplace_scale`)."""
+    Steinke 2020; ``scale`` public, rationalised by :func:`rational_laplace_scale`). Fixed work per draw
+    (module docstring); draws use ``generator`` on ``device``."""
     t, s = rational_laplace_scale(scale)
-    return _discrete_laplace_ts(_check_shape(shape), t, s, generator, device)
-
-
-def _laplace_candidates(n: int, t: int, s: int, generator, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """One pass of Algorithm 2 for ``n`` i.i.d. candidates: ``(values, accepted)``."""
-    # exact uniform on {0..t-1} (torch.randint(0, t) reduces a 32/64-bit draw modulo t: a tiny bias)
-    U = _uniform_below(torch.full((n,), t, dtype=torch.int64, device=device), generator)
-    D = bernoulli_exp_neg(U, t, generator)
-    V = _geometric_exp_neg1(n, generator, device)
-    Y = (U + t * V) // s
-    B = torch.randint(0, 2, (n,), generator=generator, dtype=torch.int64, device=device)
-    return (1 - 2 * B) * Y, D & ~((B == 1) & (Y == 0))
-
-
-def _fill(n: int, propose, accept_rate: float, device) -> torch.Tensor:
-    """``n`` i.i.d. accepted candidates: propose i.i.d. candidates in rounds (about ``1.2 n_left / rate + 16``,
-    ``rate`` the acceptance rate seen so far, starting from ``accept_rate``) and keep the accepted ones in
-    order (acceptance never depends on the slot, so the kept values are i.i.d. from the target)."""
-    got: list[torch.Tensor] = []
-    have, proposed, accepted = 0, 0, 0
-    while have < n:
-        rate = max(0.02, accepted / proposed) if accepted else accept_rate
-        m = int(1.2 * (n - have) / rate) + 16
-        vals, ok = propose(m)
-        proposed, accepted = proposed + m, accepted + int(ok.sum())
-        kept = vals[ok][: n - have]
-        got.append(kept)
-        have += kept.numel()
-    return torch.cat(got) if got else torch.zeros(0, dtype=torch.int64, device=device)
-
-
-def _discrete_laplace_ts(shape: tuple, t: int, s: int, generator, device) -> torch.Tensor:
-    n = math.prod(shape)
-    out = _fill(n, lambda m: _laplace_candidates(m, t, s, generator, device), 0.5, device)
-    return out.reshape(shape)
+    return _sample(_check_shape(shape), ("laplace", t, s), generator, device)
 
 
 def discrete_gaussian_noise(shape: torch.Size | tuple, sigma: float, generator: torch.Generator | None = None,
@@ -187,19 +282,152 @@ def discrete_gaussian_noise(shape: torch.Size | tuple, sigma: float, generator: 
     """int64 draws with ``P(k) ∝ exp(-k^2/(2 sigma_r^2))``, ``sigma_r^2 = t q/den >= sigma^2`` (Algorithm 3
     of Canonne, Kamath & Steinke 2020: discrete Laplace proposals of scale ``t = floor(sigma) + 1``
     accepted with probability ``exp(-(|Y| - sigma_r^2/t)^2 / (2 sigma_r^2))``; correct for any t > 0,
-    efficient for t ~ sigma)."""
+    efficient for t ~ sigma). Fixed work per draw (module docstring); draws use ``generator`` on ``device``."""
     t, q, den = rational_gaussian_variance(sigma)
-    shape = _check_shape(shape)
+    return _sample(_check_shape(shape), ("gaussian", t, q, den), generator, device)
+
+
+def _laplace_pass(m: int, t: int, s: int, vcap: int, trials: _Trials, generator, device):
+    """One pass of Algorithm 2 for ``m`` i.i.d. candidates, fixed work: ``(values, accepted)``. A count
+    ``V`` reaching ``vcap`` rejects the candidate (see the caps in the module docstring)."""
+    U, ok = _uniform_below(t, m, generator, device)
+    D, ok_d = _exp_neg_frac(U, t, generator)
+    V = trials.count(vcap)
+    B = torch.randint(0, 2, (m,), generator=generator, dtype=torch.int64, device=device)
+    X = U + t * V
+    Y = X // s if s != 1 else X
+    return (1 - 2 * B) * Y, ok & ok_d & D & (V < vcap) & ~((B == 1) & (Y == 0))
+
+
+def _candidates(m: int, params: tuple, generator, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``m`` i.i.d. candidates of the sampler ``params`` with their accept flags (fixed work)."""
+    trials = _Trials(m, generator, device)
+    if params[0] == "laplace":
+        _, t, s = params
+        vals, acc = _laplace_pass(m, t, s, _V_LAPLACE, trials, generator, device)
+        return vals, acc & trials.valid()
+    _, t, q, den = params
     D = 2 * den * t * q  # acceptance exponent (|Y| - sigma_r^2/t)^2 / (2 sigma_r^2) = a^2 / D, a = |Y| den - q
+    Y, acc = _laplace_pass(m, t, 1, _V_GAUSS, trials, generator, device)
+    a = Y.abs() * den - q
+    small = a.abs() <= 2 ** 31
+    a = torch.where(small, a, torch.zeros_like(a))
+    num = a * a
+    k = num // D
+    whole = trials.count(_INT_CAP) >= k
+    frac, ok = _exp_neg_frac(num - k * D, D, generator)
+    return Y, acc & small & whole & frac & ok & trials.valid()
 
-    def propose(m: int) -> tuple[torch.Tensor, torch.Tensor]:
-        Y, ok = _laplace_candidates(m, t, 1, generator, device)
-        a = Y.abs() * den - q
-        small = a.abs() <= 2 ** 31
-        a = torch.where(small, a, torch.zeros_like(a))
-        return Y, ok & small & bernoulli_exp_neg(a * a, D, generator)
 
-    return _fill(math.prod(shape), propose, 0.5, device).reshape(shape)
+def _sample(shape: tuple, params: tuple, generator, device) -> torch.Tensor:
+    """``prod(shape)`` draws: per chunk, a pool of :func:`_pool_size` candidates; output ``j`` of a chunk is
+    its ``j``-th accepted candidate (``searchsorted`` on the running count of accepts, then a gather), or the
+    fallback 0 if the pool has fewer accepts (probability <= 2^-66). No host synchronisation."""
+    n = math.prod(shape)
+    if device is None:
+        device = generator.device if generator is not None else torch.device("cpu")
+    p = _acceptance(params)
+    out = []
+    for start in range(0, n, _CHUNK):
+        nc = min(_CHUNK, n - start)
+        m = _pool_size(nc, p)
+        vals, acc = _candidates(m, params, generator, device)
+        idx = torch.searchsorted(torch.cumsum(acc.to(torch.int64), 0),
+                                 torch.arange(1, nc + 1, dtype=torch.int64, device=device))
+        got = vals.gather(0, idx.clamp(max=m - 1))
+        out.append(torch.where(idx < m, got, torch.zeros_like(got)))
+    if not out:
+        return torch.zeros(shape, dtype=torch.int64, device=device)
+    return (torch.cat(out) if len(out) > 1 else out[0]).reshape(shape)
+
+
+def _ok_prob(m: int) -> Fraction:
+    """Probability that a 62-bit uniform falls below ``floor(2^62 / m) m`` (a uniform below ``m`` is valid)."""
+    return Fraction((_TWO62 // m) * m, _TWO62)
+
+
+@lru_cache(maxsize=256)
+def _acceptance(params: tuple) -> float:
+    """A lower bound on the probability that one candidate is accepted (public parameters only).
+
+    Exact factors: the in-range probabilities of every uniform a candidate draws (rationals). Closed forms:
+    Algorithm 2 accepts ``U`` with ``P(D) = (1 - e^-1) / (t (1 - e^(-1/t)))`` and then rejects ``(B = 1, Y = 0)``
+    with probability ``(1 - e^(-s/t)) / 2``; Algorithm 3 accepts a discrete Laplace ``Y`` of scale ``t`` with
+    probability ``C_t e^(-sigma^2/(2 t^2)) sum_y e^(-y^2/(2 sigma^2))``, ``C_t = (1 - e^(-1/t))/(1 + e^(-1/t))``
+    (the Laplace and Gaussian exponents combine), and the sum is at least ``max(1, sqrt(2 pi) sigma)`` (Poisson
+    summation). Minus the caps' probability per candidate; times ``1 - 1e-9`` for rounding."""
+    kind, t = params[0], params[1]
+    trials = _V_LAPLACE if kind == "laplace" else _V_GAUSS + _INT_CAP
+    ok = _ok_prob(t) * _ok_prob(_F26 // _F16) * (1 - Fraction(_F16, _F26)) * Fraction(_M1, _TWO62) ** trials
+    for k in range(1, _EXP_STEPS + 1):
+        ok *= _ok_prob(t * k)
+    e = math.exp
+    p_d = -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t))
+    if kind == "laplace":
+        s = params[2]
+        p = p_d * (1 + math.expm1(-s / t) / 2)
+    else:
+        q, den = params[2], params[3]
+        D = 2 * den * t * q
+        for k in range(1, _EXP_STEPS + 1):
+            ok *= _ok_prob(D * k)
+        var = t * q / den
+        c_t = -math.expm1(-1.0 / t) / (1 + e(-1.0 / t))
+        p = p_d * (1 + math.expm1(-1.0 / t) / 2) * c_t * e(-var / (2 * t * t)) * max(1.0, math.sqrt(2 * math.pi * var))
+    return (float(ok) * p - _cap_prob(kind)) * (1 - 1e-9)
+
+
+def _cap_prob(kind: str) -> float:
+    """An upper bound ``beta`` on the probability that one candidate hits a cap (module docstring)."""
+    T = _V_LAPLACE if kind == "laplace" else _V_GAUSS + _INT_CAP
+    beta = math.comb(T, 2) / _F16 ** 2 + T / _F26
+    if kind == "laplace":
+        return beta + 1 / math.factorial(_EXP_STEPS) + math.exp(-_V_LAPLACE)
+    return (beta + 2 / math.factorial(_EXP_STEPS) + math.exp(-_V_GAUSS - (_V_GAUSS - 1) ** 2 / 2)
+            + math.exp(-(_INT_CAP + 1)) + math.exp(-1000))
+
+
+def _log_tail(m: int, n: int, p: float) -> float:
+    """Natural log of the Chernoff bound on ``P(Binomial(m, p) < n)``: ``-m KL((n-1)/m || p)``."""
+    a = (n - 1) / m
+    if a >= p:
+        return 0.0
+    kl = (a * math.log(a / p) if a > 0 else 0.0) + (1 - a) * math.log((1 - a) / (1 - p))
+    return -m * kl
+
+
+@lru_cache(maxsize=4096)
+def _pool_size(n: int, p: float) -> int:
+    """Smallest pool ``m`` with Chernoff ``P(Binomial(m, p) < n) <= 2^-66`` (public ``n``, ``p``)."""
+    target = _RUNOUT_LOG2 * math.log(2)
+    lo = hi = max(n, math.ceil(n / p))
+    while _log_tail(hi, n, p) > target:
+        lo, hi = hi, 2 * hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _log_tail(mid, n, p) <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
+
+
+def tv_bound(n: int, sigma: float | None = None, *, laplace_scale: float | None = None) -> float:
+    """Upper bound on the total-variation distance between the joint law of ``n`` draws of one call of
+    :func:`discrete_gaussian_noise` (``sigma``) or :func:`discrete_laplace_noise` (``laplace_scale``) and ``n``
+    i.i.d. exact draws: per chunk, ``P(Binomial(m, p) < n_chunk)`` (Chernoff) plus ``m beta`` (caps). It is
+    below ``n 2^-64`` over the parameter ranges (module docstring)."""
+    if (sigma is None) == (laplace_scale is None):
+        raise ValueError("tv_bound: give exactly one of sigma or laplace_scale")
+    params = (("gaussian",) + rational_gaussian_variance(sigma) if sigma is not None
+              else ("laplace",) + rational_laplace_scale(laplace_scale))
+    p, beta = _acceptance(params), _cap_prob(params[0])
+    total = 0.0
+    for start in range(0, n, _CHUNK):
+        nc = min(_CHUNK, n - start)
+        m = _pool_size(nc, p)
+        total += math.exp(_log_tail(m, nc, p)) + m * beta
+    return total
 
 
 def discrete_sensitivity(sensitivity: float, *, grid: float = 1.0, dim: int = 1, norm: str = "l2",
