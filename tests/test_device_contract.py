@@ -218,3 +218,24 @@ def test_opacus_dpsgd_needs_the_public_record_count():
     X, y = torch.zeros(8, 2), torch.zeros(8, dtype=torch.long)
     with pytest.raises(ValueError, match="n_public is required"):
         train_dpsgd(X, y, X, y, 1.0, 1e-5, num_classes=2)
+
+
+def test_every_factory_draw_with_a_generator_names_its_device():
+    """The generator rule, statically: ``torch.rand/randn/randint/randperm(..., generator=g)`` without
+    ``device=`` draws on the CPU whatever ``g`` is, which is the CUDA crash of issue 36 (a CUDA generator in a
+    CPU op) or a CPU draw later moved to the GPU. Every such call in the package names its device: the data's
+    (with a generator of that device), or ``"cpu"`` for a host-side draw with a CPU generator."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "torchdpgmm"
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+                    and node.func.attr in ("rand", "randn", "randint", "randperm")):
+                kws = {k.arg for k in node.keywords}
+                if "generator" in kws and "device" not in kws:
+                    bad.append(f"{path.relative_to(root.parent)}:{node.lineno} torch.{node.func.attr}")
+    assert not bad, "draws with a generator but no device=: " + ", ".join(bad)

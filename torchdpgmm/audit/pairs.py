@@ -60,7 +60,7 @@ def _base(num_per_class, num_classes, dim, generator, spread=1.0, sep=4.0):
     centres = torch.zeros(num_classes, dim, dtype=dtype)
     for k in range(num_classes):
         centres[k, k % dim] = sep * (1 + k // dim) * (1 if k % 2 == 0 else -1)
-    X = torch.cat([centres[k] + spread * torch.randn(num_per_class, dim, dtype=dtype, generator=generator)
+    X = torch.cat([centres[k] + spread * torch.randn(num_per_class, dim, dtype=dtype, generator=generator, device="cpu")
                    for k in range(num_classes)])
     y = torch.cat([torch.full((num_per_class,), k, dtype=torch.long) for k in range(num_classes)])
     return X, y, centres
@@ -95,7 +95,7 @@ def hull_moving_point(num_per_class: int = 50, num_classes: int = 3, dim: int = 
     t = torch.linspace(-3, 3, num_per_class, dtype=X.dtype)
     line = torch.zeros(num_per_class, dim, dtype=X.dtype)
     line[:, 0] = t
-    jitter = 1e-3 * torch.randn(num_per_class, dim, dtype=X.dtype, generator=generator)
+    jitter = 1e-3 * torch.randn(num_per_class, dim, dtype=X.dtype, generator=generator, device="cpu")
     X[:num_per_class] = c[0] + line + jitter
     x_off = c[0].clone()
     x_off[1 % dim] += offset

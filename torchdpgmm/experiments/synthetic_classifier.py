@@ -284,7 +284,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     Xtr, ytr, Xte, yte = (t.to(dev) for t in (Xtr, ytr, Xte, yte))
     n_val = min(int(o.get("n_val", 10000)), Xtr.shape[0] // 5)
     # public split rule: a host-side permutation with a CPU generator (the generator rule), then on the device
-    perm = torch.randperm(Xtr.shape[0], generator=torch.Generator().manual_seed(12345)).to(dev)
+    perm = torch.randperm(Xtr.shape[0], generator=torch.Generator().manual_seed(12345), device="cpu").to(dev)
     val, fit = perm[:n_val], perm[n_val:]
     rows: list[dict[str, Any]] = []
     trials: list[dict[str, Any]] = []

@@ -141,7 +141,7 @@ def _poisson_steps(model, opt, acct, X, y, usable, q, sigma, steps, sampler, eva
     lossf = torch.nn.CrossEntropyLoss(reduction="none")
     pad_x, pad_y = torch.zeros(1, X.shape[1]), torch.zeros(1, dtype=torch.int64)
     for step in range(1, steps + 1):
-        take = (torch.rand(X.shape[0], generator=sampler) < q) & usable  # Poisson sampling over usable rows
+        take = (torch.rand(X.shape[0], generator=sampler, device="cpu") < q) & usable  # Poisson sampling over usable rows
         idx = take.nonzero().squeeze(-1)
         opt.zero_grad()
         # one zero-weighted padding row: an empty batch needs no branch (its step is noise only)

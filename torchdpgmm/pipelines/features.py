@@ -51,7 +51,7 @@ def load_image_split(dataset: str, data_dir: str | Path | None, split: str):
     if dataset == "digits":
         X, y = tdata.load_digits(dtype=torch.float32)
         g = torch.Generator().manual_seed(12345)
-        perm = torch.randperm(X.shape[0], generator=g)
+        perm = torch.randperm(X.shape[0], generator=g, device="cpu")
         cut = int(0.7 * X.shape[0])
         idx = perm[:cut] if split == "train" else perm[cut:]
         return X[idx], y[idx]
@@ -82,7 +82,7 @@ def prepare_features(
     need = n_train + (n_public if pca_fit == "public" else 0)
     if n_train < 1 or need > n_all:
         raise ValueError(f"n_train={n_train} (+ n_public={n_public} for a public PCA) exceeds the {n_all} training images")
-    perm = torch.randperm(n_all, generator=generator).to(X_train_images.device)
+    perm = torch.randperm(n_all, generator=generator, device="cpu").to(X_train_images.device)
     idx = perm[:n_train]
     Xp = X_train_images[idx].reshape(n_train, -1)
     if pca_fit == "private":
