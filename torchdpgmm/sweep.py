@@ -485,8 +485,9 @@ def _arrow_table(cols: dict[str, np.ndarray]):
                      **{k: pa.array(cols[k]) for k in RESULT_FIELDS[1:]}})
 
 
-def _atomic_rows(path: Path, rows: Any) -> None:
-    """Write one chunk's rows (CSV or Parquet by the suffix of ``path``) atomically, readable by all."""
+def _atomic_rows(path: Path, rows: Any) -> dict[str, np.ndarray]:
+    """Write one chunk's rows (CSV or Parquet by the suffix of ``path``) atomically, readable by all; returns
+    them as columns."""
     cols = _columns(rows)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
@@ -504,6 +505,7 @@ def _atomic_rows(path: Path, rows: Any) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return cols
 
 
 def _read_columns(path: Path) -> dict[str, np.ndarray]:
@@ -603,7 +605,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     total = num_chunks(spec, blocks)
     while True:
         try:
-            done = _run_pending(spec, blocks, out, fn, backend, ray_address, progress, workers, threads)
+            done, summary = _run_pending(spec, blocks, out, fn, backend, ray_address, progress, workers, threads)
             break
         except Exception as exc:
             if not _is_oom(exc):
@@ -622,8 +624,6 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
                              "kept, re-run with --resume to continue") from None
     results = out / f"results{_suffix(spec)}"
     _concat_chunks(results, (_chunk_path(chunk_dir, spec, c) for c in iter_chunks(spec, blocks)))
-    summary = _summarize_columns(_read_columns(p) for p in
-                                 (_chunk_path(chunk_dir, spec, c) for c in iter_chunks(spec, blocks)) if p.exists())
     block_sizes = {_block_key(*k): int(b) for k, b in blocks.items()}
     (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "block_sizes": block_sizes,
                                                   "points": summary}, indent=2))
@@ -643,8 +643,10 @@ def _release_device_memory(spec: SweepSpec) -> None:
 
 
 def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend: str, ray_address: str | None,
-                 progress: bool, workers: int, threads: int | None) -> int:
-    """Run the chunks not yet on disk; returns how many ran. The progress bar counts trials."""
+                 progress: bool, workers: int, threads: int | None) -> tuple[int, list[dict[str, Any]]]:
+    """Run the chunks not yet on disk; returns how many ran and the summary. The summary folds every chunk in
+    plan order as it is known: a chunk run here from the rows in memory, one already on disk read from its
+    file (at most the chunks in flight wait out of order). The progress bar counts trials."""
     chunk_dir = out / "chunks"
     bar = None
     if progress:
@@ -652,22 +654,55 @@ def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend
 
         bar = tqdm(total=spec.trials * len(spec.Ns) * len(spec.Ks) * len(spec.ds), desc="sweep", unit="trial",
                    unit_scale=True)
+    fold = _PlanOrderSummary()
 
     def pending_chunks() -> Iterator[Chunk]:
         # streamed: the chunks still to run are found lazily, so memory does not depend on the number of trials
         for c in iter_chunks(spec, blocks):
-            if not _chunk_path(chunk_dir, spec, c).exists():
+            path = _chunk_path(chunk_dir, spec, c)
+            fold.expect(c)
+            if not path.exists():
                 yield c
-            elif bar is not None:
-                bar.update(c.num_trials)
+            else:
+                fold.put(c, path)
+                if bar is not None:
+                    bar.update(c.num_trials)
+
+    def finished(c: Chunk, cols: dict[str, np.ndarray]) -> None:
+        fold.put(c, cols)
+        if bar is not None:
+            bar.update(c.num_trials)
 
     try:
         if backend == "local":
-            return _run_local(spec, pending_chunks(), chunk_dir, fn, workers, threads, bar)
-        return _run_ray(spec, pending_chunks(), out, fn, ray_address, bar)
+            done = _run_local(spec, pending_chunks(), chunk_dir, fn, workers, threads, finished)
+        else:
+            done = _run_ray(spec, pending_chunks(), out, fn, ray_address, finished)
     finally:
         if bar is not None:
             bar.close()
+    return done, fold.result()
+
+
+class _PlanOrderSummary:
+    """Folds chunks into a :class:`_Summary` in plan order whatever order they finish in."""
+
+    def __init__(self) -> None:
+        self.acc, self.order, self.waiting, self.next, self.seen = _Summary(), {}, {}, 0, 0
+
+    def expect(self, c: Chunk) -> None:
+        self.order[c.id] = self.seen
+        self.seen += 1
+
+    def put(self, c: Chunk, cols_or_path: Any) -> None:
+        self.waiting[self.order.pop(c.id)] = cols_or_path
+        while self.next in self.waiting:
+            x = self.waiting.pop(self.next)
+            self.acc.add_columns(_read_columns(x) if isinstance(x, Path) else x)
+            self.next += 1
+
+    def result(self) -> list[dict[str, Any]]:
+        return self.acc.result()
 
 
 @contextlib.contextmanager
@@ -699,17 +734,15 @@ def _worker_chunk(fn: Callable, spec: SweepSpec, chunk: Chunk, threads: int | No
 
 
 def _run_local(spec: SweepSpec, todo: Iterable[Chunk], chunk_dir: Path, fn: Callable, workers: int,
-               threads: int | None, bar: Any) -> int:
+               threads: int | None, finished: Callable[[Chunk, Any], None]) -> int:
     """Run the pending chunks here (``workers=1``) or in ``workers`` spawned processes, at most
     ``2 * workers`` chunks in flight (memory does not grow with the number of chunks); each chunk's rows
     are written by this process, atomically, as it finishes."""
     done = 0
     if workers == 1:
         for c in todo:
-            _atomic_rows(_chunk_path(chunk_dir, spec, c), _worker_chunk(fn, spec, c, threads))
+            finished(c, _atomic_rows(_chunk_path(chunk_dir, spec, c), _worker_chunk(fn, spec, c, threads)))
             done += 1
-            if bar is not None:
-                bar.update(c.num_trials)
         return done
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -722,13 +755,11 @@ def _run_local(spec: SweepSpec, todo: Iterable[Chunk], chunk_dir: Path, fn: Call
                 pending[pool.submit(_worker_chunk, fn, spec, c, threads)] = c
             if not pending:
                 break
-            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in finished:
+            ready, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in ready:
                 c = pending.pop(fut)
-                _atomic_rows(_chunk_path(chunk_dir, spec, c), fut.result())
+                finished(c, _atomic_rows(_chunk_path(chunk_dir, spec, c), fut.result()))
                 done += 1
-                if bar is not None:
-                    bar.update(c.num_trials)
     return done
 
 
@@ -791,7 +822,7 @@ def _check_ray_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT
 
 
 def _run_ray(spec: SweepSpec, todo: Iterable[Chunk], out: Path, fn: Callable, address: str | None,
-             bar: Any) -> int:
+             finished: Callable[[Chunk, Any], None]) -> int:
     try:
         import ray
     except ImportError:
@@ -816,10 +847,8 @@ def _run_ray(spec: SweepSpec, todo: Iterable[Chunk], out: Path, fn: Callable, ad
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 c = pending.pop(ref)
-                _atomic_rows(_chunk_path(out / "chunks", spec, c), ray.get(ref))
+                finished(c, _atomic_rows(_chunk_path(out / "chunks", spec, c), ray.get(ref)))
                 done += 1
-                if bar is not None:
-                    bar.update(c.num_trials)
     finally:
         if started_here:
             ray.shutdown()
@@ -869,22 +898,6 @@ def summarize(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return acc.result()
 
 
-def _summarize_columns(chunks: Iterable[dict[str, np.ndarray]]) -> list[dict[str, Any]]:
-    """:func:`summarize` over chunks of columns (the same numbers; no per-row Python objects)."""
-    acc = _Summary()
-    for cols in chunks:
-        mech, eps = cols["mechanism"], cols["epsilon"]
-        keys = list(zip(mech.tolist(), eps.tolist(), cols["N"].tolist(), cols["K"].tolist(), cols["d"].tolist()))
-        # rows of one grid point are contiguous in a chunk (mechanism, then epsilon, then trial) but do not
-        # rely on it: group by first appearance
-        order: dict[tuple, list[int]] = {}
-        for i, k in enumerate(keys):
-            order.setdefault(k, []).append(i)
-        for k, idx in order.items():
-            acc.add(k, cols["kl"][np.asarray(idx)])
-    return acc.result()
-
-
 class _Summary:
     """Running summaries per grid point, fed in trial order; values are buffered and flushed in slices of
     exactly :data:`SUMMARY_FLUSH` values per point."""
@@ -903,6 +916,14 @@ class _Summary:
         while len(b) >= SUMMARY_FLUSH:
             self.groups[key].update(b[:SUMMARY_FLUSH])
             del b[:SUMMARY_FLUSH]
+
+    def add_columns(self, cols: dict[str, np.ndarray]) -> None:
+        """One chunk's columns (the same numbers as its rows one by one; no per-row Python objects)."""
+        keys = np.rec.fromarrays([cols["mechanism"].astype(str), cols["epsilon"], cols["N"], cols["K"], cols["d"]])
+        uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        for u in np.argsort(first, kind="stable"):      # grid points in order of first appearance
+            m, e, N, K, d = uniq[u].tolist()
+            self.add((m, e, N, K, d), cols["kl"][inverse.reshape(-1) == u])
 
     def result(self) -> list[dict[str, Any]]:
         out = []
