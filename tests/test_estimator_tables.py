@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from torchdpgmm.estimator import DPGaussianMixture
 
@@ -260,3 +261,118 @@ def test_pipeline_table_defaults_match_the_cli_and_explicit_values_win():
     for bad in (0, -3, 2.5, True, "4"):
         with pytest.raises(ValueError, match="number of columns"):
             table_pipeline_clips(bad)
+
+
+# ------------------------------------------------------------------ issue 37: a classifier consistent with the release
+def _far_table(n, seed, d=12):
+    """Three classes in the unit box whose rows lie far outside the ball of radius 1/2 about their mean (~97%)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    mu = np.full((3, d), 0.5)
+    mu[0, :4], mu[1, 4:8], mu[2, 8:] = 0.25, 0.25, 0.25
+    return mu[y] + rng.normal(size=(n, d)) * 0.2, y
+
+
+def _pulled_reference(est, X):
+    """numpy: X into the unit box of the bounds, pulled onto the ball of radius clip_radius_ about the released centre
+    (center_ in the unit box), back to the user's units; then the Bayes rule of the released Gaussians by scipy."""
+    from scipy.stats import multivariate_normal
+
+    lo, hi = np.asarray(est.bounds_.lower), np.asarray(est.bounds_.upper)
+    U = np.clip((X - lo) / (hi - lo), 0, 1)
+    c = (est.center_ - lo) / (hi - lo)
+    Z = U - c
+    nz = np.linalg.norm(Z, axis=1, keepdims=True)
+    Xp = lo + (hi - lo) * (c + Z * np.minimum(1.0, est.clip_radius_ / nz))
+    lj = np.stack([np.log(w) + multivariate_normal(m, C).logpdf(Xp)
+                   for w, m, C in zip(est.weights_, est.means_, est.covariances_)], axis=1)
+    return Xp, est.classes_[lj.argmax(1)], np.exp(lj - lj.max(1, keepdims=True)) / np.exp(
+        lj - lj.max(1, keepdims=True)).sum(1, keepdims=True)
+
+
+@pytest.mark.parametrize("center", [None, "box"])
+def test_predict_maps_rows_as_the_release_mapped_records(center):
+    X, y = _far_table(2000, 0)
+    est = _fit(DPGaussianMixture(2.0, 1e-5, classes=[0, 1, 2], bounds=(0.0, 1.0), center=center, random_state=0), X, y)
+    Xte, _ = _far_table(500, 1)
+    Xp, pred, proba = _pulled_reference(est, Xte)
+    assert np.mean(np.linalg.norm(Xp - Xte, axis=1) > 1e-9) > 0.2  # many test rows are moved
+    np.testing.assert_array_equal(est.predict(Xte), pred)
+    np.testing.assert_allclose(est.predict_proba(Xte), proba, atol=1e-8)
+    np.testing.assert_allclose(np.exp(est.predict_log_proba(Xte)), proba, atol=1e-8)
+    np.testing.assert_array_equal(est.predict(Xp), pred)  # a row already on the ball is not moved again
+    assert est.score(Xte, pred) == 1.0
+
+
+def test_predict_without_bounds_pulls_onto_the_clip_ball_about_the_origin():
+    X, y = _far_table(1000, 0)
+    est = _fit(DPGaussianMixture(2.0, 1e-5, classes=[0, 1, 2], clip_bound=1.0, random_state=0), X - 0.5, y)
+    Xte = 5.0 * (_far_table(200, 1)[0] - 0.5)
+    Xp = Xte * np.minimum(1.0, 1.0 / np.linalg.norm(Xte, axis=1, keepdims=True))
+    assert est.clip_radius_ == 1.0
+    np.testing.assert_array_equal(est.predict(Xte), est.predict(Xp))
+    np.testing.assert_allclose(est.predict_proba(Xte), est.predict_proba(Xp), atol=1e-12)
+
+
+def test_accuracy_non_decreasing_in_epsilon_on_rows_outside_the_radius():
+    """Rows ~97% beyond the default radius: the Bayes accuracy of the default release (mean over 5 draws) does not
+    fall as epsilon grows (tolerance one standard error of the difference)."""
+    Xte, yte = _far_table(3000, 99)
+    means, ses = [], []
+    for eps in (0.5, 1.0, 2.0, 5.0):
+        acc = [_fit(DPGaussianMixture(eps, 1e-5, classes=[0, 1, 2], bounds=(0.0, 1.0), random_state=s),
+                    *_far_table(3000, s)).score(Xte, yte) for s in range(5)]
+        means.append(np.mean(acc))
+        ses.append(np.std(acc, ddof=1) / np.sqrt(len(acc)))
+    for i in range(3):
+        assert means[i + 1] >= means[i] - np.hypot(ses[i], ses[i + 1]), (means, ses)
+    assert means[-1] > means[0] + 0.01  # and it does rise
+
+
+# ------------------------------------------------------------------ issue 37: synthetic rows from the model inside the bounds
+def test_truncated_sample_is_the_gaussian_restricted_to_the_box():
+    """One class, d = 2, independent coordinates: each coordinate of the rows is scipy's truncated normal (KS test),
+    none lies on a bound; a class whose Gaussian sits far outside the box falls back to Gibbs sweeps, still inside."""
+    from scipy.stats import kstest, truncnorm
+
+    from torchdpgmm.bounds import truncated_sample
+    from torchdpgmm.mixture import LabeledGMM
+
+    mu = torch.tensor([[[0.05, 0.6]], [[3.0, 0.5]]], dtype=torch.float64).squeeze(1)
+    sd = np.array([[0.1, 0.3], [0.2, 0.2]])
+    cov = torch.diag_embed(torch.as_tensor(sd) ** 2)
+    model = LabeledGMM(torch.tensor([0.5, 0.5], dtype=torch.float64), mu, cov)
+    g = torch.Generator().manual_seed(0)
+    x, y, fb = truncated_sample(model, [0.0, 0.0], [1.0, 1.0], g, counts=torch.tensor([20000, 0]))
+    assert fb == 0 and torch.all(y == 0)
+    x = x.numpy()
+    assert np.all((x > 0) & (x < 1))  # strictly inside: no row on a bound
+    for j in range(2):
+        a, b = (0 - mu[0, j].item()) / sd[0, j], (1 - mu[0, j].item()) / sd[0, j]
+        assert kstest(x[:, j], truncnorm(a, b, loc=mu[0, j].item(), scale=sd[0, j]).cdf).pvalue > 1e-3
+    x2, y2, fb2 = truncated_sample(model, [0.0, 0.0], [1.0, 1.0], g, counts=torch.tensor([0, 300]), rounds=5)
+    assert fb2 == 300 and np.all((x2.numpy() >= 0) & (x2.numpy() <= 1))
+    assert np.mean(x2.numpy()[:, 0] > 0.9) > 0.9  # the fallback's rows pile near the side the Gaussian sits on
+    # the mixture restricted to the box: class 1 has ~no mass inside, so (almost) every row is of class 0
+    x3, y3, _ = truncated_sample(model, [0.0, 0.0], [1.0, 1.0], g, n=2000)
+    assert float((y3 == 0).double().mean()) > 0.999
+
+
+def test_estimator_sample_puts_no_mass_on_the_bounds():
+    """A class whose released mean sits near a bound: the old clipped rows put a large share of that column's cells
+    exactly on the bound, the truncated sampler none, while the share of cells NEAR the bound stays that of the
+    released model restricted to the box (numpy rejection reference)."""
+    rng = np.random.default_rng(0)
+    n = 4000
+    y = rng.integers(0, 2, n)
+    X = np.column_stack([np.clip(np.where(y == 0, 0.03, 0.5) + 0.08 * rng.normal(size=n), 0, 1), rng.uniform(0, 1, n)])
+    est = _fit(DPGaussianMixture(5.0, 1e-5, classes=[0, 1], bounds=(0.0, 1.0), random_state=0), X, y)
+    xs, ys = est.sample(6000)
+    assert np.all((xs >= 0) & (xs <= 1))
+    assert np.mean(xs == 0.0) == 0.0 and np.mean(xs == 1.0) == 0.0
+    # reference: rejection by numpy from the released class-0 Gaussian
+    ref = rng.multivariate_normal(est.means_[0], est.covariances_[0], size=200_000)
+    ref = ref[np.all((ref >= 0) & (ref <= 1), axis=1)]
+    assert np.mean(np.clip(rng.multivariate_normal(est.means_[0], est.covariances_[0], size=5000), 0, 1)[:, 0] == 0) > 0.1
+    near = np.mean(xs[ys == 0, 0] < 0.02)
+    assert near == pytest.approx(np.mean(ref[:, 0] < 0.02), abs=0.03) and near > 0.05

@@ -25,8 +25,9 @@ private centre much less. Both constants were chosen on validation splits (``scr
 ``clip_bound=bounds.unit_clip_bound`` with ``center="box"`` to clip nothing inside the bounds (an unbiased model
 of in-bounds data, at the larger noise).
 A Gaussian released there maps back exactly: ``mu_x = lower + s * mu_u`` and
-``Sigma_x = diag(s) Sigma_u diag(s)`` with ``s = upper - lower``. Synthetic rows are mapped back and
-clipped into the bounds.
+``Sigma_x = diag(s) Sigma_u diag(s)`` with ``s = upper - lower``. Synthetic rows of ``DPGaussianMixture.sample``
+are drawn from the released model restricted to the bounds (:func:`truncated_sample`: rejection, never clipped onto a
+bound); :meth:`Bounds.clip_rows` then rounds the discrete columns.
 
 Discrete columns (issue 26 item 4) are public schema too: :meth:`Bounds.with_discrete` records the
 integer-valued columns (counts, ordinal scores; integer bounds) and the one-hot groups (0/1 columns of one
@@ -51,7 +52,7 @@ import numpy as np
 import torch
 
 __all__ = ["Bounds", "CLIP_FRACTION", "CENTRED_CLIP_RADIUS", "CENTERS", "DEFAULT_CENTER", "check_center",
-           "parse_bounds_text", "parse_discrete_text", "table_pipeline_clips"]
+           "parse_bounds_text", "parse_discrete_text", "table_pipeline_clips", "truncated_sample"]
 
 #: The default clip bound of a release in the unit box as a fraction of its half-diagonal ``sqrt(d)/2``
 #: (module docstring): the fraction with the highest mean validation accuracy of the default release's
@@ -457,3 +458,94 @@ def parse_discrete_text(text: str) -> list[Any]:
     for item in text.split(","):
         out.append([col(c) for c in item.split("+")] if "+" in item else col(item))
     return out
+
+
+#: rejection rounds of :func:`truncated_sample` before the Gibbs fallback, and the fallback's sweeps
+SAMPLE_ROUNDS = 200
+GIBBS_SWEEPS = 100
+
+
+def _truncated_normal(mean: torch.Tensor, std: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+                      generator: torch.Generator | None) -> torch.Tensor:
+    """One draw of ``N(mean, std^2)`` restricted to ``[lo, hi]`` per element (inverse CDF on the side of the
+    interval nearer the mean, where it is accurate), kept strictly inside the interval."""
+    a, b = (lo - mean) / std, (hi - mean) / std
+    flip = a > 0  # sample -z on (-b, -a): the lower tail, where ndtr has its relative precision
+    a2, b2 = torch.where(flip, -b, a), torch.where(flip, -a, b)
+    cdf = lambda t: 0.5 * torch.special.erfc(-t / math.sqrt(2.0))  # noqa: E731  (accurate in the lower tail)
+    pa, pb = cdf(a2), cdf(b2)
+    u = torch.rand(mean.shape, dtype=mean.dtype, device=mean.device, generator=generator)
+    z = torch.special.ndtri(pa + u * (pb - pa))
+    # beyond ~37 stds the CDF underflows: the tail's exponential limit below b2 (rate |b2|, cut at a2)
+    t = b2.abs().clamp(min=1.0)
+    tail = b2 + torch.log1p(-u * (1 - torch.exp(-t * (b2 - a2)))) / t
+    z = torch.where(torch.isfinite(z) & (pb > pa), z, tail).clamp(a2, b2)
+    x = mean + std * torch.where(flip, -z, z)
+    return torch.minimum(torch.maximum(x, lo), hi)
+
+
+def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
+                  generator: torch.Generator | None, sweeps: int = GIBBS_SWEEPS) -> torch.Tensor:
+    """Gibbs sweeps of the Gaussian ``N(means, cov)`` (per row) restricted to the box, from ``x`` clipped into it:
+    each coordinate drawn exactly from its 1-D truncated conditional. Approximate (a Markov chain): the fallback of
+    :func:`truncated_sample` for rows whose Gaussian puts almost no mass in the box."""
+    P = torch.linalg.inv(cov)
+    x = torch.minimum(torch.maximum(x, lo), hi)
+    d = x.shape[-1]
+    for _ in range(sweeps):
+        for j in range(d):
+            pjj = P[..., j, j]
+            r = (P[..., j, :] * (x - means)).sum(-1) - pjj * (x[..., j] - means[..., j])
+            m = means[..., j] - r / pjj
+            x = x.clone()
+            x[..., j] = _truncated_normal(m, pjj.rsqrt(), lo[j].expand_as(m), hi[j].expand_as(m), generator)
+    return x
+
+
+def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Generator | None = None, *,
+                     counts: torch.Tensor | None = None, n: int | None = None,
+                     rounds: int = SAMPLE_ROUNDS) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Rows of the released :class:`~torchdpgmm.mixture.LabeledGMM` (one model, no batch) restricted to the box
+    ``[lower, upper]`` (post-processing of the released model, no privacy cost); returns ``(x (n, d), y (n,),
+    fallback)``.
+
+    ``counts (K,)``: that many rows of each class, each from its class Gaussian restricted to the box (``x | y, x in
+    box``); else ``n`` rows of the mixture restricted to the box (``(x, y) | x in box``: the class of a rejected row
+    is drawn again too). Exact rejection sampling: every row is redrawn until it falls inside, for at most
+    ``rounds`` rounds (only the rows still outside are redrawn); a row still outside then (probability ``(1 - p)^rounds``
+    for a Gaussian with mass ``p`` in the box: rare unless ``p`` is below a few percent) is drawn by :data:`GIBBS_SWEEPS` Gibbs sweeps of exact 1-D truncated conditionals
+    from its last draw clipped into the box (approximate; ``fallback`` counts these rows). No row is clipped onto a
+    bound: a continuous coordinate equals a bound with probability zero."""
+    lo = torch.as_tensor(np.asarray(lower, dtype=np.float64), device=model.device)
+    hi = torch.as_tensor(np.asarray(upper, dtype=np.float64), device=model.device)
+    fixed = counts is not None
+
+    def draw(c: torch.Tensor | None, m: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if c is not None:
+            x, y, _ = model.sample_counts(c, generator)
+            return x, y
+        return model.sample(m, generator)
+
+    x, y = draw(counts, 0 if n is None else int(n))
+    inside = lambda v: ((v >= lo) & (v <= hi)).all(-1)  # noqa: E731
+    done = inside(x)
+    for _ in range(int(rounds) - 1):
+        todo = (~done).nonzero().squeeze(-1)  # post-processing of released values: host syncs are harmless here
+        if todo.numel() == 0:
+            break
+        if fixed:  # redraw the pending rows of each class (sample_counts returns them in class order)
+            yt = y[todo]
+            order = torch.argsort(yt, stable=True)
+            xc, yc = draw(torch.bincount(yt, minlength=model.num_classes), 0)
+            todo = todo[order]
+        else:
+            xc, yc = draw(None, int(todo.numel()))
+        ok = inside(xc)
+        x[todo] = torch.where(ok.unsqueeze(-1), xc, x[todo])
+        y[todo] = torch.where(ok, yc, y[todo])
+        done[todo] = ok
+    rest = (~done).nonzero().squeeze(-1)
+    if rest.numel():
+        yr = y[rest]
+        x[rest] = _gibbs_inside(x[rest], model.means[yr], model.covariances[yr], lo, hi, generator)
+    return x, y, int(rest.numel())

@@ -191,6 +191,13 @@ def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
     return Bounds.parse(bounds, n_features=n_features, names=names)
 
 
+#: whether, with public bounds and the private centre, ``clip_bound=None`` releases a private clip radius
+#: (:mod:`torchdpgmm.release.centring`) instead of the fixed ``Bounds.centred_clip_bound``: off, because on validation
+#: splits no private-radius config beat the fixed radius 1/2 with the same consistent classifier
+#: (``docs/results/radius-rule.json``, ``scripts/clip_rule_validation.py --radius``)
+PRIVATE_RADIUS = False
+
+
 def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon: float, delta: float, bounds: Any,
                         *, center: str | None = None, clip_bound: float | None = None,
                         generator: torch.Generator | None = None, mechanism: str = "kl", **options: Any):
@@ -200,6 +207,8 @@ def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsi
     ``center="noisy-mean"`` (the default, :data:`torchdpgmm.bounds.DEFAULT_CENTER`): the two-stage release of
     :mod:`torchdpgmm.release.centring` (a private centre from the ball ``sqrt(d)/2`` that holds the box, then the
     mixture clipped to ``clip_bound`` about it, default :attr:`~torchdpgmm.bounds.Bounds.centred_clip_bound`).
+    ``clip_bound=None`` with ``center="noisy-mean"`` releases a private radius instead (three stages,
+    :mod:`torchdpgmm.release.centring`) when :data:`PRIVATE_RADIUS` is on (it is off: see there).
     ``center="box"``: one stage about the box's middle (default clip :attr:`~torchdpgmm.bounds.Bounds.release_clip_bound`).
     ``options`` go to the sound release (``adjacency``, ``covariance_type``, ...). Returns the ``Release`` in unit-box
     coordinates (map it back with :meth:`~torchdpgmm.bounds.Bounds.model_from_unit`)."""
@@ -207,16 +216,18 @@ def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsi
     from torchdpgmm.release import release
 
     center = check_center(center)
-    clip = float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
     ball = bounds.unit_center.to(X.device)
     if center == "box":
+        clip = float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
         return release(X, y, num_classes, epsilon, delta, mechanism=mechanism, mode="sound", generator=generator,
                        clip_bound=clip, center=ball, **options)
     from torchdpgmm.release.centring import release_centred
 
+    private = clip_bound is None and PRIVATE_RADIUS
+    clip = None if private else float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
     return release_centred(X, y, num_classes, epsilon, delta, clip_bound=clip, ball_center=ball,
-                           ball_radius=float(bounds.unit_clip_bound), generator=generator, mechanism=mechanism,
-                           **options)
+                           ball_radius=float(bounds.unit_clip_bound), radius_floor=float(bounds.centred_clip_bound),
+                           generator=generator, mechanism=mechanism, **options)
 
 
 def _hashable(v: Any) -> Any:
@@ -358,8 +369,9 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         every column, a list of d pairs, a dict ``{column: (lower, upper)}`` for a DataFrame, or a ``Bounds``.
         Sound mode only. ``X`` is mapped affinely into the unit box (records outside the bounds are clipped
         into it), released there about the box's middle, and the released model is expressed in the user's
-        units (``means_``, ``covariances_``, ``predict``, ``score`` on raw ``X``); ``sample`` returns rows
-        clipped into the bounds. Every column is treated as continuous: one-hot encode or drop categorical
+        units (``means_``, ``covariances_``; ``predict``, ``predict_proba`` and ``score`` take raw ``X`` and map it
+        as the release mapped its records: into the box, then onto the clipping ball, see ``clip_radius_``);
+        ``sample`` draws rows from the released model restricted to the bounds (never clipped onto them). Every column is treated as continuous: one-hot encode or drop categorical
         columns first (a DataFrame column of dtype ``category`` or ``bool`` is refused, naming it).
     center : {"noisy-mean", "box"}, default None
         With ``bounds`` only (refused without them): where the records are clipped in the unit box. None or
@@ -408,6 +420,12 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     center_ (d,)
         With ``bounds``: the centre the records were clipped about, in the user's units (the released private
         centre for ``center="noisy-mean"``, the box's middle for ``"box"``).
+    clip_radius_ : float
+        Sound mode: the radius the records were clipped to (with ``bounds`` in unit-box units about the centre,
+        without them ``clip_bound`` about the origin). ``predict``, ``predict_proba``, ``predict_log_proba`` and
+        ``score`` (accuracy) pull their input onto the same ball first: public post-processing, so that the released
+        model and its input describe the same clipped records and more budget does not lower accuracy on average
+        (issue 37). ``score_samples`` and ``score(X)`` (log-likelihood) evaluate the density at ``X`` as given.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
@@ -553,9 +571,10 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
                 kw["covariance_type"] = self.covariance_type
         elif self.variant is not None:
             kw["variant"] = self.variant
-        if self.bounds is not None:
+        if self.bounds is not None:  # clip_bound None: the centre's default (a private radius about the private centre)
             rel = release_in_unit_box(Xt, yt, len(classes), float(self.epsilon), float(self.delta), self.bounds_,
-                                      center=self.center, generator=g, mechanism=self.mechanism, **kw)
+                                      center=self.center, generator=g, mechanism=self.mechanism,
+                                      **(kw | {"clip_bound": self.clip_bound}))
         else:
             rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
                           mode=self.mode, generator=g, **kw)
@@ -564,6 +583,10 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             self.model_ = self.bounds_.model_from_unit(rel.model)
             c = rel.extras.get("centre", self.bounds_.unit_center)
             self.center_ = np.asarray(self.bounds_.from_unit(c.detach().cpu().numpy(), clip=False), dtype=np.float64)
+            self._clip_centre_unit = c.detach().cpu().numpy().astype(np.float64)
+            self.clip_radius_ = float(rel.extras.get("clip_radius", rel.extras.get("clip_bound", clip)))
+        elif self.mode == "sound":
+            self.clip_radius_ = float(clip)
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound":  # from released values only (post-processing)
             from torchdpgmm.release.diagnostics import sound_count_noise, warn_if_mostly_noise
@@ -602,21 +625,40 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return torch.tensor(np.ascontiguousarray(X), dtype=torch.float64, device=self.model_.device)
 
+    def _x_released(self, X: Any) -> torch.Tensor:
+        """``X`` through the public map the sound release applied to its records (post-processing of released and
+        public values): with bounds into the unit box, then pulled onto the ball of radius ``clip_radius_`` about the
+        released centre, and back to the user's units; without bounds pulled onto the ball ``clip_bound`` about the
+        origin. As-published mode does not clip: ``X`` as given."""
+        from torchdpgmm.mechanisms import clip_records
+
+        Xt = self._x(X)
+        R = getattr(self, "clip_radius_", None)
+        if self.mode != "sound" or R is None:
+            return Xt
+        if getattr(self, "bounds_", None) is None or self.bounds is None:
+            return clip_records(Xt, R)
+        c = torch.as_tensor(self._clip_centre_unit, dtype=torch.float64, device=Xt.device)
+        U = c + clip_records(self.bounds_.to_unit(Xt), R, center=c)
+        return self.bounds_.from_unit(U, clip=False)
+
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """``log p(y = k | x)`` under the released model, columns in ``classes_`` order."""
+        """``log p(y = k | x)`` under the released model, columns in ``classes_`` order; ``x`` first mapped as the
+        release mapped its records (:meth:`_x_released`: in sound mode pulled onto the clipping ball)."""
         check_is_fitted(self)
-        lp = self.model_.class_log_prob(self._x(X))
+        lp = self.model_.class_log_prob(self._x_released(X))
         return (lp - torch.logsumexp(lp, -1, keepdim=True)).cpu().numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Posterior class probabilities ``p(y = k | x)`` (columns in ``classes_`` order)."""
         check_is_fitted(self)
-        return self.model_.predict_proba(self._x(X)).cpu().numpy()
+        return self.model_.predict_proba(self._x_released(X)).cpu().numpy()
 
     def predict(self, X: Any) -> np.ndarray:
-        """Maximum-posterior class under the released model (its Bayes classifier)."""
+        """Maximum-posterior class under the released model (its Bayes classifier) at ``x`` mapped as the release
+        mapped its records (:meth:`_x_released`), so that the model and its input describe the same clipped records."""
         check_is_fitted(self)
-        return self.classes_[self.model_.predict(self._x(X)).cpu().numpy()]
+        return self.classes_[self.model_.predict(self._x_released(X)).cpu().numpy()]
 
     def score_samples(self, X: Any) -> np.ndarray:
         """Per-sample marginal log-density ``log p(x) = log sum_k pi_k N(x; mu_k, Sigma_k)``."""
@@ -663,6 +705,10 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     def sample(self, n_samples: int = 1, *, preserve_histogram: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Draw ``n_samples`` synthetic ``(X, y)`` from the released model (post-processing, no privacy cost).
 
+        With ``bounds``: from the released model restricted to the bounds (:func:`torchdpgmm.bounds.truncated_sample`:
+        exact rejection, a row outside is drawn again; a class whose Gaussian puts almost no mass inside falls back to
+        Gibbs sweeps inside, with a warning), so no continuous cell sits on a bound; discrete columns then rounded.
+
         ``preserve_histogram=True`` (default) fixes the class counts to the released histogram rescaled to
         ``n_samples`` (largest remainders); labels come sorted by class, as in ``GaussianMixture.sample``.
         """
@@ -675,15 +721,27 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         from torchdpgmm.mixture import histogram_counts
 
         g = torch.Generator(device=self.model_.device).manual_seed(self._seed(_SAMPLE_STREAM))
+        counts = None
         if preserve_histogram:
             src = self.model_.counts if self.model_.counts is not None else self.model_.weights
-            x, y, _ = self.model_.sample_counts(histogram_counts(src.to(torch.float64), int(n_samples)), g)
+            counts = histogram_counts(src.to(torch.float64), int(n_samples))
+        if getattr(self, "bounds_", None) is not None and self.bounds is not None:
+            from torchdpgmm.bounds import truncated_sample
+
+            # the model restricted to the public bounds (rejection; torchdpgmm.bounds.truncated_sample), never
+            # clipped onto them; then discrete columns rounded (one-hot: argmax)
+            x, y, fallback = truncated_sample(self.model_, self.bounds_.lower, self.bounds_.upper, g, counts=counts,
+                                              n=int(n_samples))
+            if fallback:
+                warnings.warn(f"{fallback} of {int(n_samples)} synthetic rows come from a class whose released Gaussian "
+                              "puts almost no mass inside the bounds: drawn by Gibbs sweeps inside them (approximate)",
+                              UserWarning, stacklevel=2)
+            return self.bounds_.clip_rows(x.cpu().numpy()), self.classes_[y.cpu().numpy()]
+        if counts is not None:
+            x, y, _ = self.model_.sample_counts(counts, g)
         else:
             x, y = self.model_.sample(int(n_samples), g)
-        x = x.cpu().numpy()
-        if getattr(self, "bounds_", None) is not None and self.bounds is not None:
-            x = self.bounds_.clip_rows(x)  # within the public bounds; discrete columns rounded (one-hot: argmax)
-        return x, self.classes_[y.cpu().numpy()]
+        return x.cpu().numpy(), self.classes_[y.cpu().numpy()]
 
 
 class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
