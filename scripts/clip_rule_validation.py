@@ -20,6 +20,11 @@ image_transform="none", n_components=d)``, :data:`PIPELINE_SEEDS` seeds): its PC
 ``f sqrt(d)/2`` for f in :data:`PIPELINE_FRACTIONS` (the noisy mean's clip stays ``sqrt(d)/2``), its Bayes
 classifier on the validation rows -> ``docs/results/clip-rule-pipeline.json``.
 
+``--radius`` scores the private clip radius of :mod:`torchdpgmm.release.centring` (``clip_bound=None``: a share of
+the budget on a noisy histogram of the distances to the released centre, the radius that holds a target quantile of
+the records, floor 1/2) for the configs of :data:`RADIUS_CONFIGS` against the fixed radius 1/2, every classifier
+applied to validation rows pulled onto its own ball (the consistent classifier) -> ``docs/results/radius-rule.json``.
+
 ``--centre`` scores the two-stage release of :mod:`torchdpgmm.release.centring` (a private centre with a share
 ``c`` of the budget, then the mixture clipped about it to a radius that is either a fraction ``f`` of ``sqrt(d)/2``
 or a fixed length ``r`` in the unit box) for every pair of :data:`CENTRE_SHARES` and :data:`CENTRE_RADII`, beside the one-stage release about the box's middle at ``f = 0.5`` (the previous
@@ -231,6 +236,103 @@ def main_centre(out: pathlib.Path, names: list[str]) -> None:
     print(f"rule {best}: {res['summary']}; synthetic {res['synthetic_summary']}; wrote {out}")
 
 
+RADIUS_OUT = OUT.with_name("radius-rule.json")
+#: (radius share, target quantile, z) of the private radius; "fixed 0.5" is the previous default (centre 0.1, r 0.5)
+RADIUS_CONFIGS = ((0.05, 0.9, 2.0), (0.05, 0.8, 2.0), (0.05, 0.95, 2.0), (0.02, 0.9, 2.0), (0.1, 0.9, 2.0),
+                  (0.05, 0.9, 1.0), (0.05, 0.9, 3.0), (0.05, 0.7, 2.0), (0.05, 0.5, 2.0), (0.02, 0.7, 2.0),
+                  (0.02, 0.5, 2.0))
+RADIUS_SEEDS = tuple(range(5))
+FIXED = "fixed 0.5"
+
+
+# The private radius becomes the estimator's default (torchdpgmm.estimator.PRIVATE_RADIUS) only where its best config
+# has a higher mean Bayes accuracy than the fixed radius 1/2 with the same consistent classifier ("default" in the JSON).
+
+
+def _radius_key(cfg) -> str:
+    return f"share {cfg[0]:g} / q {cfg[1]:g} / z {cfg[2]:g}"
+
+
+def pulled(U: torch.Tensor, centre: torch.Tensor, radius) -> torch.Tensor:
+    """The public map the release applied to its records: ``U`` pulled onto the ball about ``centre``."""
+    from torchdpgmm.mechanisms import clip_records
+
+    return centre + clip_records(U, radius, center=centre)
+
+
+def score_radius(X, y, public_bounds) -> tuple[dict, dict]:
+    """Bayes accuracy on the validation rows per (eps, config): the previous default (fixed radius 1/2 about the
+    private centre) with raw and with pulled validation rows, and every private-radius config (pulled rows, the
+    consistent classifier), plus each config's mean released radius and share of training rows inside."""
+    from torchdpgmm.release.centring import release_centred
+
+    Utr, Uva, ytr, yva, b = cv.unit_split(X, y, public_bounds)
+    K = int(y.max()) + 1
+    yva_t, ytr_t = torch.as_tensor(yva), torch.as_tensor(ytr)
+    info = {"n_train": int(len(ytr)), "n_val": int(len(yva)), "d": int(X.shape[1]), "K": K}
+    kw = dict(ball_center=b.unit_center, ball_radius=float(b.unit_clip_bound), covariance_type="auto")
+    acc, radius, inside = {}, {}, {}
+    for eps in EPS:
+        for seed in RADIUS_SEEDS:
+            rel = release_centred(Utr, ytr_t, K, eps, DELTA, clip_bound=0.5, generator=torch.Generator().manual_seed(seed),
+                                  **kw)
+            c = rel.extras["centre"]
+            acc.setdefault((eps, FIXED + " raw"), []).append(float((rel.model.predict(Uva) == yva_t).double().mean()))
+            acc.setdefault((eps, FIXED), []).append(float((rel.model.predict(pulled(Uva, c, 0.5)) == yva_t).double().mean()))
+            inside.setdefault((eps, FIXED), []).append(float(((Utr - c).norm(dim=-1) <= 0.5).double().mean()))
+            for cfg in RADIUS_CONFIGS:
+                k = _radius_key(cfg)
+                rel = release_centred(Utr, ytr_t, K, eps, DELTA, clip_bound=None, radius_fraction=cfg[0],
+                                      radius_quantile=cfg[1], radius_z=cfg[2], radius_floor=0.5,
+                                      generator=torch.Generator().manual_seed(seed), **kw)
+                c, R = rel.extras["centre"], rel.extras["clip_radius"]
+                acc.setdefault((eps, k), []).append(float((rel.model.predict(pulled(Uva, c, R)) == yva_t).double().mean()))
+                radius.setdefault((eps, k), []).append(float(R))
+                inside.setdefault((eps, k), []).append(float(((Utr - c).norm(dim=-1) <= R).double().mean()))
+    return info, {"acc": acc, "radius": radius, "inside": inside}
+
+
+def main_radius(out: pathlib.Path, names: list[str]) -> None:
+    t0 = time.perf_counter()
+    tabs = cv.tables()
+    keys = [FIXED + " raw", FIXED] + [_radius_key(c) for c in RADIUS_CONFIGS]
+    cells, tables = [], {}
+    for name in names or list(tabs):
+        X, y, pb = tabs[name]
+        tables[name], r = score_radius(X, y, pb)
+        for eps in EPS:
+            cells.append({"table": name, "epsilon": eps,
+                          "bayes": {k: float(np.mean(r["acc"][(eps, k)])) for k in keys},
+                          "bayes_se": {k: float(np.std(r["acc"][(eps, k)], ddof=1) / np.sqrt(len(RADIUS_SEEDS)))
+                                       for k in keys},
+                          "mean_radius": {k: float(np.mean(v)) for (e, k), v in r["radius"].items() if e == eps},
+                          "train_share_inside": {k: float(np.mean(v)) for (e, k), v in r["inside"].items() if e == eps}})
+        print(f"{name}: " + " ".join(f"{k}:{np.mean(r['acc'][(1.0, k)]):.3f}" for k in keys), flush=True)
+    mean = {k: float(np.mean([c["bayes"][k] for c in cells])) for k in keys}
+    best = max(keys[2:], key=lambda k: mean[k])
+    gain = [c["bayes"][best] - c["bayes"][FIXED] for c in cells]
+    worst = int(np.argmin(gain))
+    res = {"study": "radius-rule-validation", "script": "scripts/clip_rule_validation.py --radius",
+           "split": "validation: the study's 80/20 cut (test part unread), then 75/25 of its training part",
+           "configs": [list(c) for c in RADIUS_CONFIGS], "epsilons": list(EPS), "seeds": len(RADIUS_SEEDS),
+           "delta": DELTA,
+           "release": "release_centred (centre share 0.1) with a fixed radius 1/2 ('fixed 0.5': validation rows pulled "
+                      "onto the ball, the consistent classifier; 'fixed 0.5 raw': raw rows) or a private radius "
+                      "(share, target quantile q, z; floor 1/2; rows pulled onto its ball); covariance_type='auto', "
+                      "kl, discrete, add-remove",
+           "tables": tables, "cells": cells, "mean_bayes": mean,
+           "summary": {"rule": best, "default": max(keys[1:], key=lambda k: mean[k]),
+                       "private_radius_default": bool(mean[best] > mean[FIXED]),
+                       "pulled_minus_raw_fixed": float(mean[FIXED] - mean[FIXED + " raw"]),
+                       "mean_gain_vs_fixed": float(np.mean(gain)), "worst_gain_vs_fixed": float(gain[worst]),
+                       "worst_cell": f"{cells[worst]['table']} eps={cells[worst]['epsilon']:g}",
+                       "cells_below_fixed": int(sum(g < 0 for g in gain)), "cells": len(cells)},
+           "seconds": time.perf_counter() - t0}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print(f"rule {best}: {res['summary']}; means {mean}; wrote {out}")
+
+
 def summarise(cells: list[dict], fractions) -> dict:
     """The rule (highest mean Bayes accuracy over cells) and each fraction's mean and worst cell against f = 1."""
     out = {}
@@ -251,8 +353,12 @@ def main(argv=None) -> None:
     ap.add_argument("--tables", default="", help="comma-separated subset (exploration; default all)")
     ap.add_argument("--pipeline", action="store_true", help="the pipeline's clip bounds (-> clip-rule-pipeline.json)")
     ap.add_argument("--centre", action="store_true", help="the two-stage centred release (-> centre-rule.json)")
+    ap.add_argument("--radius", action="store_true", help="the private clip radius (-> radius-rule.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if a.radius:
+        main_radius(RADIUS_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
+        return
     if a.centre:
         main_centre(CENTRE_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
         return
