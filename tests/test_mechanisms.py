@@ -120,3 +120,35 @@ def test_shift_psd(gen):
     # rho = min{r >= 0 : S + rI >= 0}: lambda_min becomes exactly 0 where it was negative
     assert torch.allclose(lam, torch.where(lam0 < 0, torch.zeros_like(lam0), lam0), atol=1e-10)
     assert (torch.linalg.eigvalsh(psd.shift_psd(S, margin=1e-3))[..., 0] >= 1e-3 - 1e-10).all()
+
+
+def test_clip_records_scales_before_the_norm():
+    """A finite record with a coordinate of 1e154 or more has ||x||^2 = inf in float64; it must still be clipped
+    onto the ball (it used to collapse to the centre). Reference: exact decimal arithmetic (no overflow)."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 60
+
+    def ref_row(x, B, l1=False):
+        n = sum(abs(Decimal(v)) for v in x) if l1 else sum(Decimal(v) ** 2 for v in x).sqrt()
+        return [float(Decimal(v) * min(Decimal(1), Decimal(B) / n)) if n > 0 else 0.0 for v in x]
+
+    rows = [[1e200, 0.0], [3e200, -4e200], [1e154, 1e154], [1.7e308, -1.7e308], [1.0, 2.0], [0.3, -0.4], [0.0, 0.0]]
+    X = torch.tensor(rows, dtype=torch.float64)
+    B = 1.5
+    Z = M.clip_records(X, B)
+    for x, z in zip(rows, Z.tolist()):
+        np.testing.assert_allclose(z, ref_row(x, B), rtol=1e-15, atol=0)
+    assert torch.equal(Z[5], X[5]) and torch.equal(Z[6], X[6])  # rows inside the ball come back bit for bit
+    Z1 = M.clip_records(X, B, norm="l1")
+    for x, z in zip(rows, Z1.tolist()):
+        np.testing.assert_allclose(z, ref_row(x, B, l1=True), rtol=1e-15, atol=0)
+
+
+def test_clip_records_centred_overflow_and_public_bound():
+    X = torch.tensor([[1.0e308, 0.0], [-1.0e308, 2.0]], dtype=torch.float64)
+    Z = M.clip_records(X, 1.0, center=torch.tensor([-1.0e308, 0.0], dtype=torch.float64))  # x - c overflows: not finite, dropped by callers
+    assert not torch.isfinite(Z[0]).all() and Z[1].tolist() == [0.0, 1.0]
+    for bad in (0.0, -1.0, float("inf"), float("nan"), "x", torch.tensor([1.0, -1.0])):
+        with pytest.raises(ValueError, match="clip_bound must be finite and > 0"):
+            M.clip_records(X, bad)

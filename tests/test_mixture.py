@@ -178,3 +178,50 @@ def test_fit_labeled_min_count_zero_tolerates_tiny_classes():
     assert torch.equal(m.means[2], torch.zeros(2, dtype=torch.float64)) and m.counts[2] == 0  # empty
     with pytest.raises(ValueError, match="at least 2"):
         tdg.fit_labeled(X, y, 3)
+
+
+def _ops(load_script, fn):
+    bench = load_script("benchmarks/bench_syncs.py")
+    with bench.OpCounter() as c:
+        fn()
+    return c.ops, c.total_syncs
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_class_moments_work_does_not_depend_on_rows_or_values(load_script, batched):
+    """The Python steps of the statistics depend on d (one dataset on the CPU) or K (batches), not on N or values:
+    the same dispatched ops for 50 and 5,000 rows and for other labels; no host read."""
+    from torchdpgmm.mixture import class_moments
+
+    g = torch.Generator().manual_seed(3)
+    runs = []
+    for n in (50, 5000):
+        for hi in (2, 4):
+            X = torch.randn(n, 3, generator=g, dtype=torch.float64)
+            y = torch.randint(-1, hi, (n,), generator=g)
+            if batched:
+                X, y = X.expand(2, n, 3), y.expand(2, n)
+            for ct in ("full", "diag", "spherical", "tied"):
+                runs.append((ct, _ops(load_script, lambda: class_moments(X, y, 3, covariance_type=ct))))
+    for ct in ("full", "diag", "spherical", "tied"):
+        counts = {r for c, r in runs if c == ct}
+        assert len(counts) == 1 and next(iter(counts))[1] == 0, (ct, counts)
+
+
+@pytest.mark.parametrize("ct", ["full", "diag", "spherical", "tied"])
+def test_class_moments_batched_types_match_numpy(gen, ct):
+    from torchdpgmm.mixture import class_moments
+
+    X = torch.randn(3, 40, 2, generator=gen, dtype=torch.float64)
+    y = torch.randint(-1, 4, (3, 40), generator=gen)
+    mask = torch.rand(3, 40, generator=gen) < 0.8
+    c, s, q = class_moments(X, y, 3, mask=mask, covariance_type=ct)
+    for t in range(3):
+        keep = (mask[t] & (y[t] >= 0) & (y[t] < 3)).numpy()
+        Xn, yn = X[t].numpy()[keep], y[t].numpy()[keep]
+        ref = {"full": [Xn[yn == k].T @ Xn[yn == k] for k in range(3)], "tied": Xn.T @ Xn,
+               "diag": [(Xn[yn == k] ** 2).sum(0) for k in range(3)],
+               "spherical": [(Xn[yn == k] ** 2).sum() for k in range(3)]}[ct]
+        np.testing.assert_allclose(q[t].numpy(), np.asarray(ref), atol=1e-12)
+        np.testing.assert_allclose(c[t].numpy(), [np.sum(yn == k) for k in range(3)])
+        np.testing.assert_allclose(s[t].numpy(), [Xn[yn == k].sum(0) for k in range(3)], atol=1e-12)

@@ -9,6 +9,7 @@ exact on paper is only exact in float64 arithmetic.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -34,13 +35,32 @@ def clip_records(X: torch.Tensor, clip_bound: Any, *, center: torch.Tensor | Non
     if norm not in ("l1", "l2"):
         raise ValueError(f"norm must be 'l1' or 'l2', got {norm!r}")
     X = X.to(torch.float64)
-    B = torch.as_tensor(clip_bound, dtype=torch.float64, device=X.device) if not torch.is_tensor(clip_bound) \
-        else clip_bound.to(dtype=torch.float64, device=X.device)
-    if not bool(torch.isfinite(B).all()) or not bool((B > 0).all()):
-        raise ValueError(f"clip_bound must be finite and > 0, got {clip_bound!r}")
+    if torch.is_tensor(clip_bound):  # a tensor of public bounds (one per trial): read on the host once
+        B = clip_bound.to(dtype=torch.float64, device=X.device)
+        if not bool(torch.isfinite(B).all()) or not bool((B > 0).all()):
+            raise ValueError(f"clip_bound must be finite and > 0, got {clip_bound!r}")
+        B = B.reshape(B.shape + (1, 1)) if B.dim() else B
+    else:  # a public number: checked in Python, no tensor read
+        try:
+            B = float(clip_bound)
+        except (TypeError, ValueError):
+            raise ValueError(f"clip_bound must be finite and > 0, got {clip_bound!r}") from None
+        if not (math.isfinite(B) and B > 0):
+            raise ValueError(f"clip_bound must be finite and > 0, got {clip_bound!r}")
     if center is not None:
         c = torch.as_tensor(center, dtype=torch.float64, device=X.device)
         X = X - c.unsqueeze(-2)
-    norms = torch.linalg.vector_norm(X, ord=1 if norm == "l1" else 2, dim=-1, keepdim=True)
-    Bb = B.reshape(B.shape + (1, 1)) if B.dim() else B
-    return X * torch.clamp(Bb / torch.clamp(norms, min=torch.finfo(torch.float64).tiny), max=1.0)
+    # Scale before the norm: a finite record with a coordinate of ~1e154 or more has ||x||^2 = inf in float64,
+    # which would map it to the centre. Each row is divided by a power of two m2 <= max_i |x_i| < 2 m2 (exact),
+    # so ||u|| lies in [1, 2 sqrt(d)) and never overflows; z = u min(m2, B / ||u||) = x min(1, B / ||x||)
+    # (unclipped rows come back bit for bit). A non-finite row gives a non-finite z (callers drop it).
+    # (The per-row temporaries are reused in place: a sweep block holds many rows.)
+    m2 = torch.linalg.vector_norm(X, ord=math.inf, dim=-1, keepdim=True)
+    e = torch.frexp(m2).exponent.sub_(1)
+    m2 = torch.ldexp(m2.fill_(1.0), e)
+    del e
+    U = X / m2
+    n_u = torch.linalg.vector_norm(U, ord=1 if norm == "l1" else 2, dim=-1, keepdim=True)
+    factor = torch.minimum(n_u.reciprocal_().mul_(B), m2, out=m2)  # B / n_u, as torch computes it, in place
+    del n_u
+    return U.mul_(factor)

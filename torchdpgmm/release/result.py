@@ -29,6 +29,10 @@ class Release:
             :func:`torchdpgmm.release.evaluation.evaluate` (explicitly non-private) there.
         kl: as-published mode only: ``kl_divergence(model, fitted)`` per trial (Appendix B), ``batch_shape``;
             ``None`` in sound mode.
+        records: a sound release of several epsilons at once (``epsilon=[e_1, ..., e_E]``, the model's batch shape
+            ``(E, *batch)``): one full :class:`PrivacyRecord` per epsilon, each what the scalar release at ``e_i``
+            records; ``privacy`` then states the vector of epsilons with ``covered=False`` (the E releases of the
+            same data are independent draws, not one composed guarantee). ``None`` otherwise.
     """
 
     model: LabeledGMM
@@ -37,3 +41,19 @@ class Release:
     extras: dict[str, Any] = field(default_factory=dict)
     fitted: LabeledGMM | None = None
     kl: torch.Tensor | None = None
+    records: tuple[PrivacyRecord, ...] | None = None
+
+    def at_epsilon(self, index: int) -> "Release":
+        """A batched-epsilon sound release (``epsilon=[e_1, ..., e_E]``): the release at ``epsilon[index]``, with
+        its own full record (``records[index]``, covered as a scalar release's). ``ValueError`` otherwise."""
+        if self.records is None:
+            raise ValueError("at_epsilon applies to a release of several epsilons (epsilon=[...] in sound mode)")
+        E = len(self.records)
+        if isinstance(index, bool) or not isinstance(index, int) or not -E <= index < E:
+            raise ValueError(f"index must be an int in [-{E}, {E}), got {index!r}")
+        extras = dict(self.extras)
+        extras["noise"] = self.extras["noise"][index]
+        extras.pop("epsilons", None)
+        if "shrinkage" in extras:
+            extras["shrinkage"] = {k: v[index] for k, v in extras["shrinkage"].items()}
+        return Release(model=self.model[index], privacy=self.records[index], design=self.design, extras=extras)

@@ -85,6 +85,7 @@ public quantities enter.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -94,7 +95,7 @@ import torch
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.release.covariance_rule import POOLED, auto_split, floored_counts, shrunk_covariances
 from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
-from torchdpgmm.mixture import class_moments, moments_to_parameters
+from torchdpgmm.mixture import moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
 from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
@@ -121,6 +122,7 @@ __all__ = [
     "COVARIANCE_TYPES",
     "DEFAULT_ADJACENCY",
     "POOLED",
+    "bytes_per_trial",
 ]
 
 ADJACENCIES = (Adjacency.ADD_REMOVE, Adjacency.REPLACE_ONE)
@@ -297,16 +299,28 @@ def _positive(value: Any, name: str) -> float:
     return v
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _check_privacy(epsilon: Any, delta: Any, mechanism: str) -> tuple[float, float | None]:
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if torch.is_tensor(v) and v.numel() != 1:
             raise ValueError(f"{name} must be a scalar in sound mode, got shape {tuple(v.shape)}")
-    check_epsilon(epsilon)
+    if _is_number(epsilon):  # public Python numbers: checked without a tensor (the same message)
+        if not (math.isfinite(epsilon) and epsilon > 0):
+            raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
+    else:
+        check_epsilon(epsilon)
     if mechanism == "laplace" and delta is None:
         return float(epsilon), None
     if delta is None:
         raise ValueError(f"mechanism {mechanism!r} needs delta in (0, 1)")
-    check_delta(delta)
+    if _is_number(delta):
+        if not (math.isfinite(delta) and 0 < delta < 1):
+            raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    else:
+        check_delta(delta)
     return float(epsilon), float(delta)
 
 
@@ -509,8 +523,22 @@ def _calibrate_laplace(st: SoundSettings, dim: int) -> tuple[dict[str, float], d
 
 
 def _calibrate(st: SoundSettings, dim: int) -> tuple[dict[str, float], dict[str, Any]]:
-    """Noise scales of the three blocks (std for Gaussian, b for Laplace; data units) and the record's blocks."""
-    return (_calibrate_laplace if st.mechanism == "laplace" else _calibrate_gaussian)(st, dim)
+    """Noise scales of the three blocks (std for Gaussian, b for Laplace; data units) and the record's blocks.
+
+    Public host math on Python floats, memoised per setting (:func:`_calibrate_cached`): a study releasing
+    many batches at the same settings calibrates once, and the release's device work never waits for it."""
+    key = (st.epsilon, st.delta, st.clip_bound, str(st.adjacency), st.mechanism, st.covariance_type,
+           tuple(sorted(st.split.items())), st.noise_multiplier, st.noise, st.shrink, int(dim))
+    scales, info = _calibrate_cached(key)
+    return dict(scales), dict(info)
+
+
+@functools.lru_cache(maxsize=1024)
+def _calibrate_cached(key: tuple) -> tuple[dict[str, float], dict[str, Any]]:
+    eps, dlt, B, adjacency, mechanism, ctype, split, m, noise, shrink, dim = key
+    st = SoundSettings(eps, dlt, B, Adjacency.parse(adjacency), mechanism, ctype, dict(split), None,
+                       noise_multiplier=m, noise=noise, shrink=shrink)
+    return (_calibrate_laplace if mechanism == "laplace" else _calibrate_gaussian)(st, dim)
 
 
 def _perturb(stats, scales, st: SoundSettings, info: dict[str, Any], generator):
@@ -526,6 +554,28 @@ def _perturb(stats, scales, st: SoundSettings, info: dict[str, Any], generator):
     for k, x in zip(_names(st), (counts, *rest)):
         y, _ = add_noise(x, info["requested"][k], kind=kind, noise=st.noise, grid=grids.get(k, 1.0),
                          symmetric=(sym and k == "second_moments") or k == POOLED, generator=generator)
+        out.append(y.to(torch.float64))
+    return tuple(out)
+
+
+def _perturb_epsilons(stats, cals, sts: list[SoundSettings], generator):
+    """Noise for E epsilons at once: ``(E, ...)`` per block. Continuous noise: ONE draw per block for all E
+    (the scales a public ``(E, 1, ...)`` tensor). Discrete noise: the exact samplers take one public scale per
+    call, so the E draws of a block are E calls, in the order of E scalar releases (same random stream)."""
+    if sts[0].noise == "discrete":
+        per = [_perturb(stats, scales, st, info, generator) for (scales, info), st in zip(cals, sts)]
+        return tuple(torch.stack(blocks) for blocks in zip(*per))
+    st, E = sts[0], len(sts)
+    kind = cals[0][1]["kind"]
+    sym = st.covariance_type in ("full", "tied")
+    out = []
+    for k, x in zip(_names(st), stats):
+        symmetric = (sym and k == "second_moments") or k == POOLED
+        lead = x.dim() - (2 if symmetric else 0)  # the scale broadcasts over the batch (and, if not symmetric, entries)
+        scale = torch.tensor([info["requested"][k] for _, info in cals], dtype=torch.float64,
+                             device=x.device).reshape((E,) + (1,) * lead)
+        y, _ = add_noise(x.unsqueeze(0).expand((E,) + x.shape), scale, kind=kind, noise="continuous",
+                         symmetric=symmetric, generator=generator)
         out.append(y.to(torch.float64))
     return tuple(out)
 
@@ -589,16 +639,22 @@ def _auto_means(out, scales, st: SoundSettings, lap: float, rule) -> dict[str, A
 
 
 def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
-    """float64 cast, branch-free row filter (mask, label range, finite features), clipping, moments."""
-    X = X.to(torch.float64)
-    valid = torch.isfinite(X).all(-1)
-    if st.center is not None:  # a finite row can overflow once centred: such rows are dropped too
-        valid = valid & torch.isfinite(X - st.center.to(X).unsqueeze(-2)).all(-1)
+    """float64 cast, clipping, branch-free row filter (mask, label range, finite clipped features), moments.
+
+    A row is dropped when its label is outside ``[0, num_classes)``, its mask is False or its clipped record is not
+    finite (a non-finite feature, or a finite row that overflows once centred): the clipped rows are zeroed in place
+    (no copy of the data), then :func:`torchdpgmm.mixture.class_moments`' per-class products run on them."""
+    from torchdpgmm.mixture import _moments
+
+    Z = clip_records(X.to(torch.float64), st.clip_bound, center=st.center)  # a fresh (..., N, d) array
+    yl = y.long()
+    # a row is finite iff its largest |z_i| is (NaN propagates): no (..., N, d) temporary, unlike isfinite(Z)
+    valid = torch.isfinite(torch.linalg.vector_norm(Z, ord=math.inf, dim=-1)) & (yl >= 0) & (yl < num_classes)
     if mask is not None:
         valid = valid & mask
-    X = torch.where(valid.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
-    Z = clip_records(X, st.clip_bound, center=st.center)
-    stats = class_moments(Z, y, num_classes, mask=valid, covariance_type=st.covariance_type)
+    Z.masked_fill_(~valid.unsqueeze(-1), 0.0)
+    stats = _moments(Z, yl, valid, num_classes, st.covariance_type)
+    del Z
     if st.shrink:  # the pooled block sum_n z z^T (auto): the sum of the class blocks
         stats = stats + (stats[2].sum(-3),)
     if st.num_draws is not None:
@@ -664,6 +720,68 @@ def _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options
     return out, st, scales, info, d
 
 
+def bytes_per_trial(n: int, num_classes: int, dim: int, *, epsilons: int = 1) -> int:
+    """Peak device bytes one trial occupies while a block of trials is released (:func:`release_sound` with
+    ``epsilons`` epsilons in one call, float64 ``X (T, n, d)`` and int64 ``y (T, n)``) and evaluated (the KL
+    against the eq. (2) fit): an analytic estimate for sizing blocks (``T = budget // bytes_per_trial``).
+
+    The inputs (``8 n (d + 1)``), two ``(n, d)`` float64 arrays at a time (the clipped rows and one class's
+    masked rows in the release; the centred rows and one class's rows in the evaluation), a boolean row mask, and
+    per epsilon twice the model and its statistics (``2 K (d^2 + d + 2)`` float64: noisy statistics, estimate
+    and PSD-repair temporaries). Checked against the live bytes measured by ``benchmarks/bench_syncs.py``
+    (continuous noise; the exact discrete samplers add their own working set, proportional to the
+    ``epsilons K (d^2 + d + 1)`` draws). At n = 1000, K = 5, d = 3 and 7 epsilons: 88,840 bytes."""
+    for name, v in (("n", n), ("num_classes", num_classes), ("dim", dim), ("epsilons", epsilons)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    K, d = num_classes, dim
+    return 8 * n * (d + 1) + 16 * n * d + n + epsilons * 2 * 8 * K * (d * d + d + 2)
+
+
+def _epsilon_batch(epsilon: Any) -> list[Any] | None:
+    """The E public epsilons of a batched release (a 1-D tensor of two or more values, or a list / tuple), or None
+    for one epsilon. Read on the host once (a public input)."""
+    if isinstance(epsilon, (list, tuple)):
+        if not epsilon:
+            raise ValueError("epsilon is empty")
+        return [float(e) if torch.is_tensor(e) and e.numel() == 1 else e for e in epsilon]
+    if torch.is_tensor(epsilon) and epsilon.dim() == 1 and epsilon.numel() > 1:
+        return [float(e) for e in epsilon.detach().to("cpu", torch.float64).tolist()]
+    return None
+
+
+def _run_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mask, options):
+    """A batched-epsilon release: public checks and calibration per epsilon (host math), the statistics once,
+    the noise of every epsilon in one batched draw per block, post-processing per epsilon (E public steps)."""
+    d = check_schema(X, y, num_classes, mask)
+    sts = [sound_settings(d, num_classes, e, delta, clip_bound=clip_bound, **options) for e in epsilons]
+    cals = [_calibrate(st, d) for st in sts]
+    # ---- nothing below may depend on private values for control flow ----
+    stats = _clipped_statistics(X, y, num_classes, sts[0], mask)
+    noisy = _perturb_epsilons(stats, cals, sts, generator)
+    outs = [_estimate(tuple(t[i] for t in noisy), scales, st, info["kind"])
+            for i, ((scales, info), st) in enumerate(zip(cals, sts))]
+    out = {k: torch.stack([o[k] for o in outs]) for k in ("weights", "means", "covariances", "counts")}
+    if "shrinkage" in outs[0]:
+        out["shrinkage"] = {k: torch.stack([o["shrinkage"][k] for o in outs]) for k in outs[0]["shrinkage"]}
+    return out, sts, cals, d
+
+
+def _batch_record(sts: list[SoundSettings], records: tuple[PrivacyRecord, ...]) -> PrivacyRecord:
+    """The record of a batched-epsilon release: the vector of epsilons, NOT covered (the E releases of the same
+    data are not composed); ``Release.records[e]`` is the full record of ``model[e]``."""
+    st = sts[0]
+    eps = torch.tensor([s.epsilon for s in sts], dtype=torch.float64)
+    note = (f"epsilon batch: {len(sts)} independent releases of the same data, one per epsilon (leading axis of the "
+            "model); the guarantee holds for each release alone (Release.records[e], Release.at_epsilon(e)), not "
+            "for the batch together (not covered: an odometer refuses this record)")
+    return PrivacyRecord(
+        epsilon=eps, delta=0.0 if st.delta is None else st.delta, adjacency=st.adjacency,
+        accountant="one record per epsilon: " + records[0].accountant.split(",")[0] + ", ... (Release.records)",
+        mode="sound", mechanism=st.mechanism, split=dict(st.split), notes=(note,) + tuple(records[0].notes),
+        blocks=(), covered=False)
+
+
 def _noise_summary(scales: dict[str, float], info: dict[str, Any], st: SoundSettings) -> dict[str, Any]:
     """Public noise description for ``extras`` (scales in data units; grids for discrete noise)."""
     key = "laplace_scale" if info["kind"] == "laplace" else "sigma"
@@ -719,6 +837,9 @@ def release_sound(
     from torchdpgmm.mixture import LabeledGMM
     from torchdpgmm.release.result import Release
 
+    epsilons = _epsilon_batch(epsilon)
+    if epsilons is not None:
+        return _release_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mask, options)
     out, st, scales, info, d = _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options)
     model = LabeledGMM(out["weights"], out["means"], out["covariances"], counts=out["counts"], validate_args=False)
     extras = {
@@ -729,3 +850,23 @@ def release_sound(
     if "shrinkage" in out:  # "auto": the rule's weights (post-processing of released values)
         extras["shrinkage"] = out["shrinkage"]
     return Release(model=model, privacy=_record(st, scales, info, d), extras=extras)
+
+
+def _release_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mask, options) -> "Release":
+    """:func:`release_sound` for a vector of E epsilons: the model's batch shape is ``(E, *batch)``."""
+    from torchdpgmm.mixture import LabeledGMM
+    from torchdpgmm.release.result import Release
+
+    out, sts, cals, d = _run_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mask, options)
+    model = LabeledGMM(out["weights"], out["means"], out["covariances"], counts=out["counts"], validate_args=False)
+    records = tuple(_record(st, scales, info, d) for st, (scales, info) in zip(sts, cals))
+    st, info = sts[0], cals[0][1]
+    extras = {
+        "mode": "sound", "mechanism": st.mechanism, "clip_bound": st.clip_bound, "adjacency": st.adjacency,
+        "covariance_type": "auto" if st.shrink else st.covariance_type, "dim": d,
+        "noise": tuple(_noise_summary(scales, inf, s) for s, (scales, inf) in zip(sts, cals)),
+        "sensitivities": dict(info["sensitivities"]), "epsilons": tuple(s.epsilon for s in sts),
+    }
+    if "shrinkage" in out:
+        extras["shrinkage"] = out["shrinkage"]
+    return Release(model=model, privacy=_batch_record(sts, records), extras=extras, records=records)

@@ -1,0 +1,151 @@
+"""The sound release's hot path (issue 36): host reads and dispatched ops per call, batched epsilons, memory per
+trial. Counted on CPU with the dispatch mode of benchmarks/bench_syncs.py (every host read is an ATen op)."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.release import release
+from torchdpgmm.release.sound import _calibrate, _perturb_epsilons, bytes_per_trial, sound_settings
+
+
+@pytest.fixture(scope="module")
+def bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_syncs.py"
+    spec = importlib.util.spec_from_file_location("bench_syncs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _data_path_reads(c):
+    """Host reads made anywhere but the shared check of the public epsilon and delta (torchdpgmm/_validation.py)."""
+    return {k: v for k, v in c["sync_callers"].items() if not k.split(" @ ")[1].startswith("_validation.py")}
+
+
+@pytest.mark.parametrize("epsilon", [1.0, [0.5, 1.0, 4.0]])
+def test_sound_release_reads_nothing_back_and_ops_do_not_grow_with_trials(bench, epsilon):
+    """At most 5 host reads per call (discrete noise, the default, and continuous), none of them on the data path
+    (only the shared budget check of the public epsilon and delta reads numbers), and the same dispatched ops at
+    16 and 4,096 trials."""
+    rows = {}
+    for T in (16, 4096):
+        X, y = bench.data(T, n=200)
+        rows[T] = (bench.count(bench.sound_release(X, y, noise="continuous", epsilon=epsilon), stacks=True),
+                   bench.count(bench.sound_release(X, y, epsilon=epsilon), stacks=True))
+    for pair in rows.values():
+        for c in pair:
+            assert c["syncs"] <= bench.MAX_SYNCS and _data_path_reads(c) == {}, c["sync_callers"]
+    assert rows[16][0]["ops"] == rows[4096][0]["ops"] and rows[16][1]["ops"] == rows[4096][1]["ops"]
+    # the continuous path's peak working memory per trial: the clipped rows and one class's rows (+ masks)
+    assert rows[4096][0]["peak_bytes_above_inputs"] <= 4096 * 200 * (2 * 3 * 8 + 8)
+
+
+def test_counter_sees_host_reads(bench):
+    """The counter is not blind: a bool(), a nonzero and a boolean-mask index are each counted."""
+    x = torch.arange(5.0)
+    with bench.OpCounter() as c:
+        bool((x > 2).any())
+        torch.nonzero(x)
+        x[x > 1]
+    assert c.total_syncs >= 3 and {"nonzero", "index[bool]"} <= set(c.syncs)
+
+
+def test_batched_epsilons_equal_scalar_releases_discrete(bench):
+    """Discrete noise: the batched release draws in the order of E scalar releases, so each slice equals the
+    scalar release bit for bit, and each record equals the scalar record."""
+    X, y = bench.data(6, n=200)
+    eps = [0.3, 1.0, 3.0]
+    kw = dict(mode="sound", clip_bound=30.0, adjacency="replace-one")
+    rel = release(X, y, 5, eps, 1e-5, generator=torch.Generator().manual_seed(4), **kw)
+    assert tuple(rel.model.batch_shape) == (3, 6)
+    g = torch.Generator().manual_seed(4)
+    for i, e in enumerate(eps):
+        one = release(X, y, 5, e, 1e-5, generator=g, **kw)
+        sub = rel.at_epsilon(i)
+        for a in ("weights", "means", "covariances", "counts"):
+            assert torch.equal(getattr(sub.model, a), getattr(one.model, a))
+        assert sub.privacy.to_dict() == one.privacy.to_dict() and sub.privacy.covered
+        assert sub.extras == one.extras | {}  # same public diagnostics
+    p = rel.privacy
+    assert not p.covered and p.blocks == () and torch.equal(p.epsilon, torch.tensor(eps, dtype=torch.float64))
+    assert "not for the batch together" in p.notes[0]
+    with pytest.raises(ValueError, match="at_epsilon applies"):
+        release(X, y, 5, 1.0, 1e-5, **kw).at_epsilon(0)
+    with pytest.raises(ValueError, match="index"):
+        rel.at_epsilon(3)
+    with pytest.raises(ValueError, match="epsilon must be finite"):
+        release(X, y, 5, [1.0, -1.0], 1e-5, **kw)
+
+
+def test_batched_epsilons_continuous_noise_has_each_epsilons_scale():
+    """Continuous noise: one draw per block for all epsilons; the noise of slice e has the std that the scalar
+    calibration at epsilon e states (chi-square interval on 20,000 draws per block and epsilon)."""
+    eps = [0.2, 1.0, 5.0]
+    sts = [sound_settings(3, 5, e, 1e-5, clip_bound=2.0, noise="continuous") for e in eps]
+    cals = [_calibrate(st, 3) for st in sts]
+    T = 4000
+    stats = (torch.zeros(T, 5), torch.zeros(T, 5, 3), torch.zeros(T, 5, 3, 3))
+    noisy = _perturb_epsilons(stats, cals, sts, torch.Generator().manual_seed(0))
+    from scipy import stats as ss
+
+    for i, (scales, _) in enumerate(cals):
+        for name, z in zip(("counts", "sums", "second_moments"), noisy):
+            v = z[i]
+            if name == "second_moments":  # diagonal entries carry the full std (off-diagonal / sqrt 2)
+                v = torch.diagonal(v, dim1=-2, dim2=-1)
+                assert torch.equal(z[i], z[i].transpose(-1, -2))
+            v = v.reshape(-1).numpy()
+            n = v.size
+            lo, hi = ss.chi2.ppf([1e-4, 1 - 1e-4], n)
+            assert lo <= (v ** 2).sum() / scales[name] ** 2 <= hi, (eps[i], name)
+
+
+def test_sweep_releases_all_epsilons_in_one_call(monkeypatch):
+    """sweep._release_kl calls release once with the whole epsilon grid and returns (E, T)."""
+    from torchdpgmm import sweep
+    from torchdpgmm.montecarlo import synthetic_data
+
+    calls = []
+    real = release
+
+    def spy(*a, **k):
+        calls.append(a[3])
+        return real(*a, **k)
+
+    monkeypatch.setattr("torchdpgmm.release.release", spy)
+    spec = sweep.SweepSpec(mechanisms=["kl"], epsilons=[0.1, 1.0, 10.0], Ns=[200], Ks=[3], ds=[2], trials=4,
+                           mode="sound", clip_bound=30.0, adjacency="replace-one")
+    d = synthetic_data(4, 200, 3, 2, generator=torch.Generator().manual_seed(0))
+    kl = sweep._release_kl(spec, "kl", d.X, d.y, 3, None, torch.Generator().manual_seed(5), data_classes=3)
+    assert calls == [[0.1, 1.0, 10.0]] and kl.shape == (3, 4) and torch.isfinite(kl).all()
+    assert (kl[0] > kl[2]).all()  # far more noise at epsilon 0.1 than at 10
+
+
+def test_bytes_per_trial_matches_measured_sweep_block(bench):
+    """The analytic per-trial bytes bound the measured peak live bytes of a sweep block (release of 7 epsilons +
+    KL evaluation, continuous noise; slope between two block sizes) within 25%, and both are <= 100 KB."""
+    pts = []
+    for T in (8, 24):
+        X, y = bench.data(T)
+        pts.append(bench.count(bench.sweep_block(X, y, noise="continuous"), track=(X, y))["peak_bytes"])
+    measured = (pts[1] - pts[0]) / 16
+    est = bytes_per_trial(1000, 5, 3, epsilons=7)
+    assert measured <= est <= 1.25 * measured and est <= bench.MAX_BYTES_PER_TRIAL, (measured, est)
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        bytes_per_trial(0, 5, 3)
+
+
+def test_bench_syncs_quick(tmp_path, bench):
+    out = tmp_path / "b.json"
+    assert bench.main(["--quick", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["config"]["quick"] is True and res["max_syncs"] == 5
+    assert res["releases"]["sound_kl_discrete"]["max_syncs_warm"] <= 5
+    assert res["releases"]["sound_kl_continuous_7eps"]["ops_ratio"] == 1.0
+    mem = res["sweep_block_memory"]
+    assert mem["estimate_bytes_per_trial"] == 88840 and mem["continuous"]["bytes_per_trial"] > 0
