@@ -12,6 +12,7 @@ The JSON files are written by committed scripts and studies (named in each block
   tables by ``scripts/realdata_tables.py``;
 * docs/montecarlo.md: ``torchdpgmm experiment fig2`` (``scripts/figures_synthetic.sh``) and
   ``benchmarks/bench_sweep_memory.py``;
+* docs/gpu.md: ``benchmarks/bench_sweep_gpu.py`` (the KL sweep on a GPU and on the same machine's CPUs);
 * docs/realdata.md: the iris, mnist, mnist-mlp and record-level studies, tables by ``scripts/realdata_tables.py``;
 * docs/decisions.md: ``scripts/synth_validation.py`` (the validation table behind the cells' defaults).
 
@@ -114,6 +115,20 @@ def sweep_scale_table() -> str:
     return "\n".join(out)
 
 
+def gpu_sweep_table() -> str:
+    """docs/gpu.md: benchmarks/bench_sweep_gpu.py's JSON (a GPU run, and the 2-core CPU run when there is one)."""
+    bench = _script("benchmarks/bench_sweep_gpu.py")
+    parts = []
+    for name in ("bench_sweep_gpu.json", "bench_sweep_cpu.json"):
+        path = ROOT / "benchmarks" / "results" / name
+        if path.exists():
+            parts.append(bench.render(_json(path)))
+    if not (ROOT / "benchmarks" / "results" / "bench_sweep_gpu.json").exists():
+        parts.insert(0, "_No GPU measurement is committed yet: benchmarks/results/bench_sweep_gpu.json is written by "
+                        "`python benchmarks/bench_sweep_gpu.py` on a GPU machine._")
+    return "\n\n".join(parts)
+
+
 def _real(fn: str, name: str, path: Path, command: str) -> str:
     tables = _script("scripts/realdata_tables.py")
     d = _json(path)
@@ -136,6 +151,7 @@ def blocks() -> dict[str, tuple[Path, callable]]:
         "synthetic-classifier-results": (DOCS / "synthetic-data.md", synthetic_table),
         "fig2-kl": (DOCS / "montecarlo.md", fig2_table),
         "sweep-scale": (DOCS / "montecarlo.md", sweep_scale_table),
+        "gpu-sweep": (DOCS / "gpu.md", gpu_sweep_table),
         "realdata-iris": (rd, lambda: _real("iris_table", "iris", REAL / "iris.json",
                                             "torchdpgmm experiment iris --threads 1")),
         "realdata-mnist": (rd, lambda: _real("mnist_table", "mnist", REAL / "mnist.json",
