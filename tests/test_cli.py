@@ -47,7 +47,8 @@ def _tree(root):
     return sorted(str(p.relative_to(root)) for p in Path(root).rglob("*"))
 
 
-RELEASE = ["release", "--data", "d.csv", "--label-column", "species", "--epsilon", "1", "--delta", "1e-5"]
+RELEASE = ["release", "--data", "d.csv", "--label-column", "species", "--features", "petal_length,petal_width",
+           "--epsilon", "1", "--delta", "1e-5"]
 SOUND = ["--classes", CLASSES, "--clip-bound", "10"]
 
 BAD = {

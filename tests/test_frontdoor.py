@@ -44,7 +44,8 @@ SOUND_FLAGS = ["--classes", "setosa,versicolor,virginica", "--clip-bound", "10"]
 def test_release_then_sample_from_csv(tmp_path, capsys):
     data = _csv(tmp_path / "flowers.csv")
     out = tmp_path / "model.json"
-    rc = main(["release", "--data", str(data), "--label-column", "species", "--epsilon", "1", "--delta", "1e-5",
+    rc = main(["release", "--data", str(data), "--label-column", "species", "--features", "petal_length,petal_width",
+               "--epsilon", "1", "--delta", "1e-5",
                "--mechanism", "kl", *SOUND_FLAGS, "--seed", "3", "--out", str(out)])
     assert rc == 0
     mf = load_model(out)
@@ -58,8 +59,8 @@ def test_release_then_sample_from_csv(tmp_path, capsys):
     expected = mf.model.counts.double() / mf.model.counts.sum() * 50
     assert np.all(np.abs(np.bincount(syn.y.numpy(), minlength=3) - expected.numpy()) < 1)
     # the same seed gives the same release
-    main(["release", "--data", str(data), "--label-column", "species", "--epsilon", "1", "--delta", "1e-5",
-          *SOUND_FLAGS, "--seed", "3", "--out", str(tmp_path / "again.json")])
+    main(["release", "--data", str(data), "--label-column", "species", "--features", "petal_length,petal_width",
+          "--epsilon", "1", "--delta", "1e-5", *SOUND_FLAGS, "--seed", "3", "--out", str(tmp_path / "again.json")])
     torch.testing.assert_close(load_model(tmp_path / "again.json").model.means, mf.model.means)
 
 
@@ -70,7 +71,8 @@ def test_release_then_sample_from_csv(tmp_path, capsys):
 ])
 def test_release_errors_write_nothing(tmp_path, capsys, args, msg):
     data = _csv(tmp_path / "d.csv")
-    base = {"--epsilon": "1", "--delta": "1e-5", "--classes": "setosa,versicolor,virginica", "--clip-bound": "10"}
+    base = {"--epsilon": "1", "--delta": "1e-5", "--classes": "setosa,versicolor,virginica", "--clip-bound": "10",
+            "--features": "petal_length,petal_width"}
     for i in range(0, len(args), 2):
         base[args[i]] = args[i + 1]
     argv = ["release", "--data", str(data), "--out", str(tmp_path / "m.json")]
@@ -85,7 +87,8 @@ def test_release_errors_write_nothing(tmp_path, capsys, args, msg):
 def test_single_class_depends_on_mode_and_bad_rows_are_dropped_in_sound_mode(tmp_path, capsys):
     p = tmp_path / "one.csv"
     p.write_text("a,b,label\n1,2,x\n3,4,x\n5,6,x\n")
-    base = ["release", "--data", str(p), "--label-column", "label", "--epsilon", "1", "--delta", "1e-5"]
+    base = ["release", "--data", str(p), "--label-column", "label", "--features", "a,b", "--epsilon", "1",
+            "--delta", "1e-5"]
     # as-published reads the classes from the data, so a single class is refused ...
     assert main([*base, "--mode", "as-published", "--out", str(tmp_path / "m.json")]) == 2
     assert "single class" in capsys.readouterr().err

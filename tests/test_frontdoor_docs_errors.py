@@ -61,8 +61,8 @@ def _table(path: Path, header=("a", "b", "label"), bad_cell=False, n=60) -> Path
 
 
 def _release_argv(data, out, *extra):
-    base = {"--data": str(data), "--label-column": "label", "--classes": "u,v", "--epsilon": "1", "--delta": "1e-5",
-            "--clip-bound": "2", "--out": str(out)}
+    base = {"--data": str(data), "--label-column": "label", "--features": "a,b", "--classes": "u,v", "--epsilon": "1",
+            "--delta": "1e-5", "--clip-bound": "2", "--out": str(out)}
     flags = list(extra)
     for k, v in base.items():
         if k not in flags:

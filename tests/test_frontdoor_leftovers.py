@@ -129,7 +129,8 @@ def test_failed_write_names_the_out_path_in_plain_words(tmp_path, monkeypatch, c
     from torchdpgmm.cli import main
 
     _small_csv(tmp_path / "d.csv")
-    release = ["release", "--data", str(tmp_path / "d.csv"), "--label-column", "label", "--classes", "cat,dog",
+    release = ["release", "--data", str(tmp_path / "d.csv"), "--label-column", "label", "--features", "a,b",
+               "--classes", "cat,dog",
                "--clip-bound", "10", "--epsilon", "1", "--delta", "1e-5"]
     assert main([*release, "--out", str(tmp_path / "m.json")]) == 0
     capsys.readouterr()

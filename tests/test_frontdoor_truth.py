@@ -192,3 +192,34 @@ def test_studies_warn_on_a_weak_budget_before_they_run(tmp_path, capsys, monkeyp
     assert main([*argv, "--out", str(tmp_path / "o")]) == 0 and ran
     err = capsys.readouterr().err
     assert ("epsilon = 20 > 10" in err or "delta = 0.01 > 0.001" in err) and "warning" in err
+
+
+# ---------------------------------------------------------------------------------------------- features from the schema (item 3)
+@pytest.mark.parametrize("extra", [["--features", "Ht,sex", "--clip-bound", "10"],
+                                   ["--bounds", "Ht=140:210,sex=0:1"],
+                                   ["--clip-bound", "10"],  # nothing names the features
+                                   ["--bounds", "140:210", "--clip-bound", "10"]])
+def test_release_features_come_from_public_schema_or_are_asked_for(tmp_path, capsys, extra):
+    out = tmp_path / "m.json"
+    assert main(["release", *AIS_ARGS, *extra, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("label column 'sex'" in err[0] or "--features" in err[0]), err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_release_without_features_takes_the_columns_the_bounds_name(tmp_path):
+    out = tmp_path / "m.json"
+    assert main(["release", *AIS_ARGS, "--bounds", "Wt=30:150,Ht=140:210", "--out", str(out)]) == 0
+    m = json.loads(out.read_text())
+    assert m["feature_names"] == ["Wt", "Ht"] and m["dim"] == 2
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"columns": {"Ht": [140, 210], "Wt": [30, 150]}}))
+    assert main(["release", *AIS_ARGS, "--schema", str(schema), "--out", str(tmp_path / "n.json")]) == 0
+    assert json.loads((tmp_path / "n.json").read_text())["feature_names"] == ["Ht", "Wt"]
+
+
+def test_synthesize_takes_the_columns_the_bounds_name(tmp_path):
+    out = tmp_path / "syn"
+    assert main(["synthesize", *AIS_ARGS, "--image-transform", "none", "--bounds", "Ht=140:210,Wt=30:150",
+                 "-n", "20", "--out", str(out)]) == 0
+    assert (out / "synthetic.csv").read_text().splitlines()[0] == "Ht,Wt,label"

@@ -123,7 +123,9 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, required=True, help="input table: .csv (with header) or .npz (arrays X, y)")
     p.add_argument("--label-column", help="name of the label column (CSV)")
     p.add_argument("--features", type=_csv_list(str), default=None,
-                   help="comma-separated feature columns (default: every other column)")
+                   help="comma-separated feature columns of a CSV, never the label column (default: the columns "
+                        "--bounds COL=LOW:HIGH,... or --schema name; without any of them a CSV release asks for "
+                        "--features)")
     p.add_argument("--epsilon", type=float, required=True)
     p.add_argument("--delta", type=float, required=True)
     p.add_argument("--mechanism", default="kl", choices=MECHANISMS)
@@ -725,7 +727,8 @@ def _cmd_release(args: argparse.Namespace) -> int:
         _warn(SEEDED_NOISE_NOTE)  # refused before any data are read
     sound = args.mode == "sound"
     classes = None if args.classes is None else check_class_list(args.classes)
-    table = read_labeled_table(args.data, args.label_column, args.features, classes=classes, private=sound)
+    features = _release_features(args)
+    table = read_labeled_table(args.data, args.label_column, features, classes=classes, private=sound)
     from torchdpgmm.release import release
 
     bounds = _read_bounds(args, table.feature_names)  # public: the bounds and the header's column names
@@ -777,6 +780,39 @@ def _cmd_release(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: K={table.num_classes}, d={table.X.shape[1]}{size}, "
           f"epsilon={rec['epsilon']:g}, delta={rec['delta']:g}, mode={rec['mode']}, adjacency={rec['adjacency']}")
     return 0
+
+
+def _schema_columns(args: argparse.Namespace) -> list[str] | None:
+    """The columns that ``--bounds COL=LOW:HIGH,...`` or ``--schema`` name (public schema), or None."""
+    from torchdpgmm.bounds import Bounds, parse_bounds_text
+
+    if args.bounds is not None and "=" in args.bounds:
+        return list(parse_bounds_text(args.bounds).names or [])
+    if getattr(args, "schema", None) is not None and args.bounds is None:
+        return list(Bounds.from_schema(args.schema).names or [])
+    return None
+
+
+def _release_features(args: argparse.Namespace) -> list[str] | None:
+    """The feature columns of ``release``, from public schema only (before any data are read): ``--features``,
+    else the columns ``--bounds`` / ``--schema`` name; a CSV with none of them is refused in one line (every
+    other column would take text columns too, whose cells are dropped as not numbers). An NPZ's ``X`` is its
+    feature table."""
+    if args.features is not None:
+        if args.label_column is not None and args.label_column in args.features:
+            raise UsageError(f"--features names the label column {args.label_column!r}: a label cannot also be a "
+                             "feature (list the other columns)")
+        return list(args.features)
+    named = _schema_columns(args)
+    if named:
+        if args.label_column is not None and args.label_column in named:
+            raise UsageError(f"--bounds / --schema name the label column {args.label_column!r}: a label cannot also "
+                             "be a feature")
+        return named
+    if Path(args.data).suffix.lower() != ".npz":
+        raise UsageError("name the feature columns: --features COL,COL,... (or --bounds COL=LOW:HIGH,... / --schema, "
+                         "whose columns are then the features); every other column is never taken by default")
+    return None
 
 
 def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: float | None, center: Any) -> int:
@@ -889,7 +925,11 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
         from torchdpgmm.estimator import SEEDED_NOISE_NOTE
 
         _warn(SEEDED_NOISE_NOTE)  # refused before any data are read
-    table = read_labeled_images(args.data, classes, args.label_column)
+    named = _schema_columns(args) if has_bounds else None  # the columns the bounds name are the features
+    if named and args.label_column is not None and args.label_column in named:
+        raise UsageError(f"--bounds / --schema name the label column {args.label_column!r}: a label cannot also "
+                         "be a feature")
+    table = read_labeled_images(args.data, classes, args.label_column, named or None)
     X, bounds = table.X, None
     if has_bounds:  # public: the bounds and the header's column names; records into the centred unit box
         bounds = _read_bounds(args, getattr(table, "feature_names", None) or [f"x{i}" for i in range(X.shape[1])])

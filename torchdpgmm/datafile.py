@@ -195,6 +195,8 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
     if label_column not in header:
         raise ValueError(f"{path}: no column named {label_column!r} (columns: {', '.join(header)})")
     li = header.index(label_column)
+    if feature_columns is not None and label_column in feature_columns:
+        raise ValueError(f"the feature columns name the label column {label_column!r}: a label cannot also be a feature")
     if feature_columns is None:
         feature_columns = [h for h in header if h != label_column]
     missing = [c for c in feature_columns if c not in header]
@@ -227,15 +229,17 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
     return _finish(X, labels, list(feature_columns), str(path), None, classes, private)
 
 
-def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: str | None = None) -> LabeledTable:
+def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: str | None = None,
+                        feature_columns: Sequence[str] | None = None) -> LabeledTable:
     """Private training images for the synthetic-data pipeline: a folder of IDX files in MNIST's layout
     (``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte``, raw or ``.gz``; uint8 pixels scaled to
     [0, 1]) or a table that :func:`read_labeled_table` reads (``.npz`` / ``.csv``, one image per row).
+    ``feature_columns`` picks a table's columns (default: every column but the label).
     Labels are matched by their text against the public ``classes``; a row whose label is not among them
     gets index -1 (dropped by the release, never refused). Errors name no row and no value."""
     path = Path(path)
     if not path.is_dir():
-        return read_labeled_table(path, label_column, None, classes=classes, private=True)
+        return read_labeled_table(path, label_column, feature_columns, classes=classes, private=True)
     from torchdpgmm.data.idx import find_idx_file, read_idx
     from torchdpgmm.data.loaders import MNIST_FILES
 
