@@ -40,7 +40,9 @@ def _record(fn):
 
 @pytest.mark.parametrize("draw", [
     lambda g: D.discrete_gaussian_noise((300,), 2.0, g),
+    lambda g: D.discrete_gaussian_noise((2500,), 2.0, g),  # a pool above 4096: the round-by-round layout
     lambda g: D.discrete_laplace_noise((300,), 1.5, g),
+    lambda g: D.discrete_laplace_noise((2500,), 1.5, g),
     lambda g: D.bernoulli_exp_neg(torch.arange(40, dtype=torch.int64), 7, g),
 ])
 def test_dispatched_work_is_identical_for_different_seeds_and_has_no_sync(draw):
@@ -51,7 +53,8 @@ def test_dispatched_work_is_identical_for_different_seeds_and_has_no_sync(draw):
     names = Counter(n for n, _, _ in ops_a)
     assert not SYNC_OPS & set(names), SYNC_OPS & set(names)
     assert not any(bi for _, _, bi in ops_a)
-    assert names["random_"] + names["randint"] > 70  # the fixed rounds are really drawn
+    drawn = sum(math.prod(shapes[0]) for n, shapes, _ in ops_a if n == "random_")
+    assert drawn > 70 * a.numel()  # the fixed rounds are really drawn (over 70 uniforms per output)
 
 
 def test_work_does_not_depend_on_sigma_beyond_the_public_pool_size():
@@ -79,7 +82,7 @@ def test_work_is_the_same_whatever_the_draws_are_far_in_the_tail():
 
 def test_trial_thresholds_are_exactly_one_over_factorials():
     # one Bernoulli(exp(-1)) trial: P(run >= K) = 1/K! read from w < M1 / K!, continued from 16!/K!
-    assert D._M1 % math.factorial(16) == 0 and D._M1 <= 2 ** 62
+    assert D._M1 % math.factorial(16) == 0 and D._M1 < 2 ** 63
     for k in range(2, 17):
         assert Fraction(D._M1 // math.factorial(k), D._M1) == Fraction(1, math.factorial(k))
     assert sorted(D._B1) == D._B1 and len(set(D._B1)) == 15
@@ -200,3 +203,37 @@ def test_cuda_draws_do_not_synchronise():
         torch.cuda.set_sync_debug_mode("default")
     assert z.device.type == "cuda" and w.device.type == "cuda"
     assert abs(z.double().std().item() - 2.0) < 0.1
+
+
+@pytest.fixture
+def vectorised(monkeypatch):
+    """Run the accelerator layout (all rounds of a stage in one tensor) on the CPU."""
+    monkeypatch.setattr(D, "_vectorised", lambda device, m: True)
+
+
+@pytest.mark.parametrize("sigma", [0.25, 2.3])
+def test_accelerator_layout_matches_the_pmf_and_does_fixed_work(vectorised, sigma):
+    x = D.discrete_gaussian_noise((30_000,), sigma, torch.Generator().manual_seed(11))
+    t, q, den = D.rational_gaussian_variance(sigma)
+    k = np.arange(-(12 * int(sigma) + 12), 12 * int(sigma) + 13)
+    w = np.exp(-(k.astype(float) ** 2) / (2 * t * q / den))
+    obs = np.array([(x.numpy() == j).sum() for j in k])
+    keep = w / w.sum() * x.numel() >= 5
+    exp = w / w.sum() * x.numel()
+    assert stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue > 1e-3
+    ops_a, _ = _record(lambda: D.discrete_gaussian_noise((200,), sigma, torch.Generator().manual_seed(1)))
+    ops_b, _ = _record(lambda: D.discrete_gaussian_noise((200,), sigma, torch.Generator().manual_seed(2)))
+    assert ops_a == ops_b and not SYNC_OPS & {n for n, _, _ in ops_a}
+    assert len(ops_a) < 200  # a few big ops, not one per round (the CPU layout dispatches over 1,500)
+
+
+def test_accelerator_layout_laplace_and_bernoulli(vectorised):
+    x = D.discrete_laplace_noise((30_000,), 1.5, torch.Generator().manual_seed(12))
+    t, s = D.rational_laplace_scale(1.5)
+    k = np.arange(-80, 81)
+    pmf = stats.dlaplace(s / t).pmf(k)
+    obs = np.array([(x.numpy() == j).sum() for j in k])
+    keep = pmf * x.numel() >= 5
+    assert stats.chisquare(obs[keep], pmf[keep] * x.numel() * obs[keep].sum() / (pmf[keep].sum() * x.numel())).pvalue > 1e-3
+    b = D.bernoulli_exp_neg(torch.full((40_000,), 7, dtype=torch.int64), 3, torch.Generator().manual_seed(4))
+    assert stats.binomtest(int(b.sum()), 40_000, math.exp(-7 / 3)).pvalue > 1e-3

@@ -2,8 +2,8 @@
 amount of work per draw.
 
 Everything here uses integer arithmetic only: a Bernoulli(n/m) is ``u < c n`` for ``u`` uniform on
-``{0, ..., 2^62 - 1}`` and ``c = floor(2^62 / m)``, given ``u < c m`` (then ``u`` is uniform on ``c m``
-values, so the Bernoulli is exact), so there is no floating-point rounding for a Mironov (2012)-style attack
+``{0, ..., 2^63 - 1}`` (int64 ``random_()``) and ``c = floor((2^63 - 1) / m)``, given ``u < c m`` (then ``u``
+is uniform on ``c m`` values, so the Bernoulli is exact), so there is no floating-point rounding for a Mironov (2012)-style attack
 to exploit.
 
 - :func:`bernoulli_exp_neg` - ``Bernoulli(exp(-n/d))`` (Algorithm 1).
@@ -28,8 +28,10 @@ rationalised scale), never on the noise drawn:
   (no compaction, no boolean indexing, no ``nonzero``): the accepted candidates are i.i.d. from the target
   whatever the accept pattern, so the first ``n`` of them are ``n`` i.i.d. draws. Per draw the pool holds
   about ``1/p`` candidates (2.1 for the discrete Gaussian at sigma = 2) where fixed rounds per draw would
-  need about ``64 ln 2 / -ln(1 - p)`` (70). Draws are processed in chunks of at most ``2^18`` (peak
-  memory a few tens of MB).
+  need about ``64 ln 2 / -ln(1 - p)`` (70). Draws are processed in chunks of at most ``2^18`` on the CPU,
+  round by round in place (peak memory a few tens of MB), and of ``2^16`` on an accelerator, where each
+  stage's rounds are drawn as one tensor to keep kernel launches few (peak about 150 MB); CPU pools of at
+  most 4096 candidates use that layout too (a few hundred dispatched ops instead of a few thousand).
 * **Caps.** Every unbounded loop inside a pass has a fixed cap, each derived from an exact tail:
 
   - Algorithm 1 for ``gamma in [0, 1]`` draws ``A_K ~ Bernoulli(gamma / K)`` for ``K = 1..24`` and reads
@@ -93,57 +95,80 @@ __all__ = [
     "add_noise",
 ]
 
-_TWO62 = 2 ** 62
+_RANGE = 2 ** 63      # int64 ``random_()`` draws uniformly from {0, ..., 2^63 - 1} (64 random bits mod 2^63)
+_TOP = _RANGE - 1     # c = floor(_TOP / m) keeps c m (and c num, num <= m) inside int64
 _EXP_STEPS = 24        # Algorithm 1, gamma in [0, 1]: all 24 coins one with probability <= 1/24! < 2^-79
 _RUN1, _RUN2 = 16, 26  # a Bernoulli(exp(-1)) trial: run levels read from the first / the continuation uniform
 _V_LAPLACE = 53        # geometric count of the Laplace proposal: P(V >= 53) = e^-53 < 2^-76
 _V_GAUSS = 11          # inside the Gaussian: P(V >= 11) * max acceptance <= e^-11 e^-50 < 2^-76
 _INT_CAP = 52          # integer part of Algorithm 3's exponent: exact for floor(gamma) <= 52; e^-53 < 2^-76
 _RUNOUT_LOG2 = -66     # P(a pool has fewer accepts than draws) <= 2^-66 (Chernoff)
-_CHUNK = 2 ** 18       # draws per pool (peak memory)
+_CHUNK = 2 ** 18       # draws per pool on the CPU (peak memory: tens of MB)
+_CHUNK_ACCEL = 2 ** 16  # on an accelerator, where all rounds of a pool are drawn at once (~150 MB)
+_SMALL_POOL = 4096     # on the CPU, pools up to this size are drawn in the accelerator layout too
 _BERN_MAX_DEN = 2 ** 48  # bernoulli_exp_neg: largest denominator (sizes its fixed attempts)
 
 _F16, _F26 = math.factorial(_RUN1), math.factorial(_RUN2)
-_M1 = (_TWO62 // _F16) * _F16                       # first uniform of a trial: below M1, run >= K iff w < M1/K!
-_B1 = sorted(_M1 // math.factorial(k) for k in range(2, _RUN1 + 1))
-_M2 = (_TWO62 // (_F26 // _F16)) * (_F26 // _F16)  # continuation: run >= K (K > 16) iff w2 < M2 16!/K!
+_M1 = (_TOP // _F16) * _F16                         # first uniform of a trial: below M1, run >= K iff w < M1/K!
+_B1 = sorted(_M1 // math.factorial(k) for k in range(2, _RUN1 + 1))  # ascending: M1/16!, ..., M1/2
+_M2 = (_TOP // (_F26 // _F16)) * (_F26 // _F16)    # continuation: run >= K (K > 16) iff w2 < M2 16!/K!
 _B2 = sorted(_M2 * _F16 // math.factorial(k) for k in range(_RUN1 + 1, _RUN2 + 1))
 
 
-def _rand62(m: int, generator, device) -> torch.Tensor:
-    """``m`` i.i.d. uniform int64 on ``{0, ..., 2^62 - 1}`` (a power of two: exact)."""
-    return torch.randint(0, _TWO62, (m,), generator=generator, dtype=torch.int64, device=device)
+def _vectorised(device: torch.device, m: int) -> bool:
+    """Whether to draw a pool's fixed rounds as a few big tensors (on an accelerator, and for small pools:
+    few dispatched ops) rather than in place, round by round (large pools on the CPU: less memory traffic).
+    Both layouts do a fixed amount of work; the choice depends on the device and the pool size only."""
+    return torch.device(device).type != "cpu" or m <= _SMALL_POOL
+
+
+def _uniform(m: int, generator, device, dtype=torch.int64) -> torch.Tensor:
+    """``m`` i.i.d. uniform draws: int64 on ``{0, ..., 2^63 - 1}`` (exact), or fair bools."""
+    return torch.empty(m, dtype=dtype, device=device).random_(generator=generator)
 
 
 def _uniform_below(t: int, m: int, generator, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(U, ok)``: ``m`` draws, ``U`` exactly uniform on ``{0, ..., t-1}`` where ``ok`` (``1 <= t <= 2^62``).
+    """``(U, ok)``: ``m`` draws, ``U`` exactly uniform on ``{0, ..., t-1}`` where ``ok`` (``1 <= t < 2^63``).
 
-    One 62-bit draw ``w``: ``ok = w < c t`` with ``c = floor(2^62 / t)``, then ``U = floor(w / c)`` takes each
-    value for exactly ``c`` of the ``c t`` allowed ``w``. ``ok`` fails with probability ``(2^62 mod t) / 2^62``
-    whatever ``U``, so a caller folds it into its rejection; ``U`` is 0 where not ``ok``. Fixed work."""
-    c = _TWO62 // t
-    w = _rand62(m, generator, device)
+    One 63-bit draw ``w``: ``ok = w < c t`` with ``c = floor((2^63 - 1) / t)``, then ``U = floor(w / c)`` takes
+    each value for exactly ``c`` of the ``c t`` allowed ``w``. ``ok`` fails with probability
+    ``1 - c t / 2^63 < t / 2^63`` whatever ``U``, so a caller folds it into its rejection; ``U`` is 0 where not
+    ``ok``. Fixed work."""
+    c = _TOP // t
+    w = _uniform(m, generator, device)
     ok = w < c * t
     return torch.where(ok, w // c, torch.zeros_like(w)), ok
 
 
 def _exp_neg_frac(num: torch.Tensor, den, generator) -> tuple[torch.Tensor, torch.Tensor]:
     """``(bit, valid)``: ``bit ~ Bernoulli(exp(-num/den))`` for 1-D int64 ``0 <= num <= den`` (Algorithm 1 with
-    gamma in [0, 1]) where ``valid``; ``den`` an int or an int64 tensor (broadcast), ``24 den <= 2^62``.
+    gamma in [0, 1]) where ``valid``; ``den`` an int or an int64 tensor (broadcast), ``24 den < 2^63``.
 
     Draws ``A_K ~ Bernoulli(gamma / K)`` for all ``K = 1..24`` (``A_K = u_K < c_K num``, ``c_K =
-    floor(2^62 / (den K))``) and returns 1 iff the first ``K`` with ``A_K = 0`` is odd, i.e. the leading run of
-    ones is even. Not ``valid``: some ``u_K >= c_K den K`` (probability independent of the values) or all 24
-    coins one (probability ``gamma^24 / 24! <= 2^-79``). Fixed work: 24 draws, no branch on values."""
-    alive = torch.ones_like(num, dtype=torch.bool)
-    odd = torch.zeros_like(alive)
-    ok = torch.ones_like(alive)
-    for k in range(1, _EXP_STEPS + 1):
+    floor((2^63 - 1) / (den K))``) and returns 1 iff the first ``K`` with ``A_K = 0`` is odd, i.e. the leading
+    run of ones is even. Not ``valid``: some ``u_K >= c_K den K`` (probability independent of the values) or
+    all 24 coins one (probability ``gamma^24 / 24! <= 2^-79``). Fixed work: 24 draws, no branch on values."""
+    m, dev = num.numel(), num.device
+    if _vectorised(dev, m):  # one (24, m) draw and a few broadcast ops: few kernel launches on an accelerator
+        ks = torch.arange(1, _EXP_STEPS + 1, dtype=torch.int64, device=dev).unsqueeze(1)
+        mk = (den.unsqueeze(0) if torch.is_tensor(den) else den) * ks
+        c = _TOP // mk
+        u = torch.empty((_EXP_STEPS, m), dtype=torch.int64, device=dev).random_(generator=generator)
+        ok = (u < c * mk).all(0)
+        run = (u < c * num.unsqueeze(0)).to(torch.int32).cumprod(0)  # 1 while every coin so far is one
+        return (run.sum(0) & 1) == 0, ok & (run[-1] == 0)
+    alive = torch.ones(m, dtype=torch.bool, device=dev)
+    odd = torch.zeros(m, dtype=torch.bool, device=dev)
+    ok = torch.ones(m, dtype=torch.bool, device=dev)
+    u = torch.empty(m, dtype=torch.int64, device=dev)
+    cn = torch.empty(m, dtype=torch.int64, device=dev)
+    tmp = torch.empty(m, dtype=torch.bool, device=dev)
+    for k in range(1, _EXP_STEPS + 1):  # on the CPU, in place: no (24, m) temporaries
         mk = den * k
-        c = _TWO62 // mk
-        u = _rand62(num.numel(), generator, num.device)
-        ok &= u < c * mk
-        alive &= u < c * num
+        c = _TOP // mk
+        u.random_(generator=generator)
+        ok &= torch.lt(u, c * mk, out=tmp)
+        alive &= torch.lt(u, torch.mul(num, c, out=cn), out=tmp)
         odd ^= alive
     return ~odd, ok & ~alive
 
@@ -153,40 +178,61 @@ class _Trials:
 
     A trial is the leading run ``r`` of ``A_K ~ Bernoulli(1/K)`` (``A_1 = 1``); it succeeds iff ``r`` is even
     (the first zero at an odd ``K``), which has probability ``sum_K odd (K-1)/K! = e^-1``. ``P(r >= K) = 1/K!``
-    is read from one uniform ``w`` below ``M1 = c 16!``: ``r >= K`` iff ``w < M1 / K!`` (a ``torch.bucketize``
-    over the 15 thresholds). A run reaching 16 is continued by the row's one continuation uniform ``w2``
-    (levels 17..26, ``P(r >= K | r >= 16) = 16!/K!``); :meth:`valid` is false where a row had two such runs
-    or where ``w2`` reads a run of 26, and where a uniform fell outside its range (value-independent)."""
+    is read from one uniform ``w`` below ``M1 = c 16!``: ``r >= K`` iff ``w < M1 / K!`` (15 comparisons, their
+    parity). A run reaching 16 is continued by the row's one continuation uniform ``w2`` (levels 17..26,
+    ``P(r >= K | r >= 16) = 16!/K!``); :meth:`valid` is false where a row had two such runs or where ``w2``
+    reads a run of 26, and where a uniform fell outside its range (value-independent)."""
 
     def __init__(self, m: int, generator, device):
         self.m, self.generator, self.device = m, generator, device
-        self.b1 = torch.tensor(_B1, dtype=torch.int64, device=device)
-        b2 = torch.tensor(_B2, dtype=torch.int64, device=device)
-        w2 = _rand62(m, generator, device)
-        i2 = torch.bucketize(w2, b2, right=True)  # run = 26 - i2; even iff i2 even; i2 = 0: run >= 26
-        self.cont = ((i2 & 1) == 0) & (i2 != 0)
+        w2 = _uniform(m, generator, device)
+        i2 = torch.bucketize(w2, torch.tensor(_B2, dtype=torch.int64, device=device), right=True)
+        # run = 26 - i2: even iff i2 even; i2 = 0 is a run of 26 or more
+        self.ncont = ((i2 & 1) == 1) | (i2 == 0)  # the continued trial fails (or is invalid)
         self.ok = (w2 < _M2) & (i2 != 0)
-        self.over = torch.zeros(m, dtype=torch.int64, device=device)
+        self.w = torch.empty(m, dtype=torch.int64, device=device)
+        self.wmax = torch.zeros(m, dtype=torch.int64, device=device)
+        self.seen = torch.zeros(m, dtype=torch.bool, device=device)
+        self.twice = torch.zeros(m, dtype=torch.bool, device=device)
+        self.over = torch.empty(m, dtype=torch.bool, device=device)
+        self.tmp = torch.empty(m, dtype=torch.bool, device=device)
 
-    def trial(self) -> torch.Tensor:
-        w = _rand62(self.m, self.generator, self.device)
-        i = torch.bucketize(w, self.b1, right=True)  # run = 16 - i for w < M1; i = 0: run >= 16
-        over = i == 0
-        self.ok &= w < _M1
-        self.over += over
-        return torch.where(over, self.cont, (i & 1) == 0)
+    def _trial(self, succ: torch.Tensor) -> torch.Tensor:
+        """One more trial per row, its success written into ``succ`` (a bool buffer)."""
+        w = self.w.random_(generator=self.generator)
+        torch.maximum(self.wmax, w, out=self.wmax)
+        over = torch.lt(w, _B1[0], out=self.over)  # run >= 16
+        succ.copy_(over)
+        for b in _B1[1:]:  # parity of #{K in 2..16: w < M1/K!} = parity of run - 1
+            succ ^= torch.lt(w, b, out=self.tmp)
+        succ ^= torch.logical_and(over, self.ncont, out=self.tmp)  # a run >= 16 takes the continuation
+        self.twice |= torch.logical_and(self.seen, over, out=self.tmp)
+        self.seen |= over
+        return succ
 
     def count(self, cap: int) -> torch.Tensor:
         """Successes before the first failure among ``cap`` trials (the count capped at ``cap``)."""
+        if _vectorised(self.device, self.m):  # all ``cap`` trials in one draw, classified by one bucketize
+            w = torch.empty((cap, self.m), dtype=torch.int64, device=self.device).random_(generator=self.generator)
+            torch.maximum(self.wmax, w.amax(0), out=self.wmax)
+            i = torch.bucketize(w, torch.tensor(_B1, dtype=torch.int64, device=self.device), right=True,
+                                out_int32=True)  # #{K: w >= M1/K!}; run = 16 - i; i = 0: run >= 16
+            over = i == 0
+            succ = ((i & 1) == 0) & ~(over & self.ncont)
+            n_over = over.sum(0)
+            self.twice |= (n_over + self.seen) >= 2
+            self.seen |= n_over > 0
+            return succ.to(torch.int32).cumprod(0).sum(0).to(torch.int64)
         alive = torch.ones(self.m, dtype=torch.bool, device=self.device)
+        succ = torch.empty(self.m, dtype=torch.bool, device=self.device)
         n = torch.zeros(self.m, dtype=torch.int64, device=self.device)
         for _ in range(cap):
-            alive &= self.trial()
+            alive &= self._trial(succ)
             n += alive
         return n
 
     def valid(self) -> torch.Tensor:
-        return self.ok & (self.over <= 1)
+        return self.ok & (self.wmax < _M1) & ~self.twice
 
 
 def _exp_neg(num: torch.Tensor, den, generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -210,7 +256,7 @@ def _check_den(den) -> None:
 
 def _bern_attempts(den_max: int) -> int:
     """Fixed number of attempts of :func:`bernoulli_exp_neg` so that all fail with probability < 2^-70."""
-    q = (sum(den_max * k for k in range(1, _EXP_STEPS + 1)) + _INT_CAP * (_TWO62 - _M1) + (_TWO62 - _M2)) / _TWO62
+    q = (sum(den_max * k for k in range(1, _EXP_STEPS + 1)) + _INT_CAP * (_RANGE - _M1) + (_RANGE - _M2)) / _RANGE
     q += 1 / math.factorial(_EXP_STEPS) + _F16 / _F26 + math.comb(_INT_CAP, 2) / _F16 ** 2
     return max(1, math.ceil(-70 / math.log2(q)))
 
@@ -293,10 +339,10 @@ def _laplace_pass(m: int, t: int, s: int, vcap: int, trials: _Trials, generator,
     U, ok = _uniform_below(t, m, generator, device)
     D, ok_d = _exp_neg_frac(U, t, generator)
     V = trials.count(vcap)
-    B = torch.randint(0, 2, (m,), generator=generator, dtype=torch.int64, device=device)
+    B = _uniform(m, generator, device, torch.bool)
     X = U + t * V
-    Y = X // s if s != 1 else X
-    return (1 - 2 * B) * Y, ok & ok_d & D & (V < vcap) & ~((B == 1) & (Y == 0))
+    Y = X >> (s.bit_length() - 1) if s != 1 else X  # s is a power of two
+    return torch.where(B, -Y, Y), ok & ok_d & D & (V < vcap) & ~(B & (Y == 0))
 
 
 def _candidates(m: int, params: tuple, generator, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -327,9 +373,10 @@ def _sample(shape: tuple, params: tuple, generator, device) -> torch.Tensor:
     if device is None:
         device = generator.device if generator is not None else torch.device("cpu")
     p = _acceptance(params)
+    chunk = _CHUNK if torch.device(device).type == "cpu" else _CHUNK_ACCEL
     out = []
-    for start in range(0, n, _CHUNK):
-        nc = min(_CHUNK, n - start)
+    for start in range(0, n, chunk):
+        nc = min(chunk, n - start)
         m = _pool_size(nc, p)
         vals, acc = _candidates(m, params, generator, device)
         idx = torch.searchsorted(torch.cumsum(acc.to(torch.int64), 0),
@@ -342,8 +389,8 @@ def _sample(shape: tuple, params: tuple, generator, device) -> torch.Tensor:
 
 
 def _ok_prob(m: int) -> Fraction:
-    """Probability that a 62-bit uniform falls below ``floor(2^62 / m) m`` (a uniform below ``m`` is valid)."""
-    return Fraction((_TWO62 // m) * m, _TWO62)
+    """Probability that a 63-bit uniform falls below ``floor((2^63 - 1) / m) m`` (a uniform below ``m`` is valid)."""
+    return Fraction((_TOP // m) * m, _RANGE)
 
 
 @lru_cache(maxsize=256)
@@ -358,7 +405,7 @@ def _acceptance(params: tuple) -> float:
     summation). Minus the caps' probability per candidate; times ``1 - 1e-9`` for rounding."""
     kind, t = params[0], params[1]
     trials = _V_LAPLACE if kind == "laplace" else _V_GAUSS + _INT_CAP
-    ok = _ok_prob(t) * _ok_prob(_F26 // _F16) * (1 - Fraction(_F16, _F26)) * Fraction(_M1, _TWO62) ** trials
+    ok = _ok_prob(t) * _ok_prob(_F26 // _F16) * (1 - Fraction(_F16, _F26)) * Fraction(_M1, _RANGE) ** trials
     for k in range(1, _EXP_STEPS + 1):
         ok *= _ok_prob(t * k)
     e = math.exp
@@ -412,19 +459,21 @@ def _pool_size(n: int, p: float) -> int:
     return hi
 
 
-def tv_bound(n: int, sigma: float | None = None, *, laplace_scale: float | None = None) -> float:
+def tv_bound(n: int, sigma: float | None = None, *, laplace_scale: float | None = None,
+             chunk: int = _CHUNK) -> float:
     """Upper bound on the total-variation distance between the joint law of ``n`` draws of one call of
     :func:`discrete_gaussian_noise` (``sigma``) or :func:`discrete_laplace_noise` (``laplace_scale``) and ``n``
-    i.i.d. exact draws: per chunk, ``P(Binomial(m, p) < n_chunk)`` (Chernoff) plus ``m beta`` (caps). It is
-    below ``n 2^-64`` over the parameter ranges (module docstring)."""
+    i.i.d. exact draws: per chunk (``chunk`` draws: ``2^18`` on the CPU, ``2^16`` on an accelerator),
+    ``P(Binomial(m, p) < n_chunk)`` (Chernoff) plus ``m beta`` (caps). It is below ``n 2^-64`` over the
+    parameter ranges (module docstring)."""
     if (sigma is None) == (laplace_scale is None):
         raise ValueError("tv_bound: give exactly one of sigma or laplace_scale")
     params = (("gaussian",) + rational_gaussian_variance(sigma) if sigma is not None
               else ("laplace",) + rational_laplace_scale(laplace_scale))
     p, beta = _acceptance(params), _cap_prob(params[0])
     total = 0.0
-    for start in range(0, n, _CHUNK):
-        nc = min(_CHUNK, n - start)
+    for start in range(0, n, chunk):
+        nc = min(chunk, n - start)
         m = _pool_size(nc, p)
         total += math.exp(_log_tail(m, nc, p)) + m * beta
     return total
