@@ -572,8 +572,8 @@ def _perturb_epsilons(stats, cals, sts: list[SoundSettings], generator):
     for k, x in zip(_names(st), stats):
         symmetric = (sym and k == "second_moments") or k == POOLED
         lead = x.dim() - (2 if symmetric else 0)  # the scale broadcasts over the batch (and, if not symmetric, entries)
-        scale = torch.tensor([info["requested"][k] for _, info in cals], dtype=torch.float64,
-                             device=x.device).reshape((E,) + (1,) * lead)
+        scale = _on_device(torch.tensor([info["requested"][k] for _, info in cals], dtype=torch.float64),
+                           x.device).reshape((E,) + (1,) * lead)
         y, _ = add_noise(x.unsqueeze(0).expand((E,) + x.shape), scale, kind=kind, noise="continuous",
                          symmetric=symmetric, generator=generator)
         out.append(y.to(torch.float64))
@@ -584,6 +584,13 @@ def _estimate(noisy, scales, st: SoundSettings, kind: str):
     """Post-processing: count floor, eq. (2) from noisy moments (``"auto"``: the full -> tied -> diagonal
     shrinkage of :func:`torchdpgmm.release.covariance_rule.shrunk_covariances`), branch-free PSD repair at the noise
     level."""
+    out, floor, rule = _estimate_parts(noisy, scales, st, kind)
+    out["covariances"] = _psd_repair(out["covariances"], floor, st)
+    return _finish(out, scales, st, kind, rule)
+
+
+def _estimate_parts(noisy, scales, st: SoundSettings, kind: str):
+    """:func:`_estimate` up to the PSD repair: ``(out, floor (..., K, 1), rule)``."""
     n_c, s_n, q_n, *pooled = noisy
     K, d = s_n.shape[-2:]
     lap = math.sqrt(2.0) if kind == "laplace" else 1.0  # std of Laplace noise of scale b
@@ -592,6 +599,7 @@ def _estimate(noisy, scales, st: SoundSettings, kind: str):
     else:
         n_hat = torch.clamp(n_c, min=st.min_count)
     q_std = scales["second_moments"] * lap
+    rule = None
     if st.shrink:  # public flag
         rule = shrunk_covariances(n_hat, s_n, q_n, pooled[0], q_std, scales[POOLED] * lap)
         weights, means, cov = rule["weights"], rule["means"], rule["covariances"]
@@ -609,18 +617,38 @@ def _estimate(noisy, scales, st: SoundSettings, kind: str):
         floor = torch.clamp(per * entry, min=1e-9 * st.clip_bound ** 2).unsqueeze(-1)
     else:
         floor = torch.full(n_hat.shape + (1,), st.eig_floor, dtype=torch.float64, device=n_hat.device)
+    return {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}, floor, rule
+
+
+def _psd_repair(cov, floor, st: SoundSettings):
+    """Eigenvalues (full, tied) or variances (diag, spherical) floored at ``floor``. ``torch.linalg.eigh`` checks
+    its convergence on the host (one synchronisation on CUDA per call), so a batched release repairs every epsilon
+    in one call."""
     if st.covariance_type in ("full", "tied"):
         evals, evecs = torch.linalg.eigh(cov)
         cov = (evecs * torch.maximum(evals, floor).unsqueeze(-2)) @ evecs.transpose(-1, -2)
-        cov = 0.5 * (cov + cov.transpose(-1, -2))
-    else:
-        cov = torch.diag_embed(torch.maximum(torch.diagonal(cov, dim1=-2, dim2=-1), floor))
-    out = {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}
+        return 0.5 * (cov + cov.transpose(-1, -2))
+    return torch.diag_embed(torch.maximum(torch.diagonal(cov, dim1=-2, dim2=-1), floor))
+
+
+def _finish(out, scales, st: SoundSettings, kind: str, rule):
+    """:func:`_estimate` after the PSD repair: ``"auto"``'s class means, the public centre added back."""
     if st.shrink:  # public flag: step 6 of the rule, in the metric of the repaired covariances
-        out |= _auto_means(out, scales, st, lap, rule)
+        out |= _auto_means(out, scales, st, math.sqrt(2.0) if kind == "laplace" else 1.0, rule)
     if st.center is not None:
-        out["means"] = out["means"] + st.center.to(means.device).unsqueeze(-2)  # (..., d): one centre per batch
+        means = out["means"]
+        out["means"] = means + _on_device(st.center, means.device).unsqueeze(-2)  # (..., d): one centre per batch
     return out
+
+
+def _on_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A public host tensor on ``device``; to CUDA through pinned memory without blocking (a copy from pageable
+    memory would wait for the device)."""
+    if t.device == device:
+        return t
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 def _auto_means(out, scales, st: SoundSettings, lap: float, rule) -> dict[str, Any]:
@@ -646,7 +674,8 @@ def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     (no copy of the data), then :func:`torchdpgmm.mixture.class_moments`' per-class products run on them."""
     from torchdpgmm.mixture import _moments
 
-    Z = clip_records(X.to(torch.float64), st.clip_bound, center=st.center)  # a fresh (..., N, d) array
+    center = None if st.center is None else _on_device(st.center, X.device)
+    Z = clip_records(X.to(torch.float64), st.clip_bound, center=center)  # a fresh (..., N, d) array
     yl = y.long()
     # a row is finite iff its largest |z_i| is (NaN propagates): no (..., N, d) temporary, unlike isfinite(Z)
     valid = torch.isfinite(torch.linalg.vector_norm(Z, ord=math.inf, dim=-1)) & (yl >= 0) & (yl < num_classes)
@@ -759,8 +788,12 @@ def _run_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mas
     # ---- nothing below may depend on private values for control flow ----
     stats = _clipped_statistics(X, y, num_classes, sts[0], mask)
     noisy = _perturb_epsilons(stats, cals, sts, generator)
-    outs = [_estimate(tuple(t[i] for t in noisy), scales, st, info["kind"])
-            for i, ((scales, info), st) in enumerate(zip(cals, sts))]
+    parts = [_estimate_parts(tuple(t[i] for t in noisy), scales, st, info["kind"])
+             for i, ((scales, info), st) in enumerate(zip(cals, sts))]
+    cov = _psd_repair(torch.stack([o["covariances"] for o, _, _ in parts]), torch.stack([f for _, f, _ in parts]),
+                      sts[0])  # every epsilon in one repair (one eigh)
+    outs = [_finish(o | {"covariances": cov[i]}, scales, st, info["kind"], rule)
+            for i, ((o, _, rule), (scales, info), st) in enumerate(zip(parts, cals, sts))]
     out = {k: torch.stack([o[k] for o in outs]) for k in ("weights", "means", "covariances", "counts")}
     if "shrinkage" in outs[0]:
         out["shrinkage"] = {k: torch.stack([o["shrinkage"][k] for o in outs]) for k in outs[0]["shrinkage"]}
