@@ -171,7 +171,7 @@ def test_synthetic_classifier_bad_cell_is_a_dropped_row():
     np.testing.assert_array_equal(a.transform(X), b.transform(X))
     np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     with pytest.raises(ValueError, match="image_transform='none'"):
-        DPSyntheticClassifier(classes=[0, 1], bounds=BOUNDS).fit(X, y)
+        DPSyntheticClassifier(classes=[0, 1], bounds=BOUNDS, image_transform="dct14").fit(X, y)
 
 
 # ---------------------------------------------------------------- issue 27 item 3: seeded releases marked
@@ -376,3 +376,23 @@ def test_estimator_sample_puts_no_mass_on_the_bounds():
     assert np.mean(np.clip(rng.multivariate_normal(est.means_[0], est.covariances_[0], size=5000), 0, 1)[:, 0] == 0) > 0.1
     near = np.mean(xs[ys == 0, 0] < 0.02)
     assert near == pytest.approx(np.mean(ref[:, 0] < 0.02), abs=0.03) and near > 0.05
+
+
+def test_synthetic_classifier_table_defaults_with_bounds():
+    """Issue 37 item 5: with bounds= and nothing else the pipeline takes a table (raw columns, n_components = d) and
+    is the same release as the explicit table settings; without bounds the image defaults stay (784 columns)."""
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    X, y = _table(3000)
+    kw = dict(classes=[0, 1], bounds=BOUNDS, random_state=0)
+    est = _fit(DPSyntheticClassifier(2.0, **kw), X, y)
+    ref = _fit(DPSyntheticClassifier(2.0, image_transform="none", n_components=4, **kw), X, y)
+    assert est.release_.config.transform == "none" and est.release_.config.n_components == 4
+    np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+    assert est.score(X, y) > 0.9
+    with pytest.raises(ValueError, match="bounds need image_transform='none'"):
+        DPSyntheticClassifier(image_transform="dct14", **kw).fit(X, y)
+    with pytest.raises(ValueError, match="784 columns"):  # no bounds: the image defaults
+        DPSyntheticClassifier(classes=[0, 1]).fit(X, y)
+    with pytest.raises(ValueError, match=r"n_components must be an int in \[1, 4\]"):
+        DPSyntheticClassifier(n_components=5, **kw).fit(X, y)

@@ -764,6 +764,9 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     the released feature space, :meth:`transform` maps real data there, :meth:`predict` is the released
     model's Bayes rule.
 
+    ``image_transform=None`` (the default) is ``"none"`` with ``bounds`` and ``"dct14"`` without; ``n_components=None``
+    (the default) is 40 for ``"dct14"`` and the table's width d for ``"none"`` (the DP PCA then only rotates), so
+    ``DPSyntheticClassifier(classes=..., bounds=...)`` fits a table with no further argument.
     Any numeric table works with ``image_transform="none"`` (``n_components`` <= its width; the DP PCA then
     only rotates and truncates). ``bounds`` (public per-column ranges, as for :class:`DPGaussianMixture`) maps
     the table affinely into the box ``[-1/2, 1/2]^d`` (records outside clipped into it) before the pipeline;
@@ -789,8 +792,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
                  adjacency: str = "add-remove", components_per_class: int | None = None,
-                 covariance_type: str = "full", class_rule: str = "auto", image_transform: str = "dct14",
-                 n_components: int = 40, radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
+                 covariance_type: str = "full", class_rule: str = "auto", image_transform: str | None = None,
+                 n_components: int | None = None, radius: float | None = None, mean_clip: float | None = None, pca_clip: float | None = None,
                  random_state: Any = None, bounds: Any = None, discrete: Any = None, device: str = "cpu") -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -837,11 +840,13 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         m = self.components_per_class
         if m is not None and (not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1):
             raise ValueError(f"components_per_class must be None or an int >= 1, got {m!r}")
-        if self.image_transform not in ("dct14", "none"):
-            raise ValueError(f"image_transform must be 'dct14' or 'none', got {self.image_transform!r}")
+        if self.image_transform not in (None, "dct14", "none"):
+            raise ValueError(f"image_transform must be None, 'dct14' or 'none', got {self.image_transform!r}")
         _precheck_bounds(self.bounds)
         _precheck_discrete(self.discrete, self.bounds)
-        if self.bounds is not None and self.image_transform != "none":
+        # None: the table default with bounds (raw columns), the image default without (issue 37 item 5)
+        transform = self.image_transform or ("none" if self.bounds is not None else "dct14")
+        if self.bounds is not None and transform != "none":
             raise ValueError("bounds need image_transform='none' (a table of raw columns)")
         for name in ("radius", "mean_clip", "pca_clip"):
             v = getattr(self, name)
@@ -849,20 +854,23 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                 continue
             if not (_is_real_scalar(v) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive finite number (public, not read off the data), got {v!r}")
-        out = 196 if self.image_transform == "dct14" else n_features
+        out = 196 if transform == "dct14" else n_features
         n = self.n_components
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1 or (out is not None and n > out):
+        if n is None:  # the public rule: 40 DCT components of an image, every column of a table (d, public)
+            n = 40 if transform == "dct14" else out
+        if n is not None and (not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1
+                              or (out is not None and n > out)):
             raise ValueError(f"n_components must be an int in [1, {out or 'the width'}] (the transformed width), got {n!r}")
         if n_features is None:
             return None
-        if self.image_transform == "dct14" and n_features != 784:
+        if transform == "dct14" and n_features != 784:
             raise ValueError(f"image_transform='dct14' needs 28x28 images flattened to 784 columns, got {n_features}")
         from torchdpgmm.bounds import table_pipeline_clips
 
         dflt = table_pipeline_clips(n_features) if self.bounds is not None else (14.0, 10.0, 5.0)
         mean_clip, pca_clip, radius = (v if v is not None else f for v, f in
                                        zip((self.mean_clip, self.pca_clip, self.radius), dflt))
-        return PipelineConfig(transform=self.image_transform, mean_clip=float(mean_clip), pca_clip=float(pca_clip),
+        return PipelineConfig(transform=transform, mean_clip=float(mean_clip), pca_clip=float(pca_clip),
                               n_components=int(n), radius=float(radius), covariance_type=self.covariance_type,
                               class_rule=self.class_rule,
                               components_per_class=None if m is None else int(m))
