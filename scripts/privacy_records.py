@@ -55,6 +55,19 @@ def _releases() -> list[tuple[str, str, str, Callable[[], Any]]]:
                 out.append(("release", "sound", label,
                             lambda m=mech, a=adj, f=fl: release_sound(X, y, K, EPS, DELTA, clip_bound=CLIP,
                                                                       adjacency=a, mechanism=m, generator=g(), **f)))
+    # the estimators' and `release --bounds` default with public bounds (docs/privacy.md Section 3): the table mapped
+    # into the unit box of the bounds (-8, 8) per column, then the two-stage release (a private centre, then the
+    # mixture with covariance_type="auto" about it); and the one-stage release about the box's middle
+    from torchdpgmm.bounds import Bounds
+    from torchdpgmm.estimator import release_in_unit_box
+
+    box = Bounds.parse((-8.0, 8.0), n_features=3)
+    U = box.to_unit(X)
+    for center in ("noisy-mean", "box"):
+        label = f"kl, bounds -8:8 per column (unit box), center={center}, auto covariance (estimator default)"
+        out.append(("release", "sound", label,
+                    lambda c=center: release_in_unit_box(U, y, K, EPS, DELTA, box, center=c, generator=g(),
+                                                         covariance_type="auto", adjacency="add-remove")))
     from torchdpgmm.em.dp_em import fit_dp_em
     from torchdpgmm.em.dp_msnm import fit_dp_msnm
     from torchdpgmm.em.dpgmm import fit_dpgmm
