@@ -182,11 +182,23 @@ def block_seed(*parts: Any) -> int:
 
 
 def bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int) -> float:
-    """Analytic bytes one trial of a block holds at its peak (data, release and KL evaluation of every
-    mechanism over the epsilon grid), an upper estimate: the label-flip differences (K, N, d) and the fit's
-    (K, N, d) temporaries per dataset and the (E, K, d, d) released parameters per mechanism, x16 headroom for
-    solver temporaries. Sizes CPU blocks; on CUDA :func:`measure_bytes_per_trial` measures it instead."""
-    return 8.0 * 16 * (2 * K * N * d + len(spec.epsilons) * len(spec.mechanisms) * K * (d * d + d + 2))
+    """Analytic bytes one trial of a block holds at its peak, an estimate for sizing CPU blocks (on CUDA
+    :func:`measure_bytes_per_trial` measures it instead): the larger of the data generation
+    (:func:`~torchdpgmm.montecarlo.synthetic_data_bytes_per_trial`) and one mechanism's release over the epsilon
+    grid with its KL evaluation (mechanisms run one after the other). Sound mode:
+    :func:`torchdpgmm.release.sound.bytes_per_trial`; as-published mode: the label-flip differences (K, N, d)
+    and the fit's (K, N, d) temporaries and the (E, K, d, d) released parameters, x16 headroom for the
+    solvers' temporaries."""
+    from torchdpgmm.montecarlo import synthetic_data_bytes_per_trial
+
+    E = len(spec.epsilons)
+    if spec.mode == "sound":
+        from torchdpgmm.release.sound import bytes_per_trial as release_bytes
+
+        release = release_bytes(int(N), int(spec.classes or K), int(d), epsilons=E)
+    else:
+        release = 8.0 * 16 * (2 * K * N * d + E * K * (d * d + d + 2))
+    return float(max(synthetic_data_bytes_per_trial(int(N), int(K), int(d)), release))
 
 
 def device_free_bytes(device: str) -> float | None:
