@@ -1,0 +1,46 @@
+"""Issue 37's targets of the tabular study, from hand-made rows with known means (independent of any release), and
+the study's count of synthetic cells on a bound against a hand count."""
+import numpy as np
+import pytest
+
+from torchdpgmm.bounds import Bounds
+from torchdpgmm.experiments import tabular
+
+D = "DPGaussianMixture[default=auto]"
+
+
+def _row(method, acc, eps, draw=0, table="t", downstream="bayes", **kw):
+    return {"table": table, "epsilon": eps, "draw": draw, "method": method, "downstream": downstream,
+            "accuracy": acc, **({"default": True} if method == D else {}), **kw}
+
+
+def test_monotone_auto_and_bound_targets_follow_from_the_rows():
+    rows = []
+    for eps, accs in ((0.5, (0.70, 0.72)), (1.0, (0.80, 0.82)), (2.0, (0.80, 0.81)), (5.0, (0.60, 0.62))):
+        rows += [_row(D, a, eps, draw=i) for i, a in enumerate(accs)]
+        rows += [_row("DPGaussianMixture[full]", accs[0] + 0.005, eps), _row("DPGaussianMixture[tied]", 0.5, eps)]
+    rows += [_row(D, 0.7, 1.0, downstream="synthetic->logreg", synthetic_on_bound=0.02, real_on_bound=0.0),
+             _row(D, 0.7, 1.0, draw=1, downstream="synthetic->logreg", synthetic_on_bound=0.0, real_on_bound=0.0),
+             _row("DPSyntheticClassifier[pipeline]", 0.6, 1.0, downstream="synthetic->logreg",
+                  synthetic_on_bound=0.3, real_on_bound=0.2)]
+    t = tabular.issue37_targets(rows)
+    mono = t["default_bayes_non_decreasing"]
+    assert [s["met"] for s in mono["steps"]] == [True, True, False]  # 0.81 -> 0.805 within one SE; -> 0.61 not
+    se = lambda a: np.std(a, ddof=1) / np.sqrt(2)  # noqa: E731
+    assert mono["steps"][1]["tolerance"] == pytest.approx(np.hypot(se([0.80, 0.82]), se([0.80, 0.81])))
+    assert mono["met"] is False
+    auto = t["auto_within_1_point_of_best_fixed"]
+    assert auto["met"] is True and auto["per_table_eps"][0]["best_fixed_type"] == "full"
+    b = {r["method"]: r for r in t["no_synthetic_cells_on_bounds"]["per_table_method"]}
+    assert b[D]["synthetic_on_bound"] == pytest.approx(0.01) and b[D]["met"] is True  # mean over draws: 1% allowed
+    assert b["DPSyntheticClassifier[pipeline]"]["met"] is True  # the real column has them too
+    rows[-1]["real_on_bound"] = 0.0
+    assert tabular.issue37_targets(rows)["no_synthetic_cells_on_bounds"]["met"] is False
+
+
+def test_bound_cells_counts_cells_exactly_on_a_bound():
+    b = Bounds([0.0, -1.0], [1.0, 1.0])
+    Xs = np.array([[0.0, 0.5], [0.5, 1.0], [1.0, 1.0], [0.3, 0.2]])
+    Xtr = np.array([[-5.0, 0.0], [0.5, 0.0]])  # the first cell is clipped onto the lower bound: real share 1/2
+    out = tabular.bound_cells(Xs, Xtr, b)
+    assert out == {"synthetic_on_bound": 0.5, "real_on_bound": 0.0, "on_bound_column": 1}
