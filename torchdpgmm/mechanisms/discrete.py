@@ -36,26 +36,24 @@ rationalised scale), never on the noise drawn:
 
   - Algorithm 1 for ``gamma in [0, 1]`` draws ``A_K ~ Bernoulli(gamma / K)`` for ``K = 1..24`` and reads
     the first ``K`` with ``A_K = 0``; all 24 are one with probability ``gamma^24 / 24! <= 2^-79``.
-  - One ``Bernoulli(exp(-1))`` trial (Algorithm 1 at ``gamma = 1``, run of ``A_K ~ Bernoulli(1/K)``) is read
-    from one uniform ``w`` below ``M = c 16!``: the run is ``>= K`` iff ``w < M / K!`` (probability exactly
-    ``1/K!``). A run reaching 16 (probability ``1/16! = 2^-44.25``) is continued, for the first such trial
-    of a candidate only, by one more uniform per candidate covering ``K = 17..26``; a candidate with two
-    such trials (probability ``<= C(T, 2) / 16!^2``, ``T <= 64`` trials) or a run reaching 26
-    (``<= T / 26!``) is rejected.
-  - The geometric count ``V`` (successes of ``Bernoulli(exp(-1))`` before the first failure; ``P(V >= v)
-    = e^-v``) runs a fixed number of trials: 53 for the Laplace (``e^-53 < 2^-76``), 11 inside the Gaussian,
-    where a proposal with ``V >= 11`` has ``|Y| >= 11 t`` and would be accepted with probability at most
+  - The geometric count ``V`` of Algorithm 2 (successes of ``Bernoulli(exp(-1))`` before the first failure,
+    ``P(V >= v) = e^-v``) is read in one step instead of trial by trial: ``V = #{v <= 53 : X < S_v}`` for
+    ``X`` uniform on 126 bits (two 63-bit draws) and the integer table ``S_v = floor(2^126 e^-v)`` (computed
+    once to 90 digits), so each ``P(V >= v)`` is within ``2^-126`` of ``e^-v`` (total variation ``<= 53
+    2^-126`` per count). Its cap: 53 for the Laplace (``e^-53 < 2^-76``), 11 inside the Gaussian, where a
+    proposal with ``V >= 11`` has ``|Y| >= 11 t`` and would be accepted with probability at most
     ``exp(-(11 - 1)^2 / 2)``: ``e^-11 e^-50 < 2^-76``. A candidate whose count reaches the cap is rejected.
   - ``Bernoulli(exp(-gamma))`` for ``gamma > 1`` (Algorithm 3's acceptance) is "at least ``floor(gamma)``
-    successes of ``Bernoulli(exp(-1))``" (52 trials: ``floor(gamma) > 52`` is refused, where the exact coin
-    is one with probability ``<= e^-53 < 2^-76``) times Algorithm 1 on the fractional part.
+    successes of ``Bernoulli(exp(-1))``", i.e. a second count ``>= floor(gamma)``, capped at 52
+    (``floor(gamma) > 52`` is refused, where the exact coin is one with probability ``<= e^-53 < 2^-76``),
+    times Algorithm 1 on the fractional part.
 
 * **What happens when the caps bind.** A capped event changes the candidate's law (it is not independent of
   the value), and a pool with fewer than ``n`` accepts leaves the remaining outputs at the fixed fallback
   ``0`` (selected by ``torch.where``, never by a retry). Coupling the sampler with the unbounded algorithm on
   the same random draws, the joint law of the ``n`` draws of one call is within total variation
-  ``P(Binomial(m, p) < n) + m beta <= n 2^-64`` of ``n`` i.i.d. exact draws (``beta <= 2^-73`` the caps'
-  probability per candidate; :func:`tv_bound` computes the bound, a test checks it). A mechanism that is
+  ``P(Binomial(m, p) < n) + m beta <= n 2^-64`` of ``n`` i.i.d. exact draws (``beta <= 2^-75`` the caps'
+  probability per candidate, the table's rounding included; :func:`tv_bound` computes the bound, a test checks it). A mechanism that is
   ``(eps, delta)``-DP with the exact sampler is therefore ``(eps, delta + (1 + e^eps) n 2^-64)``-DP with
   this one (pure ``eps``-DP becomes ``(eps, (1 + e^eps) n 2^-64)``); no fixed-work sampler can do better
   than some such term, since finitely many random bits only make dyadic probabilities.
@@ -98,7 +96,7 @@ __all__ = [
 _RANGE = 2 ** 63      # int64 ``random_()`` draws uniformly from {0, ..., 2^63 - 1} (64 random bits mod 2^63)
 _TOP = _RANGE - 1     # c = floor(_TOP / m) keeps c m (and c num, num <= m) inside int64
 _EXP_STEPS = 24        # Algorithm 1, gamma in [0, 1]: all 24 coins one with probability <= 1/24! < 2^-79
-_RUN1, _RUN2 = 16, 26  # a Bernoulli(exp(-1)) trial: run levels read from the first / the continuation uniform
+_GEO_LEVELS = 53      # levels of the cumulative table of the geometric count (P(V >= v) = e^-v, v <= 53)
 _V_LAPLACE = 53        # geometric count of the Laplace proposal: P(V >= 53) = e^-53 < 2^-76
 _V_GAUSS = 11          # inside the Gaussian: P(V >= 11) * max acceptance <= e^-11 e^-50 < 2^-76
 _INT_CAP = 52          # integer part of Algorithm 3's exponent: exact for floor(gamma) <= 52; e^-53 < 2^-76
@@ -108,11 +106,6 @@ _CHUNK_ACCEL = 2 ** 16  # on an accelerator, where all rounds of a pool are draw
 _SMALL_POOL = 4096     # on the CPU, pools up to this size are drawn in the accelerator layout too
 _BERN_MAX_DEN = 2 ** 48  # bernoulli_exp_neg: largest denominator (sizes its fixed attempts)
 
-_F16, _F26 = math.factorial(_RUN1), math.factorial(_RUN2)
-_M1 = (_TOP // _F16) * _F16                         # first uniform of a trial: below M1, run >= K iff w < M1/K!
-_B1 = sorted(_M1 // math.factorial(k) for k in range(2, _RUN1 + 1))  # ascending: M1/16!, ..., M1/2
-_M2 = (_TOP // (_F26 // _F16)) * (_F26 // _F16)    # continuation: run >= K (K > 16) iff w2 < M2 16!/K!
-_B2 = sorted(_M2 * _F16 // math.factorial(k) for k in range(_RUN1 + 1, _RUN2 + 1))
 
 
 def _vectorised(device: torch.device, m: int) -> bool:
@@ -173,77 +166,61 @@ def _exp_neg_frac(num: torch.Tensor, den, generator) -> tuple[torch.Tensor, torc
     return ~odd, ok & ~alive
 
 
-class _Trials:
-    """Bernoulli(exp(-1)) trials for ``m`` rows (Algorithm 1 at gamma = 1), fixed work per trial.
+def _exp_neg_thresholds(cap: int) -> list[int]:
+    """``S_v = floor(2^126 e^-v)`` for ``v = 1..cap``, exact: ``e^-v`` to 90 significant digits (the decimal
+    module rounds ``exp`` correctly), checked to lie at least ``1e-30`` from an integer after scaling."""
+    from decimal import ROUND_FLOOR, Decimal, localcontext
 
-    A trial is the leading run ``r`` of ``A_K ~ Bernoulli(1/K)`` (``A_1 = 1``); it succeeds iff ``r`` is even
-    (the first zero at an odd ``K``), which has probability ``sum_K odd (K-1)/K! = e^-1``. ``P(r >= K) = 1/K!``
-    is read from one uniform ``w`` below ``M1 = c 16!``: ``r >= K`` iff ``w < M1 / K!`` (15 comparisons, their
-    parity). A run reaching 16 is continued by the row's one continuation uniform ``w2`` (levels 17..26,
-    ``P(r >= K | r >= 16) = 16!/K!``); :meth:`valid` is false where a row had two such runs or where ``w2``
-    reads a run of 26, and where a uniform fell outside its range (value-independent)."""
+    with localcontext() as ctx:
+        ctx.prec = 90
+        out = []
+        for v in range(1, cap + 1):
+            x = Decimal(-v).exp() * (Decimal(2) ** 126)
+            fl = x.to_integral_value(rounding=ROUND_FLOOR)
+            if not (Decimal("1e-30") < x - fl < 1 - Decimal("1e-30")):  # pragma: no cover - never for v <= 53
+                raise ArithmeticError(f"2^126 e^-{v} too close to an integer for 90 digits")
+            out.append(int(fl))
+    return out
 
-    def __init__(self, m: int, generator, device):
-        self.m, self.generator, self.device = m, generator, device
-        w2 = _uniform(m, generator, device)
-        i2 = torch.bucketize(w2, torch.tensor(_B2, dtype=torch.int64, device=device), right=True)
-        # run = 26 - i2: even iff i2 even; i2 = 0 is a run of 26 or more
-        self.ncont = ((i2 & 1) == 1) | (i2 == 0)  # the continued trial fails (or is invalid)
-        self.ok = (w2 < _M2) & (i2 != 0)
-        self.w = torch.empty(m, dtype=torch.int64, device=device)
-        self.wmax = torch.zeros(m, dtype=torch.int64, device=device)
-        self.seen = torch.zeros(m, dtype=torch.bool, device=device)
-        self.twice = torch.zeros(m, dtype=torch.bool, device=device)
-        self.over = torch.empty(m, dtype=torch.bool, device=device)
-        self.tmp = torch.empty(m, dtype=torch.bool, device=device)
 
-    def _trial(self, succ: torch.Tensor) -> torch.Tensor:
-        """One more trial per row, its success written into ``succ`` (a bool buffer)."""
-        w = self.w.random_(generator=self.generator)
-        torch.maximum(self.wmax, w, out=self.wmax)
-        over = torch.lt(w, _B1[0], out=self.over)  # run >= 16
-        succ.copy_(over)
-        for b in _B1[1:]:  # parity of #{K in 2..16: w < M1/K!} = parity of run - 1
-            succ ^= torch.lt(w, b, out=self.tmp)
-        succ ^= torch.logical_and(over, self.ncont, out=self.tmp)  # a run >= 16 takes the continuation
-        self.twice |= torch.logical_and(self.seen, over, out=self.tmp)
-        self.seen |= over
-        return succ
+_S = _exp_neg_thresholds(_GEO_LEVELS)  # P(V >= v) = e^-v is read as X < S_v, X uniform on 126 bits
+_H = [v >> 63 for v in _S]             # high and low 63-bit words of S_v (decreasing in v)
+_L = [v & (_RANGE - 1) for v in _S]
+_H0 = sum(h > 0 for h in _H)           # S_v < 2^63 (high word 0) from v = _H0 + 1 on
+assert all(a > b for a, b in zip(_H[:_H0], _H[1:_H0])) and all(h == 0 for h in _H[_H0:])
 
-    def count(self, cap: int) -> torch.Tensor:
-        """Successes before the first failure among ``cap`` trials (the count capped at ``cap``)."""
-        if _vectorised(self.device, self.m):  # all ``cap`` trials in one draw, classified by one bucketize
-            w = torch.empty((cap, self.m), dtype=torch.int64, device=self.device).random_(generator=self.generator)
-            torch.maximum(self.wmax, w.amax(0), out=self.wmax)
-            i = torch.bucketize(w, torch.tensor(_B1, dtype=torch.int64, device=self.device), right=True,
-                                out_int32=True)  # #{K: w >= M1/K!}; run = 16 - i; i = 0: run >= 16
-            over = i == 0
-            succ = ((i & 1) == 0) & ~(over & self.ncont)
-            n_over = over.sum(0)
-            self.twice |= (n_over + self.seen) >= 2
-            self.seen |= n_over > 0
-            return succ.to(torch.int32).cumprod(0).sum(0).to(torch.int64)
-        alive = torch.ones(self.m, dtype=torch.bool, device=self.device)
-        succ = torch.empty(self.m, dtype=torch.bool, device=self.device)
-        n = torch.zeros(self.m, dtype=torch.int64, device=self.device)
-        for _ in range(cap):
-            alive &= self._trial(succ)
-            n += alive
-        return n
 
-    def valid(self) -> torch.Tensor:
-        return self.ok & (self.wmax < _M1) & ~self.twice
+def _geometric_exp_neg1(m: int, cap: int, generator, device) -> torch.Tensor:
+    """``min(V, cap)`` for ``m`` i.i.d. ``V`` with ``P(V >= v) = e^-v`` (the number of successes of
+    ``Bernoulli(exp(-1))`` before the first failure), ``cap <= 53``; fixed work: two 63-bit draws and a lookup.
+
+    ``V = #{v <= 53 : X < S_v}`` for ``X = hi 2^63 + lo`` uniform on ``{0, ..., 2^126 - 1}`` and the integer
+    thresholds ``S_v = floor(2^126 e^-v)`` (a cumulative table of 53 entries: ``torch.bucketize`` on ``hi``, then
+    one comparison of ``lo`` where ``hi`` ties a threshold's high word, or a second lookup for ``hi = 0``). Then
+    ``P(V >= v) = S_v / 2^126`` is within ``2^-126`` of ``e^-v`` for every ``v``: the law of ``min(V, cap)`` is
+    within total variation ``53 2^-126`` of the exact capped geometric. Integer comparisons only."""
+    h_asc = torch.tensor(_H[::-1], dtype=torch.int64, device=device)  # ascending
+    l_asc = torch.tensor(_L[::-1], dtype=torch.int64, device=device)
+    l0_asc = torch.tensor(sorted(_L[_H0:]), dtype=torch.int64, device=device)
+    hi = _uniform(m, generator, device)
+    lo = _uniform(m, generator, device)
+    le = torch.bucketize(hi, h_asc, right=True)  # #{v: H_v <= hi} >= 1 (some H_v are 0)
+    j = le - 1  # index (ascending) of the largest H_v <= hi: the only possible tie when hi > 0
+    tie = (h_asc.gather(0, j) == hi) & (lo < l_asc.gather(0, j))
+    zero = len(_L) - _H0 - torch.bucketize(lo, l0_asc, right=True)  # hi = 0: #{v > _H0 : lo < L_v}
+    v = (_GEO_LEVELS - le) + torch.where(hi == 0, zero, tie.to(torch.int64))
+    return v.clamp_(max=cap)
 
 
 def _exp_neg(num: torch.Tensor, den, generator) -> tuple[torch.Tensor, torch.Tensor]:
     """``(bit, valid)``, ``bit ~ Bernoulli(exp(-num/den))`` for 1-D int64 ``num >= 0``: "at least
-    ``floor(num/den)`` successes of ``Bernoulli(exp(-1))``" (52 trials: ``floor(num/den) > 52`` gives 0, where
-    the exact coin is one with probability ``<= e^-53``) and Algorithm 1 on the remainder."""
+    ``floor(num/den)`` successes of ``Bernoulli(exp(-1))``" (a geometric count capped at 52: ``floor(num/den)
+    > 52`` gives 0, where the exact coin is one with probability ``<= e^-53``) and Algorithm 1 on the
+    remainder."""
     k = num // den
-    trials = _Trials(num.numel(), generator, num.device)
-    whole = trials.count(_INT_CAP) >= k
+    whole = _geometric_exp_neg1(num.numel(), _INT_CAP, generator, num.device) >= k
     frac, ok = _exp_neg_frac(num - k * den, den, generator)
-    return whole & frac, ok & trials.valid()
+    return whole & frac, ok
 
 
 def _check_den(den) -> None:
@@ -256,8 +233,7 @@ def _check_den(den) -> None:
 
 def _bern_attempts(den_max: int) -> int:
     """Fixed number of attempts of :func:`bernoulli_exp_neg` so that all fail with probability < 2^-70."""
-    q = (sum(den_max * k for k in range(1, _EXP_STEPS + 1)) + _INT_CAP * (_RANGE - _M1) + (_RANGE - _M2)) / _RANGE
-    q += 1 / math.factorial(_EXP_STEPS) + _F16 / _F26 + math.comb(_INT_CAP, 2) / _F16 ** 2
+    q = sum(den_max * k for k in range(1, _EXP_STEPS + 1)) / _RANGE + 1 / math.factorial(_EXP_STEPS)
     return max(1, math.ceil(-70 / math.log2(q)))
 
 
@@ -266,7 +242,7 @@ def bernoulli_exp_neg(num: torch.Tensor, den: torch.Tensor | int, generator: tor
     Steinke 2020, Algorithm 1): ``exp(-gamma) = exp(-1)^floor(gamma) exp(-frac(gamma))``, the first factor as
     "at least floor(gamma) successes of Bernoulli(exp(-1))".
 
-    Fixed work: a fixed number of attempts (13 for ``den = 2^48``, fewer for a smaller int ``den``), each of
+    Fixed work: a fixed number of attempts (11 for ``den = 2^48``, 4 for ``den <= 2^32``), each of
     fixed work (module docstring), the first valid one selected by a gather; an element with no valid attempt
     (probability < 2^-70) is 0. With the caps, each element is within total variation ``2^-70 + 2^-76``
     of the exact coin. A tensor ``den`` is checked when it lives on the CPU (elsewhere the range is the
@@ -333,12 +309,12 @@ def discrete_gaussian_noise(shape: torch.Size | tuple, sigma: float, generator: 
     return _sample(_check_shape(shape), ("gaussian", t, q, den), generator, device)
 
 
-def _laplace_pass(m: int, t: int, s: int, vcap: int, trials: _Trials, generator, device):
+def _laplace_pass(m: int, t: int, s: int, vcap: int, generator, device):
     """One pass of Algorithm 2 for ``m`` i.i.d. candidates, fixed work: ``(values, accepted)``. A count
     ``V`` reaching ``vcap`` rejects the candidate (see the caps in the module docstring)."""
     U, ok = _uniform_below(t, m, generator, device)
     D, ok_d = _exp_neg_frac(U, t, generator)
-    V = trials.count(vcap)
+    V = _geometric_exp_neg1(m, vcap, generator, device)
     B = _uniform(m, generator, device, torch.bool)
     X = U + t * V
     Y = X >> (s.bit_length() - 1) if s != 1 else X  # s is a power of two
@@ -347,22 +323,20 @@ def _laplace_pass(m: int, t: int, s: int, vcap: int, trials: _Trials, generator,
 
 def _candidates(m: int, params: tuple, generator, device) -> tuple[torch.Tensor, torch.Tensor]:
     """``m`` i.i.d. candidates of the sampler ``params`` with their accept flags (fixed work)."""
-    trials = _Trials(m, generator, device)
     if params[0] == "laplace":
         _, t, s = params
-        vals, acc = _laplace_pass(m, t, s, _V_LAPLACE, trials, generator, device)
-        return vals, acc & trials.valid()
+        return _laplace_pass(m, t, s, _V_LAPLACE, generator, device)
     _, t, q, den = params
     D = 2 * den * t * q  # acceptance exponent (|Y| - sigma_r^2/t)^2 / (2 sigma_r^2) = a^2 / D, a = |Y| den - q
-    Y, acc = _laplace_pass(m, t, 1, _V_GAUSS, trials, generator, device)
+    Y, acc = _laplace_pass(m, t, 1, _V_GAUSS, generator, device)
     a = Y.abs() * den - q
     small = a.abs() <= 2 ** 31
     a = torch.where(small, a, torch.zeros_like(a))
     num = a * a
     k = num // D
-    whole = trials.count(_INT_CAP) >= k
+    whole = _geometric_exp_neg1(m, _INT_CAP, generator, device) >= k
     frac, ok = _exp_neg_frac(num - k * D, D, generator)
-    return Y, acc & small & whole & frac & ok & trials.valid()
+    return Y, acc & small & whole & frac & ok
 
 
 def _sample(shape: tuple, params: tuple, generator, device) -> torch.Tensor:
@@ -404,8 +378,7 @@ def _acceptance(params: tuple) -> float:
     (the Laplace and Gaussian exponents combine), and the sum is at least ``max(1, sqrt(2 pi) sigma)`` (Poisson
     summation). Minus the caps' probability per candidate; times ``1 - 1e-9`` for rounding."""
     kind, t = params[0], params[1]
-    trials = _V_LAPLACE if kind == "laplace" else _V_GAUSS + _INT_CAP
-    ok = _ok_prob(t) * _ok_prob(_F26 // _F16) * (1 - Fraction(_F16, _F26)) * Fraction(_M1, _RANGE) ** trials
+    ok = _ok_prob(t)
     for k in range(1, _EXP_STEPS + 1):
         ok *= _ok_prob(t * k)
     e = math.exp
@@ -426,8 +399,7 @@ def _acceptance(params: tuple) -> float:
 
 def _cap_prob(kind: str) -> float:
     """An upper bound ``beta`` on the probability that one candidate hits a cap (module docstring)."""
-    T = _V_LAPLACE if kind == "laplace" else _V_GAUSS + _INT_CAP
-    beta = math.comb(T, 2) / _F16 ** 2 + T / _F26
+    beta = 2 * _GEO_LEVELS * 2.0 ** -126  # the geometric counts' table (one or two per candidate)
     if kind == "laplace":
         return beta + 1 / math.factorial(_EXP_STEPS) + math.exp(-_V_LAPLACE)
     return (beta + 2 / math.factorial(_EXP_STEPS) + math.exp(-_V_GAUSS - (_V_GAUSS - 1) ** 2 / 2)
