@@ -354,14 +354,27 @@ def test_private_radius_keeps_the_floor_on_a_small_table_and_refuses_bad_setting
             release_centred(U, y, 2, 1.0, DELTA, **(kw | bad))
 
 
-def test_batched_private_radius_is_one_per_table():
-    g = torch.Generator().manual_seed(0)
-    spread = torch.tensor([0.05, 0.3, 0.05, 0.3], dtype=torch.float64)[:, None, None]
-    U = (0.5 + spread * torch.randn(4, 3000, 5, generator=g, dtype=torch.float64)).clamp(0, 1)
-    y = (torch.arange(3000) % 2).expand(4, 3000)
-    c0 = torch.full((5,), 0.5, dtype=torch.float64)
+def _batched_private_radius(device):
+    g = torch.Generator(device=device).manual_seed(0)
+    spread = torch.tensor([0.05, 0.3, 0.05, 0.3], dtype=torch.float64, device=device)[:, None, None]
+    U = (0.5 + spread * torch.randn(4, 3000, 5, generator=g, dtype=torch.float64, device=device)).clamp(0, 1)
+    y = (torch.arange(3000, device=device) % 2).expand(4, 3000)
+    c0 = torch.full((5,), 0.5, dtype=torch.float64, device=device)
     rel = release_centred(U, y, 2, 2.0, DELTA, clip_bound=None, ball_center=c0, ball_radius=math.sqrt(5) / 2,
                           covariance_type="auto", generator=g)
+    return U, rel
+
+
+@pytest.mark.cuda
+def test_batched_private_radius_on_cuda():
+    U, rel = _batched_private_radius("cuda")
+    R = rel.extras["clip_radius"]
+    assert R.device.type == "cuda" and rel.model.means.device.type == "cuda" and R.shape == (4,)
+    assert float(R[0]) == 0.5 and float(R[1]) > 0.5
+
+
+def test_batched_private_radius_is_one_per_table():
+    U, rel = _batched_private_radius("cpu")
     R = rel.extras["clip_radius"]
     assert R.shape == (4,) and rel.model.means.shape == (4, 2, 5)
     assert float(R[0]) == 0.5 and float(R[2]) == 0.5 and float(R[1]) > 0.5 and float(R[3]) > 0.5
