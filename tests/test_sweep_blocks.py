@@ -267,6 +267,9 @@ def test_cli_sweep_at_defaults_records_its_block(tmp_path, capsys):
     manifest = json.loads((out / "sweep.json").read_text())
     assert manifest["block_size"] is None and manifest["block_sizes"] == {"N40_K2_d2": 30}
     assert "blocks of 30 trials" in capsys.readouterr().out
+    progress = json.loads((out / "progress.json").read_text())
+    assert progress["trials_done"] == progress["trials_total"] == 30 and progress["chunks_done"] == 1
+    assert progress["eta_s"] == 0 and progress["elapsed_s"] > 0
 
 
 @pytest.mark.cuda

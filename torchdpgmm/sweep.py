@@ -51,7 +51,8 @@ rows cannot fit on the output's disk is refused before any work (:func:`check_di
 :data:`RAY_CONNECT_TIMEOUT` seconds.
 
 Files: ``OUT/sweep.json`` (the spec and the block sizes, checked on resume), ``OUT/chunks/*.csv`` (or
-``*.parquet``), and after completion ``OUT/results.csv`` or, with ``results_format="parquet"``,
+``*.parquet``), ``OUT/progress.json`` (trials done, elapsed and estimated seconds left, as chunks finish), and
+after completion ``OUT/results.csv`` or, with ``results_format="parquet"``,
 ``OUT/results.parquet`` (one row per trial; Parquet through pyarrow, an optional dependency, columnar and
 compressed: pandas and polars read it), ``OUT/summary.json`` (mean, 95% CI and quantiles per grid point)
 and ``OUT/sweep.png``.
@@ -661,8 +662,29 @@ def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend
                  progress: bool, workers: int, threads: int | None) -> tuple[int, list[dict[str, Any]]]:
     """Run the chunks not yet on disk; returns how many ran and the summary. The summary folds every chunk in
     plan order as it is known: a chunk run here from the rows in memory, one already on disk read from its
-    file (at most the chunks in flight wait out of order). The progress bar counts trials."""
+    file (at most the chunks in flight wait out of order). The progress bar counts trials; ``OUT/progress.json``
+    says the same for runs nobody watches (trials done and total, chunks, elapsed seconds, an estimate of the
+    seconds left), rewritten atomically as chunks finish (at most once a second, and at the end)."""
+    import time
+
     chunk_dir = out / "chunks"
+    total = spec.trials * len(spec.Ns) * len(spec.Ks) * len(spec.ds)
+    state = {"trials": 0, "ran": 0, "chunks": 0, "start": time.monotonic(), "written": 0.0}
+
+    def report(force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - state["written"] < 1.0:
+            return
+        state["written"] = now
+        elapsed = now - state["start"]
+        rate = state["ran"] / elapsed if elapsed > 0 else 0.0
+        left = total - state["trials"]
+        payload = {"trials_done": state["trials"], "trials_total": total, "chunks_done": state["chunks"],
+                   "elapsed_s": round(elapsed, 3), "eta_s": round(left / rate, 1) if rate > 0 else None}
+        tmp = out / ".progress.json.tmp"
+        tmp.write_text(json.dumps(payload))
+        os.replace(tmp, out / "progress.json")
+
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -680,11 +702,17 @@ def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend
                 yield c
             else:
                 fold.put(c, path)
+                state["trials"] += c.num_trials
+                state["chunks"] += 1
                 if bar is not None:
                     bar.update(c.num_trials)
 
     def finished(c: Chunk, cols: dict[str, np.ndarray]) -> None:
         fold.put(c, cols)
+        state["trials"] += c.num_trials
+        state["ran"] += c.num_trials
+        state["chunks"] += 1
+        report()
         if bar is not None:
             bar.update(c.num_trials)
 
@@ -693,6 +721,7 @@ def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend
             done = _run_local(spec, pending_chunks(), chunk_dir, fn, workers, threads, finished)
         else:
             done = _run_ray(spec, pending_chunks(), out, fn, ray_address, finished)
+        report(force=True)
     finally:
         if bar is not None:
             bar.close()
