@@ -187,7 +187,7 @@ def bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int) -> float:
     :func:`measure_bytes_per_trial` measures it instead): the larger of the data generation
     (:func:`~torchdpgmm.montecarlo.synthetic_data_bytes_per_trial`) and one mechanism's release over the epsilon
     grid with its KL evaluation (mechanisms run one after the other). Sound mode:
-    :func:`torchdpgmm.release.sound.bytes_per_trial` and the discrete samplers' working set; as-published mode: the label-flip differences (K, N, d)
+    :func:`torchdpgmm.release.sound.bytes_per_trial`; as-published mode: the label-flip differences (K, N, d)
     and the fit's (K, N, d) temporaries and the (E, K, d, d) released parameters, x16 headroom for the
     solvers' temporaries."""
     from torchdpgmm.montecarlo import synthetic_data_bytes_per_trial
@@ -196,10 +196,7 @@ def bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int) -> float:
     if spec.mode == "sound":
         from torchdpgmm.release.sound import bytes_per_trial as release_bytes
 
-        C = int(spec.classes or K)
-        # + the exact discrete samplers' working set (the default noise), not in release_bytes: 128 bytes per
-        # draw, E C (d^2 + d + 1) draws per trial (the live bytes measured at N = 1000, K = 5, d = 3: 137,376)
-        release = release_bytes(int(N), C, int(d), epsilons=E) + 128 * E * C * (d * d + d + 1)
+        release = release_bytes(int(N), int(spec.classes or K), int(d), epsilons=E)
     else:
         release = 8.0 * 16 * (2 * K * N * d + E * K * (d * d + d + 2))
     return float(max(synthetic_data_bytes_per_trial(int(N), int(K), int(d)), release))
