@@ -21,9 +21,12 @@ two-stage release of :mod:`torchdpgmm.release.centring` and a batched-epsilon re
 
 Writes JSON (default ``benchmarks/results/bench_syncs.json``)::
 
-    python benchmarks/bench_syncs.py [--trials 16 256 4096] [--block 64 256] [--out PATH] [--quick]
+    python benchmarks/bench_syncs.py [--trials 16 256 4096] [--block 64 256] [--out PATH] [--quick] [--stacks]
+    python benchmarks/bench_syncs.py --device cuda      # -> benchmarks/results/bench_syncs_cuda.json
 
-``--quick`` (the smoke test) uses 4 and 32 trials and blocks of 8 and 24.
+``--quick`` (the smoke test) uses 4 and 32 trials and blocks of 8 and 24. ``--device cuda`` (a GPU machine)
+counts the synchronisations torch itself reports there and the peak device memory per trial, 1,000 and 10,000
+trials, for the same releases, the sweep block and its stages (clip, class moments, the eq. (2) fit, eigh).
 """
 from __future__ import annotations
 
@@ -172,7 +175,7 @@ def data(trials: int, n: int = 1000, k: int = 5, d: int = 3, seed: int = 0):
 def sound_release(X, y, k: int = 5, *, noise: str = "discrete", epsilon: Any = 1.0, **kw):
     from torchdpgmm.release import release
 
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(X.device).manual_seed(1)
     opts = {"clip_bound": 30.0, "adjacency": "replace-one", "noise": noise} | kw
     return lambda: release(X, y, k, epsilon, 1e-5, mechanism="kl", mode="sound", generator=g, **opts)
 
@@ -180,9 +183,9 @@ def sound_release(X, y, k: int = 5, *, noise: str = "discrete", epsilon: Any = 1
 def centred_release(X, y, k: int = 5, *, noise: str = "discrete"):
     from torchdpgmm.release.centring import release_centred
 
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator(X.device).manual_seed(1)
     d = X.shape[-1]
-    return lambda: release_centred(X, y, k, 1.0, 1e-5, clip_bound=15.0, ball_center=torch.zeros(d),
+    return lambda: release_centred(X, y, k, 1.0, 1e-5, clip_bound=15.0, ball_center=torch.zeros(d, device=X.device),
                                    ball_radius=30.0, generator=g, noise=noise)
 
 
@@ -192,8 +195,8 @@ def sweep_block(X, y, k: int = 5, *, noise: str = "discrete"):
 
     spec = sweep.SweepSpec(mechanisms=["kl"], epsilons=list(EPSILONS), Ns=[X.shape[-2]], Ks=[k], ds=[X.shape[-1]],
                            trials=X.shape[0], mode="sound", clip_bound=30.0, adjacency="replace-one")
-    eps = torch.tensor(EPSILONS, dtype=X.dtype)[:, None]
-    g = torch.Generator().manual_seed(1)
+    eps = torch.tensor(EPSILONS, dtype=X.dtype, device=X.device)[:, None]
+    g = torch.Generator(X.device).manual_seed(1)
     if noise == "discrete":
         return lambda: sweep._release_kl(spec, "kl", X, y, k, eps, g, data_classes=k)
     from torchdpgmm.release import release  # continuous: the same work with the float64 samplers
@@ -243,6 +246,53 @@ def run(trials: list[int], blocks: list[int], stacks: bool = False) -> dict[str,
     return res
 
 
+def cuda_run(trials: list[int]) -> dict[str, Any]:
+    """On a CUDA device: the synchronisations torch itself reports (``torch.cuda.set_sync_debug_mode("warn")``,
+    with the line of the caller), the wall time per call and the peak device bytes per trial (``max_memory_allocated``
+    above what was allocated before, plus the data) of each release, the sweep block, and its stages."""
+    import time
+    import warnings
+
+    from torchdpgmm.mechanisms import clip_records
+    from torchdpgmm.mixture import class_moments, fit_labeled
+
+    dev = torch.device("cuda")
+    res: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "releases": {}}
+    for T in trials:
+        X, y = (t.to(dev) for t in data(T))
+        spd = torch.eye(3, dtype=torch.float64, device=dev).expand(len(EPSILONS), T, 5, 3, 3).contiguous()
+        cases = {
+            "sound_kl_discrete": sound_release(X, y), "sound_kl_continuous": sound_release(X, y, noise="continuous"),
+            "sound_kl_discrete_7eps": sound_release(X, y, epsilon=list(EPSILONS)),
+            "sound_kl_continuous_7eps": sound_release(X, y, noise="continuous", epsilon=list(EPSILONS)),
+            "centred_discrete": centred_release(X, y), "sweep_block_discrete": sweep_block(X, y),
+            "sweep_block_continuous": sweep_block(X, y, noise="continuous"),
+            "stage_clip": lambda: clip_records(X, 30.0), "stage_class_moments": lambda: class_moments(X, y, 5),
+            "stage_fit_labeled": lambda: fit_labeled(X, y, 5), "stage_eigh_7eps": lambda: torch.linalg.eigh(spd),
+        }
+        for name, fn in cases.items():
+            fn()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - t0
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.set_sync_debug_mode("warn")
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                fn()
+            torch.cuda.set_sync_debug_mode(0)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            where = collections.Counter(f"{Path(q.filename).name}:{q.lineno}" for q in w)
+            res["releases"].setdefault(name, []).append({
+                "trials": T, "syncs": len(w), "sync_lines": dict(where), "wall_s": wall,
+                "peak_bytes_per_trial": (peak + X.nbytes + y.nbytes) / T})
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trials", type=int, nargs="+", default=[16, 256, 4096])
@@ -250,7 +300,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--quick", action="store_true")
     p.add_argument("--stacks", action="store_true", help="record where each host read comes from")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: the synchronisations torch reports on the device, wall times and peak device memory")
     a = p.parse_args(argv)
+    if a.device == "cuda":
+        res = cuda_run([1000, 10000] if not a.quick else [64])
+        res["config"] = {"torch": torch.__version__, "python": platform.python_version(), "device": res["gpu"]}
+        out = Path(a.out if a.out != str(OUT) else OUT.with_name("bench_syncs_cuda.json"))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+        print(json.dumps({k: [(r["trials"], r["syncs"], round(r["peak_bytes_per_trial"])) for r in v]
+                          for k, v in res["releases"].items()}, indent=1))
+        return 0
     torch.set_num_threads(1)
     trials, blocks = ([4, 32], [8, 24]) if a.quick else (a.trials, a.block)
     res = run(trials, blocks, stacks=a.stacks)

@@ -457,8 +457,12 @@ def release(
     Args:
         X, y: ``(..., N, d)`` features and ``(..., N)`` integer labels in ``[0, num_classes)``.
         num_classes: the PUBLIC number of classes K (never read from ``y``).
-        epsilon, delta: as-published: floats or tensors broadcastable to ``X.shape[:-2]``; sound: scalars
-            (``delta`` may be None for the pure-DP sound ``"laplace"``).
+        epsilon, delta: as-published: floats or tensors broadcastable to ``X.shape[:-2]``; sound: a scalar
+            ``delta`` (None for the pure-DP sound ``"laplace"``) and a scalar ``epsilon`` or several (a list, tuple
+            or 1-D tensor of E values): then the model has a leading epsilon axis ``(E, *batch)``, the noise of all
+            E is drawn in one call per block, ``Release.records`` holds one full record per epsilon and
+            ``Release.privacy`` states the vector with ``covered=False`` (E releases of the same data, not one
+            guarantee); ``Release.at_epsilon(e)`` is the release at ``epsilon[e]``.
         mechanism: ``"kl"`` | ``"laplace"`` | ``"gaussian"`` | ``"colored"`` | ``"r1smg"`` (as-published) or
             ``"kl"`` | ``"gaussian"`` | ``"colored"`` | ``"laplace"`` (sound).
         mode: ``"sound"`` (default: record-level DP, needs ``clip_bound``) or ``"as-published"`` (the

@@ -374,7 +374,10 @@ def sound_settings(
     covariance_type = _check_covariance_type(covariance_type)
     if center is not None:
         center = torch.as_tensor(center, dtype=torch.float64)
-        if center.shape[-1:] != (dim,) or not bool(torch.isfinite(center).all()):  # public value
+        # a public value, checked on the host; a centre already on an accelerator (e.g. released by a first stage,
+        # torchdpgmm.release.centring) is not read back (that would wait for the device): a non-finite one makes
+        # every clipped row non-finite, so every row is dropped
+        if center.shape[-1:] != (dim,) or (center.device.type == "cpu" and not bool(torch.isfinite(center).all())):
             raise ValueError(f"center must be a finite tensor with last dimension d={dim}")
     if not (isinstance(min_count, (int, float)) and 1 <= min_count < math.inf):
         raise ValueError(f"min_count must be a finite number >= 1, got {min_count!r}")
@@ -726,7 +729,8 @@ def sound_statistics(
 
     Shapes: ``X (..., N, d)`` (any real dtype; cast to float64), integer ``y (..., N)``, optional boolean
     ``mask (..., N)`` (False rows are padding). ``options``: ``adjacency`` (default ``"add-remove"``),
-    ``mechanism`` (default ``"kl"``), ``covariance_type``, ``center``, ``split``, ``prior_scale``,
+    ``mechanism`` (default ``"kl"``), ``covariance_type``, ``center`` (checked finite when given as numbers or a
+    CPU tensor; a centre on an accelerator is not read back), ``split``, ``prior_scale``,
     ``min_count``, ``eig_floor`` (a number; ``float("-inf")`` switches the PSD repair off so that an
     auditor can read the noisy blocks back), ``noise_multiplier`` (< 1 breaks the guarantee; auditor tests only),
     ``num_draws`` (n independent releases of the same data in a new leading dim). Returns
