@@ -223,3 +223,67 @@ def test_synthesize_takes_the_columns_the_bounds_name(tmp_path):
     assert main(["synthesize", *AIS_ARGS, "--image-transform", "none", "--bounds", "Ht=140:210,Wt=30:150",
                  "-n", "20", "--out", str(out)]) == 0
     assert (out / "synthetic.csv").read_text().splitlines()[0] == "Ht,Wt,label"
+
+
+# ---------------------------------------------------------------------------------------------- no silent garbage (item 1)
+def test_means_at_bounds_against_closed_form_probabilities():
+    from scipy.stats import norm
+
+    from torchdpgmm.release.diagnostics import MEAN_AT_BOUND_SDS, means_at_bounds
+
+    rng = np.random.default_rng(0)
+    counts, sums_std, K, trials = np.array([80.0, 120.0]), 3.0, 2, 4000
+    s = sums_std / counts  # the noise std of each class's released mean
+    # data at the lower bound of column 0, in the middle for column 1: column 0 is flagged when every class's
+    # noise is below 2 s_k, probability Phi(2)^K; column 1 (0.5 away, 13+ noise sds) never
+    hits = np.zeros(2)
+    for _ in range(trials):
+        means = np.array([0.0, 0.5]) + rng.normal(size=(K, 2)) * s[:, None]
+        for j in means_at_bounds(means, counts, sums_std, [0.0, 0.0], [1.0, 1.0]):
+            hits[j] += 1
+    p = norm.cdf(MEAN_AT_BOUND_SDS) ** K
+    assert abs(hits[0] / trials - p) < 4 * np.sqrt(p * (1 - p) / trials) and hits[1] == 0
+    # a box narrower than 4 noise sds: every mean is within 2 sds of a bound, wherever it is
+    assert means_at_bounds(rng.uniform(0, 1, (K, 3)), [3.0, 3.0], 3.0, [0.0] * 3, [1.0] * 3) == [0, 1, 2]
+    assert means_at_bounds(None, counts, sums_std, [0.0], [1.0]) == []
+
+
+def test_release_with_bounds_far_wider_than_the_data_warns_and_strict_refuses(tmp_path, capsys):
+    argv = ["release", *AIS_ARGS, "--features", "Ht,Wt", "--bounds", "Ht=0:1e6,Wt=0:1e6"]
+    assert main(argv + ["--seed", "1", "--out", str(tmp_path / "m.json")]) == 0  # README's example, wide bounds
+    err = capsys.readouterr().err
+    assert "released means of Ht, Wt are mostly noise" in err
+    means = np.asarray(json.loads((tmp_path / "m.json").read_text())["means"])
+    assert (means < 0).any()  # the garbage the warning is about: means below the lower bound 0
+    # at epsilon 0.05 every mean's noise covers the unit box: a warning on every draw, so --strict always refuses
+    low = [a if a != "1" else "0.05" for a in argv]  # --epsilon 1 -> 0.05
+    assert low != argv and main(low + ["--strict", "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mostly noise" in err[0] and "--strict" in err[0]
+    assert not (tmp_path / "s.json").exists()
+    # README's example with its own bounds is not flagged
+    assert main(["release", *AIS_ARGS, "--features", "Ht,Wt", "--bounds", "Ht=140:210,Wt=30:150", "--seed", "0",
+                 "--out", str(tmp_path / "ok.json")]) == 0
+    assert "mostly noise" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("center, clip, ok", [(None, 100.0, False), (None, 2 ** 0.5 + 1e-9, False), (None, 1.4, True),
+                                              ("box", 0.72, False), ("box", 0.7, True)])
+def test_a_clip_bound_that_holds_the_whole_box_is_refused(tmp_path, capsys, center, clip, ok):
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    flags = ["--bounds", "Ht=140:210,Wt=30:150", "--clip-bound", repr(clip)] + ([] if center is None else
+                                                                                  ["--center", center])
+    out = tmp_path / "m.json"
+    assert main(["release", *AIS_ARGS, "--features", "Ht,Wt", *flags, "--out", str(out)]) == (0 if ok else 2)
+    err = capsys.readouterr().err.strip().splitlines()
+    if not ok:  # sqrt(2)/2 about the box's middle, sqrt(2) about the private centre (d = 2)
+        assert len(err) == 1 and "unit box" in err[0] and not out.exists()
+    X, y = _xy3()
+    est = DPGaussianMixture(1.0, 1e-5, classes=["u", "v"], bounds=([0, 0, 0], [1, 1, 1]), clip_bound=clip * 1.5 ** 0.5,
+                            center=center)  # d = 3: the same ratios to sqrt(d)
+    if ok:
+        est.fit(X, y)
+    else:
+        with pytest.raises(ValueError, match="only adds noise"):
+            est.fit(X, y)

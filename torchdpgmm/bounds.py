@@ -232,6 +232,25 @@ class Bounds:
         """The default clip bound of a release centred as ``center`` (:data:`CENTERS`; None: the default)."""
         return self.centred_clip_bound if check_center(center) == "noisy-mean" else self.release_clip_bound
 
+    def max_clip_bound(self, center: str | None = None) -> float:
+        """The largest clip bound (unit-box units) that can clip anything in the box: ``sqrt(d)/2`` about the box's
+        middle (the ball of that radius holds the box); ``sqrt(d)`` about the private centre, which lies within
+        ``sqrt(d)/2`` of the middle (:func:`torchdpgmm.release.centring.shrunk_centre`). Public: d only."""
+        return self.unit_clip_bound * (2.0 if check_center(center) == "noisy-mean" else 1.0)
+
+    def check_clip_bound(self, clip_bound: float, center: str | None = None) -> float:
+        """``clip_bound`` (unit-box units) unless it exceeds :meth:`max_clip_bound`: such a bound clips nothing that
+        a smaller one would not, and every noise scale grows with it (the released means of AIS heights with
+        ``--clip-bound 100`` were 1,158.8 and -344.6 cm). Refused in one line."""
+        top = self.max_clip_bound(center)
+        if float(clip_bound) > top:
+            where = "the box's middle" if check_center(center) == "box" else "the private centre"
+            raise ValueError(f"clip bound {float(clip_bound):g} is beyond {top:.4g}, the radius about {where} that "
+                             f"already holds the whole unit box of the bounds (d={self.dim}): a larger bound only adds "
+                             f"noise; with bounds the clip bound is in unit-box units (default "
+                             f"{self.clip_bound_for(center):.4g}), leave it out or give at most {top:.4g}")
+        return float(clip_bound)
+
     def _like(self, v: np.ndarray, X: Any):
         if torch.is_tensor(X):
             return torch.as_tensor(v, dtype=torch.float64, device=X.device)

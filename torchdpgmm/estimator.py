@@ -555,6 +555,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             self.discrete_ = np.asarray([] if self.bounds_ is None else self.bounds_.integer, dtype=np.int64)
             clip = self.clip_bound if self.clip_bound is not None else self.bounds_.clip_bound_for(self.center)
             check_clip_bound(clip, X.shape[1])
+            if self.bounds_ is not None:  # public: d and the centring (a bound holding the whole box only adds noise)
+                self.bounds_.check_clip_bound(clip, self.center)
             if self.bounds is not None:
                 X = self.bounds_.to_unit(X)  # NaN kept: the release drops the row
         classes, idx = self._encode_labels(y, public)
@@ -593,6 +595,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
 
             counts, std, floor = sound_count_noise(rel)
             warn_if_mostly_noise(counts, std, floor=floor, stacklevel=3)
+            from torchdpgmm.release.diagnostics import warn_if_means_at_bounds
+
+            d, B = rel.model.means.shape[-1], float(kw["clip_bound"])  # the means' public box: unit box or [-B, B]
+            box = ([0.0] * d, [1.0] * d) if self.bounds is not None else ([-B] * d, [B] * d)
+            warn_if_means_at_bounds(rel, *box, getattr(self, "feature_names_in_", None), stacklevel=3)
         if self.mode == "sound" and self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=3)
             self.privacy_ = with_seeded_noise_note(self.privacy_)

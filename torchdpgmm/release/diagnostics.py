@@ -17,7 +17,19 @@ releases on average: ``sum_k c_k <= K floor + s (K / sqrt(2 pi) + 3 sqrt(K))``. 
 of that size is mostly noise too (each class count is within a few noise scales of zero), so the warning
 is right in both cases; it is a hint, never a refusal.
 
-Every front door calls it: ``torchdpgmm release`` and ``torchdpgmm synthesize`` (printed as one line on
+The released means get the same treatment against their public box (:func:`means_at_bounds`, issue 38 item 1):
+the box is the unit box of public bounds (or ``[-B, B]`` per coordinate about the origin for a clip bound ``B``
+without bounds), the noise of a released mean of class ``k`` has standard deviation ``s_k = sigma_sums / c_k``
+(``sigma_sums`` the public noise scale of the sums block, ``c_k`` the released count, floored). A column is called
+mostly noise when, for every class, the released mean lies within ``MEAN_AT_BOUND_SDS = 2`` noise standard
+deviations of one of the column's bounds or beyond it. The true mean of records clipped into the box lies inside it,
+so a released mean outside is noise; every class at a bound means that the bounds are far wider than the data
+(AIS heights with bounds 0:1e6 cm released means of -17,682 cm) or that the data sit at the bound (a rare 0/1
+column), and when the box is narrower than ``4 s_k`` every mean is flagged: its noise covers the whole width of the
+bounds. Released values and public scales only; a hint, never a refusal (``--strict`` makes the command line
+refuse it).
+
+Every front door calls them: ``torchdpgmm release`` and ``torchdpgmm synthesize`` (printed as one line on
 stderr), :class:`~torchdpgmm.estimator.DPGaussianMixture` and
 :class:`~torchdpgmm.estimator.DPSyntheticClassifier` (``fit`` issues a :class:`MostlyNoiseWarning`).
 """
@@ -31,7 +43,8 @@ from typing import Any
 import torch
 
 __all__ = ["MostlyNoiseWarning", "mostly_noise", "warn_if_mostly_noise", "sound_count_noise", "block_noise_std",
-           "pipeline_count_noise", "CLI_CAUSES", "ESTIMATOR_CAUSES"]
+           "pipeline_count_noise", "CLI_CAUSES", "ESTIMATOR_CAUSES", "MEAN_AT_BOUND_SDS", "means_at_bounds",
+           "warn_if_means_at_bounds"]
 
 MOSTLY_NOISE = "the release is mostly noise: the released class counts are within a few noise scales of zero"
 CLI_CAUSES = ("--classes not matching the labels (case?), wrong label column, features that are not numbers, "
@@ -110,3 +123,46 @@ def pipeline_count_noise(rel: Any) -> tuple[Any, float | None, float]:
     std = next((float(b.noise_scale) for b in blocks if b.name == "class-counts"), None)
     auto = any(b.name == "class-pooled-second-moment" for b in blocks)
     return counts, std, _floor(auto, std)
+
+
+#: A released mean this many noise standard deviations from a bound of its column (or beyond it) is "at the bound".
+MEAN_AT_BOUND_SDS = 2.0
+
+
+def means_at_bounds(means: Any, counts: Any, sums_std: float | None, lower: Any, upper: Any, *,
+                    floor: float = 1.0) -> list[int]:
+    """The columns whose released means are mostly noise against their public box (module docstring): for every
+    class ``k`` the mean lies within ``MEAN_AT_BOUND_SDS * sums_std / c_k`` of ``lower`` or ``upper`` or beyond
+    them. ``means (K, d)`` and ``counts (K,)`` are released values, ``sums_std`` the public noise std of one
+    coordinate of a class sum, ``lower``/``upper (d,)`` the public box, ``floor`` the public floor of a count.
+    None ``sums_std`` or ``counts`` (nothing to judge from): no column."""
+    if means is None or counts is None or sums_std is None or not math.isfinite(float(sums_std)):
+        return []
+    m = torch.as_tensor(means, dtype=torch.float64).detach().cpu()
+    m = m.reshape(-1, m.shape[-1])
+    c = torch.as_tensor(counts, dtype=torch.float64).detach().cpu().reshape(-1, 1).clamp(min=max(float(floor), 1.0))
+    lo = torch.as_tensor(lower, dtype=torch.float64).reshape(1, -1)
+    hi = torch.as_tensor(upper, dtype=torch.float64).reshape(1, -1)
+    margin = MEAN_AT_BOUND_SDS * float(sums_std) / c  # (K, 1)
+    near = (m < lo + margin) | (m > hi - margin)
+    return [j for j in range(m.shape[-1]) if bool(near[:, j].all())]
+
+
+def warn_if_means_at_bounds(rel: Any, lower: Any, upper: Any, names: Any = None, *, stacklevel: int = 2) -> list[int]:
+    """One :class:`MostlyNoiseWarning` naming the columns of :func:`means_at_bounds` for a sound
+    :class:`~torchdpgmm.release.result.Release` (its released means and counts, in the units of ``lower``/``upper``,
+    and its public noise summary); returns those columns. Nothing when the class counts are mostly noise (then
+    :func:`warn_if_mostly_noise` warns, and every mean is noise anyway)."""
+    counts, count_std, floor = sound_count_noise(rel)
+    if counts is not None and count_std is not None and mostly_noise(counts, count_std, floor=floor):
+        return []  # the class counts' warning (warn_if_mostly_noise) already says the release is noise
+    noise = (getattr(rel, "extras", None) or {}).get("noise") or {}
+    cols = means_at_bounds(getattr(rel.model, "means", None), counts, block_noise_std(noise, "sums"), lower, upper,
+                           floor=floor)
+    if cols:
+        label = ", ".join(str(names[j]) if names is not None else f"column {j}" for j in cols)
+        warnings.warn(f"the released means of {label} are mostly noise: for every class they lie within "
+                      f"{MEAN_AT_BOUND_SDS:g} noise standard deviations of a bound or beyond it; likely causes: "
+                      "bounds (or a clip bound) far wider than the data for this epsilon, too few rows, or data "
+                      "that sit at a bound", MostlyNoiseWarning, stacklevel=stacklevel + 1)
+    return cols
