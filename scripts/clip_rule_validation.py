@@ -25,6 +25,9 @@ the budget on a noisy histogram of the distances to the released centre, the rad
 the records, floor 1/2) for the configs of :data:`RADIUS_CONFIGS` against the fixed radius 1/2, every classifier
 applied to validation rows pulled onto its own ball (the consistent classifier) -> ``docs/results/radius-rule.json``.
 
+``--pull`` scores the consistent classifier (validation rows pulled onto the release's ball, as
+``DPGaussianMixture.predict`` does) against raw rows, for ``covariance_type`` auto and full -> ``docs/results/pull-rule.json``.
+
 ``--centre`` scores the two-stage release of :mod:`torchdpgmm.release.centring` (a private centre with a share
 ``c`` of the budget, then the mixture clipped about it to a radius that is either a fraction ``f`` of ``sqrt(d)/2``
 or a fixed length ``r`` in the unit box) for every pair of :data:`CENTRE_SHARES` and :data:`CENTRE_RADII`, beside the one-stage release about the box's middle at ``f = 0.5`` (the previous
@@ -333,6 +336,59 @@ def main_radius(out: pathlib.Path, names: list[str]) -> None:
     print(f"rule {best}: {res['summary']}; means {mean}; wrote {out}")
 
 
+PULL_OUT = OUT.with_name("pull-rule.json")
+PULL_TYPES = ("auto", "full")
+PULL_SEEDS = tuple(range(3))
+
+
+def main_pull(out: pathlib.Path, names: list[str]) -> None:
+    """The consistent classifier (validation rows pulled onto the release's ball, what DPGaussianMixture.predict does)
+    against raw validation rows, for the default release (private centre, fixed radius 1/2) with covariance_type auto
+    and full, same splits and epsilons, PULL_SEEDS seeds -> docs/results/pull-rule.json."""
+    from torchdpgmm.release.centring import release_centred
+
+    t0 = time.perf_counter()
+    tabs = cv.tables()
+    cells = []
+    for name in names or list(tabs):
+        X, y, pb = tabs[name]
+        Utr, Uva, ytr, yva, b = cv.unit_split(X, y, pb)
+        K, yv = int(y.max()) + 1, torch.as_tensor(yva)
+        for eps in EPS:
+            cell = {"table": name, "epsilon": eps}
+            for ct in PULL_TYPES:
+                acc = {"pulled": [], "raw": []}
+                for seed in PULL_SEEDS:
+                    rel = release_centred(Utr, torch.as_tensor(ytr), K, eps, DELTA, clip_bound=0.5,
+                                          ball_center=b.unit_center, ball_radius=float(b.unit_clip_bound),
+                                          covariance_type=ct, generator=torch.Generator().manual_seed(seed))
+                    acc["pulled"].append(float((rel.model.predict(pulled(Uva, rel.extras["centre"], 0.5)) == yv)
+                                               .double().mean()))
+                    acc["raw"].append(float((rel.model.predict(Uva) == yv).double().mean()))
+                cell[ct] = {k: float(np.mean(v)) for k, v in acc.items()}
+            cells.append(cell)
+        print(name, [(c["epsilon"], c["auto"], c["full"]) for c in cells if c["table"] == name], flush=True)
+    summary = {}
+    for ct in PULL_TYPES:
+        gain = [c[ct]["pulled"] - c[ct]["raw"] for c in cells]
+        worst = int(np.argmin(gain))
+        summary[ct] = {"mean_pulled": float(np.mean([c[ct]["pulled"] for c in cells])),
+                       "mean_raw": float(np.mean([c[ct]["raw"] for c in cells])), "mean_gain": float(np.mean(gain)),
+                       "cells_pulled_below_raw": int(sum(g < 0 for g in gain)), "cells": len(cells),
+                       "worst_gain": float(gain[worst]),
+                       "worst_cell": f"{cells[worst]['table']} eps={cells[worst]['epsilon']:g}"}
+    res = {"study": "pull-rule-validation", "script": "scripts/clip_rule_validation.py --pull",
+           "split": "validation: the study's 80/20 cut (test part unread), then 75/25 of its training part",
+           "epsilons": list(EPS), "seeds": len(PULL_SEEDS), "delta": DELTA, "covariance_types": list(PULL_TYPES),
+           "release": "release_centred (centre share 0.1, radius 1/2 about the released centre), kl, discrete, "
+                      "add-remove; Bayes accuracy on validation rows pulled onto that ball ('pulled', the estimator's "
+                      "predict) or as given ('raw')",
+           "cells": cells, "summary": summary, "seconds": time.perf_counter() - t0}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print(f"{summary}; wrote {out}")
+
+
 def summarise(cells: list[dict], fractions) -> dict:
     """The rule (highest mean Bayes accuracy over cells) and each fraction's mean and worst cell against f = 1."""
     out = {}
@@ -354,8 +410,12 @@ def main(argv=None) -> None:
     ap.add_argument("--pipeline", action="store_true", help="the pipeline's clip bounds (-> clip-rule-pipeline.json)")
     ap.add_argument("--centre", action="store_true", help="the two-stage centred release (-> centre-rule.json)")
     ap.add_argument("--radius", action="store_true", help="the private clip radius (-> radius-rule.json)")
+    ap.add_argument("--pull", action="store_true", help="pulled vs raw rows at predict (-> pull-rule.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if a.pull:
+        main_pull(PULL_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
+        return
     if a.radius:
         main_radius(RADIUS_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
         return

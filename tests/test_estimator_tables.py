@@ -396,3 +396,16 @@ def test_synthetic_classifier_table_defaults_with_bounds():
         DPSyntheticClassifier(classes=[0, 1]).fit(X, y)
     with pytest.raises(ValueError, match=r"n_components must be an int in \[1, 4\]"):
         DPSyntheticClassifier(n_components=5, **kw).fit(X, y)
+
+
+def test_fixed_covariance_types_classify_rows_as_given():
+    """PULLED_COVARIANCE_TYPES: only "auto" pulls; "full" is the released model's Bayes rule at the raw rows."""
+    from torchdpgmm.estimator import PULLED_COVARIANCE_TYPES
+
+    assert PULLED_COVARIANCE_TYPES == ("auto",)
+    X, y = _far_table(2000, 0)
+    est = _fit(DPGaussianMixture(2.0, 1e-5, classes=[0, 1, 2], bounds=(0.0, 1.0), covariance_type="full",
+                                 random_state=0), X, y)
+    Xte, _ = _far_table(300, 1)
+    ref = est.model_.predict(torch.as_tensor(Xte, dtype=torch.float64)).numpy()
+    np.testing.assert_array_equal(est.predict(Xte), est.classes_[ref])

@@ -198,6 +198,14 @@ def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
 PRIVATE_RADIUS = False
 
 
+#: the covariance types whose ``predict`` / ``predict_proba`` / ``score`` pull rows onto the release's clipping ball
+#: first (:meth:`DPGaussianMixture._x_released`). On validation splits (``docs/results/pull-rule.json``,
+#: ``scripts/clip_rule_validation.py --pull``) pulling is even with raw rows for ``"auto"`` (which the issue-37
+#: held-out tables need: raw rows there lost accuracy as epsilon grew) and far below them for ``"full"`` (whose
+#: Gaussians of records on the ball's sphere collapse in the noise), so only ``"auto"`` pulls.
+PULLED_COVARIANCE_TYPES = ("auto",)
+
+
 def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon: float, delta: float, bounds: Any,
                         *, center: str | None = None, clip_bound: float | None = None,
                         generator: torch.Generator | None = None, mechanism: str = "kl", **options: Any):
@@ -422,10 +430,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         centre for ``center="noisy-mean"``, the box's middle for ``"box"``).
     clip_radius_ : float
         Sound mode: the radius the records were clipped to (with ``bounds`` in unit-box units about the centre,
-        without them ``clip_bound`` about the origin). ``predict``, ``predict_proba``, ``predict_log_proba`` and
-        ``score`` (accuracy) pull their input onto the same ball first: public post-processing, so that the released
-        model and its input describe the same clipped records and more budget does not lower accuracy on average
-        (issue 37). ``score_samples`` and ``score(X)`` (log-likelihood) evaluate the density at ``X`` as given.
+        without them ``clip_bound`` about the origin). With ``covariance_type="auto"`` (the default,
+        :data:`PULLED_COVARIANCE_TYPES`) ``predict``, ``predict_proba``, ``predict_log_proba`` and ``score``
+        (accuracy) pull their input onto the same ball first: public post-processing, so that the released model and
+        its input describe the same clipped records (issue 37). ``score_samples`` and ``score(X)`` (log-likelihood)
+        evaluate the density at ``X`` as given.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, *, classes: Any = None,
@@ -636,12 +645,13 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         """``X`` through the public map the sound release applied to its records (post-processing of released and
         public values): with bounds into the unit box, then pulled onto the ball of radius ``clip_radius_`` about the
         released centre, and back to the user's units; without bounds pulled onto the ball ``clip_bound`` about the
-        origin. As-published mode does not clip: ``X`` as given."""
+        origin. Only for the covariance types of :data:`PULLED_COVARIANCE_TYPES` (the default ``"auto"``); the others
+        and as-published mode (which does not clip) take ``X`` as given."""
         from torchdpgmm.mechanisms import clip_records
 
         Xt = self._x(X)
         R = getattr(self, "clip_radius_", None)
-        if self.mode != "sound" or R is None:
+        if self.mode != "sound" or R is None or self.covariance_type not in PULLED_COVARIANCE_TYPES:
             return Xt
         if getattr(self, "bounds_", None) is None or self.bounds is None:
             return clip_records(Xt, R)
