@@ -279,3 +279,15 @@ def test_cuda_probe_measures_the_footprint_and_the_sweep_fits(tmp_path):
     assert 24_000 < per_trial < 50e6                 # at least the data (N d 8 bytes), far below a GPU
     res = run_sweep(spec, tmp_path, progress=False)
     assert res["block_sizes"] == {"N1000_K5_d3": 300}
+
+
+def test_out_of_memory_in_the_cuda_probe_is_one_line(tmp_path, monkeypatch):
+    """The probe block that measures the footprint on CUDA runs before any chunk: its out-of-memory is one line
+    too, and the half-made sweep folder holds no chunk (a simulated CUDA device: the probe is patched)."""
+    def probe(*a, **kw):
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(S, "measure_bytes_per_trial", probe)
+    with pytest.raises(ValueError, match="probe block of 256 trials") as e:
+        run_sweep(_spec(trials=4), tmp_path / "sw", trial_fn=seeded_rows, progress=False)
+    assert "\n" not in str(e.value) and not list((tmp_path / "sw" / "chunks").iterdir())

@@ -264,7 +264,11 @@ def auto_block_size(spec: SweepSpec, N: int, K: int, d: int, *, free: float | No
     return _even_block(spec.trials, rung)
 
 
-def measure_bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int, trials: int = 256) -> float | None:
+#: trials of the probe block that measures the per-trial footprint on CUDA
+PROBE_TRIALS = 256
+
+
+def measure_bytes_per_trial(spec: SweepSpec, N: int, K: int, d: int, trials: int = PROBE_TRIALS) -> float | None:
     """Peak CUDA memory per trial of one probe block of ``trials`` trials (data, every mechanism's release and
     KL), from ``torch.cuda.max_memory_allocated``, x1.25 for the allocator's fragmentation; None on CPU. The
     probe draws from its own fixed seed and its rows are discarded."""
@@ -612,7 +616,14 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     check_disk(spec, out)
     if backend == "ray":
         _check_ray_address(ray_address)
-    blocks = _prepare(out, spec, resume, workers)
+    try:
+        blocks = _prepare(out, spec, resume, workers)
+    except Exception as exc:   # the CUDA probe block (measure_bytes_per_trial) ran out of memory
+        if not _is_oom(exc):
+            raise
+        _release_device_memory(spec)
+        raise ValueError(f"out of memory on {spec.device} while measuring a probe block of "
+                         f"{PROBE_TRIALS} trials: free memory on the device, or pass --block-size") from None
     chunk_dir = out / "chunks"
     fn = trial_fn or default_trial_fn
     total = num_chunks(spec, blocks)
