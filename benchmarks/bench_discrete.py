@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import types
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -51,13 +52,31 @@ def _baseline(ref: str):
 
 
 class _Count(TorchDispatchMode):
+    """Dispatched ops by name, and the peak of the live bytes of the tensors the ops return."""
+
     def __init__(self):
         super().__init__()
         self.ops = Counter()
+        self.live = self.peak = 0
+        self.seen = set()
+
+    def _free(self, key, nbytes):
+        self.seen.discard(key)
+        self.live -= nbytes
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if torch.is_tensor(t):
+                st = t.untyped_storage()
+                key = st.data_ptr()
+                if key and key not in self.seen:
+                    self.seen.add(key)
+                    self.live += st.nbytes()
+                    weakref.finalize(st, self._free, key, st.nbytes())
+        self.peak = max(self.peak, self.live)
+        return out
 
 
 def _draw(mod, kind, n, param, seed, device):
@@ -86,7 +105,8 @@ def _time(mod, kind, n, param, device, repeats):
 def _counts(mod, kind, n, param, device):
     with _Count() as c:
         _draw(mod, kind, n, param, 0, device)
-    return {"ops": sum(c.ops.values()), "syncs": sum(c.ops[k] for k in SYNC_OPS)}
+    return {"ops": sum(c.ops.values()), "syncs": sum(c.ops[k] for k in SYNC_OPS),
+            "peak_live_bytes": c.peak, "peak_live_bytes_per_draw": c.peak / n}
 
 
 def main(argv=None):
@@ -124,8 +144,9 @@ def main(argv=None):
             print(json.dumps(row), flush=True)
     counts = []
     for kind, param in cases:
-        for n in ([16, 2000] if a.quick else [16, 1000, 100_000]):
-            row = {"sampler": kind, "scale": param, "draws": n, "fixed_work": _counts(current, kind, n, param, a.device)}
+        for n in ([16, 2000] if a.quick else [16, 1000, 100_000, 1_000_000]):
+            row = {"sampler": kind, "scale": param, "draws": n,
+                   "fixed_work": _counts(current, kind, n, param, a.device)}
             if base is not None:
                 row["rejection_loops"] = _counts(base, kind, n, param, a.device)
             counts.append(row)

@@ -167,7 +167,7 @@ def test_empirical_acceptance_is_above_the_bound(sigma, scale):
     assert rate > p - 4 * math.sqrt(p * (1 - p) / 60_000)
 
 
-@pytest.mark.parametrize("n", [1, 2, 15, 1000, 2 ** 18])
+@pytest.mark.parametrize("n", [1, 2, 15, 1000, 2 ** 16])
 def test_pool_sizes_run_out_with_probability_below_2_to_the_minus_64(n):
     for params in [("gaussian",) + D.rational_gaussian_variance(s) for s in (0.25, 2.0, 2.0 ** 25)] + \
                   [("laplace",) + D.rational_laplace_scale(b) for b in (2.0 ** -20, 1.0, 2.0 ** 40)]:
@@ -262,6 +262,7 @@ def test_accelerator_layout_laplace_and_bernoulli(vectorised):
     pmf = stats.dlaplace(s / t).pmf(k)
     obs = np.array([(x.numpy() == j).sum() for j in k])
     keep = pmf * x.numel() >= 5
-    assert stats.chisquare(obs[keep], pmf[keep] * x.numel() * obs[keep].sum() / (pmf[keep].sum() * x.numel())).pvalue > 1e-3
+    exp = pmf[keep] * obs[keep].sum() / pmf[keep].sum()
+    assert stats.chisquare(obs[keep], exp).pvalue > 1e-3
     b = D.bernoulli_exp_neg(torch.full((40_000,), 7, dtype=torch.int64), 3, torch.Generator().manual_seed(4))
     assert stats.binomtest(int(b.sum()), 40_000, math.exp(-7 / 3)).pvalue > 1e-3

@@ -3,8 +3,8 @@ amount of work per draw.
 
 Everything here uses integer arithmetic only: a Bernoulli(n/m) is ``u < c n`` for ``u`` uniform on
 ``{0, ..., 2^63 - 1}`` (int64 ``random_()``) and ``c = floor((2^63 - 1) / m)``, given ``u < c m`` (then ``u``
-is uniform on ``c m`` values, so the Bernoulli is exact), so there is no floating-point rounding for a Mironov (2012)-style attack
-to exploit.
+is uniform on ``c m`` values, so the Bernoulli is exact), so there is no floating-point rounding for a
+Mironov (2012)-style attack to exploit.
 
 - :func:`bernoulli_exp_neg` - ``Bernoulli(exp(-n/d))`` (Algorithm 1).
 - :func:`discrete_laplace_noise` - ``P(k) ∝ exp(-|k| s/t)`` on Z (Algorithm 2).
@@ -27,11 +27,12 @@ rationalised scale), never on the noise drawn:
   accepted candidate, found by ``searchsorted`` on the running count of accepts and read by a **gather**
   (no compaction, no boolean indexing, no ``nonzero``): the accepted candidates are i.i.d. from the target
   whatever the accept pattern, so the first ``n`` of them are ``n`` i.i.d. draws. Per draw the pool holds
-  about ``1/p`` candidates (2.1 for the discrete Gaussian at sigma = 2) where fixed rounds per draw would
-  need about ``64 ln 2 / -ln(1 - p)`` (70). Draws are processed in chunks of at most ``2^18`` on the CPU,
-  round by round in place (peak memory a few tens of MB), and of ``2^16`` on an accelerator, where each
-  stage's rounds are drawn as one tensor to keep kernel launches few (peak about 150 MB); CPU pools of at
-  most 4096 candidates use that layout too (a few hundred dispatched ops instead of a few thousand).
+  about ``1/p`` candidates (2.4 for the discrete Gaussian at sigma = 2, 2.1 from sigma = 17 on) where fixed
+  rounds per draw would need ``64 ln 2 / -ln(1 - p)`` (81 and 68). Draws are processed in chunks of at
+  most ``2^16``: on the CPU round by round in place (a working set of about 220 bytes per draw, 15 MB per
+  chunk), on an accelerator with each stage's rounds drawn as one tensor to keep kernel launches few
+  (about 1.4 KB per draw, 90 MB per chunk); CPU pools of at most 4096 candidates use that layout too (fewer dispatched ops). The working set
+  is bounded by the chunk, whatever the number of draws of the call.
 * **Caps.** Every unbounded loop inside a pass has a fixed cap, each derived from an exact tail:
 
   - Algorithm 1 for ``gamma in [0, 1]`` draws ``A_K ~ Bernoulli(gamma / K)`` for ``K = 1..24`` and reads
@@ -53,10 +54,11 @@ rationalised scale), never on the noise drawn:
   ``0`` (selected by ``torch.where``, never by a retry). Coupling the sampler with the unbounded algorithm on
   the same random draws, the joint law of the ``n`` draws of one call is within total variation
   ``P(Binomial(m, p) < n) + m beta <= n 2^-64`` of ``n`` i.i.d. exact draws (``beta <= 2^-75`` the caps'
-  probability per candidate, the table's rounding included; :func:`tv_bound` computes the bound, a test checks it). A mechanism that is
-  ``(eps, delta)``-DP with the exact sampler is therefore ``(eps, delta + (1 + e^eps) n 2^-64)``-DP with
-  this one (pure ``eps``-DP becomes ``(eps, (1 + e^eps) n 2^-64)``); no fixed-work sampler can do better
-  than some such term, since finitely many random bits only make dyadic probabilities.
+  probability per candidate, the table's rounding included; :func:`tv_bound` computes the bound, a test
+  checks it). A mechanism that is ``(eps, delta)``-DP with the exact sampler is therefore
+  ``(eps, delta + (1 + e^eps) n 2^-64)``-DP with this one (pure ``eps``-DP becomes
+  ``(eps, (1 + e^eps) n 2^-64)``); no fixed-work sampler can do better than some such term, since finitely
+  many random bits only make dyadic probabilities.
 
 Rational parameters. A float scale is turned into a rational **no smaller** than it (more noise, so the
 guarantee computed from the float still holds), exactly with :class:`fractions.Fraction`: the Laplace
@@ -93,19 +95,18 @@ __all__ = [
     "add_noise",
 ]
 
-_RANGE = 2 ** 63      # int64 ``random_()`` draws uniformly from {0, ..., 2^63 - 1} (64 random bits mod 2^63)
-_TOP = _RANGE - 1     # c = floor(_TOP / m) keeps c m (and c num, num <= m) inside int64
-_EXP_STEPS = 24        # Algorithm 1, gamma in [0, 1]: all 24 coins one with probability <= 1/24! < 2^-79
-_GEO_LEVELS = 53      # levels of the cumulative table of the geometric count (P(V >= v) = e^-v, v <= 53)
-_V_LAPLACE = 53        # geometric count of the Laplace proposal: P(V >= 53) = e^-53 < 2^-76
-_V_GAUSS = 11          # inside the Gaussian: P(V >= 11) * max acceptance <= e^-11 e^-50 < 2^-76
-_INT_CAP = 52          # integer part of Algorithm 3's exponent: exact for floor(gamma) <= 52; e^-53 < 2^-76
-_RUNOUT_LOG2 = -66     # P(a pool has fewer accepts than draws) <= 2^-66 (Chernoff)
-_CHUNK = 2 ** 18       # draws per pool on the CPU (peak memory: tens of MB)
-_CHUNK_ACCEL = 2 ** 16  # on an accelerator, where all rounds of a pool are drawn at once (~150 MB)
-_SMALL_POOL = 4096     # on the CPU, pools up to this size are drawn in the accelerator layout too
+_RANGE = 2 ** 63        # int64 ``random_()`` draws uniformly from {0, ..., 2^63 - 1} (64 random bits mod 2^63)
+_TOP = _RANGE - 1       # c = floor(_TOP / m) keeps c m (and c num, num <= m) inside int64
+_EXP_STEPS = 24         # Algorithm 1, gamma in [0, 1]: all 24 coins one with probability <= 1/24! < 2^-79
+_GEO_LEVELS = 53        # levels of the cumulative table of the geometric count (P(V >= v) = e^-v, v <= 53)
+_V_LAPLACE = 53         # geometric count of the Laplace proposal: P(V >= 53) = e^-53 < 2^-76
+_V_GAUSS = 11           # inside the Gaussian: P(V >= 11) * max acceptance <= e^-11 e^-50 < 2^-76
+_INT_CAP = 52           # integer part of Algorithm 3's exponent: exact for floor(gamma) <= 52; e^-53 < 2^-76
+_RUNOUT_LOG2 = -66      # P(a pool has fewer accepts than draws) <= 2^-66 (Chernoff)
+_CHUNK = 2 ** 16        # draws per pool on the CPU (working set about 220 bytes per draw: ~15 MB)
+_CHUNK_ACCEL = 2 ** 16  # on an accelerator, where each stage's rounds are drawn at once (~1.4 KB per draw: ~90 MB)
+_SMALL_POOL = 4096      # on the CPU, pools up to this size are drawn in the accelerator layout too
 _BERN_MAX_DEN = 2 ** 48  # bernoulli_exp_neg: largest denominator (sizes its fixed attempts)
-
 
 
 def _vectorised(device: torch.device, m: int) -> bool:
@@ -435,7 +436,7 @@ def tv_bound(n: int, sigma: float | None = None, *, laplace_scale: float | None 
              chunk: int = _CHUNK) -> float:
     """Upper bound on the total-variation distance between the joint law of ``n`` draws of one call of
     :func:`discrete_gaussian_noise` (``sigma``) or :func:`discrete_laplace_noise` (``laplace_scale``) and ``n``
-    i.i.d. exact draws: per chunk (``chunk`` draws: ``2^18`` on the CPU, ``2^16`` on an accelerator),
+    i.i.d. exact draws: per chunk (``chunk`` draws, ``2^16`` by default),
     ``P(Binomial(m, p) < n_chunk)`` (Chernoff) plus ``m beta`` (caps). It is below ``n 2^-64`` over the
     parameter ranges (module docstring)."""
     if (sigma is None) == (laplace_scale is None):
