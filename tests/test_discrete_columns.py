@@ -33,6 +33,7 @@ def test_sample_rounds_and_clips_discrete_columns():
     cols = ["age", "kids", "red", "blue"]
     x, _ = _fit(cols).sample(2000)
     ref, _ = _fit(None).sample(2000)  # the same release (same seed; discrete= does not touch it), not rounded
+    x, ref = np.asarray(x), np.asarray(ref)  # fitted on a DataFrame: sample gives DataFrames
     lo = np.array([BOUNDS[c][0] for c in BOUNDS])
     hi = np.array([BOUNDS[c][1] for c in BOUNDS])
     j = [list(BOUNDS).index(c) for c in cols]
@@ -187,6 +188,7 @@ def test_bad_onehot_groups_refused_in_one_line(discrete, needle):
 def test_onehot_group_gives_exactly_one_one_at_the_argmax():
     x, _ = _fit(["kids", ("red", "blue")]).sample(1500)
     ref, _ = _fit(None).sample(1500)  # the same release, unrounded
+    x, ref = np.asarray(x), np.asarray(ref)  # fitted on a DataFrame: sample gives DataFrames
     _assert_rounded_from(x, ref, {1}, [[3, 4]])
 
 

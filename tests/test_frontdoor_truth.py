@@ -287,3 +287,35 @@ def test_a_clip_bound_that_holds_the_whole_box_is_refused(tmp_path, capsys, cent
     else:
         with pytest.raises(ValueError, match="only adds noise"):
             est.fit(X, y)
+
+
+# ---------------------------------------------------------------------------------------------- pandas out, bounds form (item 4)
+def test_sample_of_an_estimator_fitted_on_a_dataframe_is_a_dataframe():
+    pd = pytest.importorskip("pandas")
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    X, y = _xy3()
+    df = pd.DataFrame(X * 10, columns=["height", "weight", "age"])
+    est = DPGaussianMixture(1.0, 1e-5, classes=["u", "v"], bounds={c: (0, 10) for c in df.columns}).fit(df, y)
+    Xs, ys = est.sample(30)
+    assert isinstance(Xs, pd.DataFrame) and list(Xs.columns) == ["height", "weight", "age"] and len(Xs) == 30
+    assert isinstance(ys, pd.Series) and set(ys) <= {"u", "v"}
+    assert ((Xs.to_numpy() >= 0) & (Xs.to_numpy() <= 10)).all()
+    Xa, ya = DPGaussianMixture(1.0, 1e-5, classes=["u", "v"], bounds=(0, 1)).fit(X, y).sample(5)
+    assert type(Xa) is np.ndarray and type(ya) is np.ndarray  # numpy in, numpy out
+
+
+def test_bounds_as_lower_and_upper_arrays_have_one_reading_for_every_d():
+    from torchdpgmm.bounds import Bounds
+
+    three = Bounds.parse(([0, 10, 3], [5, 20, 9]), n_features=3)
+    assert three.lower.tolist() == [0, 10, 3] and three.upper.tolist() == [5, 20, 9]
+    one = Bounds.parse(([0], [5]), n_features=1)
+    assert one.lower.tolist() == [0] and one.upper.tolist() == [5]
+    with pytest.raises(ValueError, match="ambiguous") as exc:  # both readings valid: refused, never guessed
+        Bounds.parse(([0, 10], [5, 20]), n_features=2)
+    assert "\n" not in str(exc.value)
+    pairs = Bounds.parse([(140, 210), (30, 150)], n_features=2)  # as arrays: lower 140 > upper 30, so pairs only
+    assert pairs.lower.tolist() == [140, 30] and pairs.upper.tolist() == [210, 150]
+    arrays = Bounds.parse(([5, 0], [10, 20]), n_features=2)  # as pairs (5, 0) is not valid: arrays only
+    assert arrays.lower.tolist() == [5, 0] and arrays.upper.tolist() == [10, 20]

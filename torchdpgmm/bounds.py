@@ -134,7 +134,10 @@ class Bounds:
 
         ``bounds`` may be a :class:`Bounds`; one pair ``(lower, upper)`` for every feature (needs
         ``n_features``); a sequence of d pairs; a dict ``{column: (lower, upper)}`` (needs ``names``, the
-        table's columns, and must name each of them); or an ``(lower_array, upper_array)`` pair of arrays.
+        table's columns, and must name each of them); or an ``(lower_array, upper_array)`` pair of arrays
+        (diffprivlib's convention). With two features a 2 x 2 nesting reads both ways; it is taken the one way that
+        gives lower < upper for both columns (``[(140, 210), (30, 150)]``: two pairs) and refused in one line when
+        both ways do (``([0, 10], [5, 20])``): pass a dict or a :class:`Bounds` then.
         """
         if isinstance(bounds, Bounds):
             out = bounds
@@ -158,17 +161,47 @@ class Bounds:
                     raise ValueError("one (lower, upper) pair for all features needs the number of features")
                 a, b = cls._pair(bounds, "bounds")
                 out = cls([a] * n_features, [b] * n_features, names)
-            elif len(bounds) == 2 and all(np.ndim(v) == 1 for v in bounds) and len(bounds[0]) == len(bounds[1]) \
-                    and n_features is not None and len(bounds[0]) == n_features and n_features != 2:
-                out = cls(list(bounds[0]), list(bounds[1]), names)
             else:
-                pairs = [cls._pair(p, f"bounds of feature {j}") for j, p in enumerate(bounds)]
-                out = cls([p[0] for p in pairs], [p[1] for p in pairs], names)
+                out = cls._arrays_or_pairs(bounds, n_features, names)
         if n_features is not None and out.dim != n_features:
             raise ValueError(f"bounds cover {out.dim} features but the data have {n_features}")
         if names is not None and out.names is None:
             out = cls(out.lower, out.upper, names)
         return out
+
+    @classmethod
+    def _arrays_or_pairs(cls, bounds: Any, n_features: int | None, names: Sequence[str] | None) -> "Bounds":
+        """``(lower_array, upper_array)`` (diffprivlib's convention) or a sequence of d ``(lower, upper)`` pairs:
+        the reading that gives valid bounds for ``n_features`` columns. Two arrays of two entries read both ways
+        (``([0, 10], [5, 20])``: lower (0, 10) and upper (5, 20), or the pairs (0, 10) and (5, 20)); when both
+        readings are valid the form is refused in one line instead of guessed."""
+        readings: list[tuple[str, Any]] = []
+        two = len(bounds) == 2 and all(np.ndim(v) == 1 for v in bounds) and len(bounds[0]) == len(bounds[1])
+        if two and (n_features is None or len(bounds[0]) == n_features):
+            readings.append(("arrays", lambda: cls(list(bounds[0]), list(bounds[1]), names)))
+        if n_features is None or len(bounds) == n_features:
+            def pairs() -> "Bounds":
+                ps = [cls._pair(p, f"bounds of feature {j}") for j, p in enumerate(bounds)]
+                return cls([p[0] for p in ps], [p[1] for p in ps], names)
+            readings.append(("pairs", pairs))
+        if not readings:  # neither shape fits the number of features: the pairs' error names the problem
+            ps = [cls._pair(p, f"bounds of feature {j}") for j, p in enumerate(bounds)]
+            return cls([p[0] for p in ps], [p[1] for p in ps], names)
+        valid, first_error = [], None
+        for kind, make in readings:
+            try:
+                valid.append((kind, make()))
+            except ValueError as exc:
+                first_error = first_error or exc
+        if not valid:
+            raise first_error  # type: ignore[misc]
+        if len(valid) == 2:
+            lo, hi = (list(map(float, v)) for v in bounds)
+            raise ValueError(f"bounds {[lo, hi]} are ambiguous for 2 features: (lower, upper) arrays give lower "
+                             f"{tuple(lo)} and upper {tuple(hi)}, two (lower, upper) pairs give {tuple(lo)} and "
+                             f"{tuple(hi)}; pass {{column: (lower, upper)}} with a DataFrame, or "
+                             "torchdpgmm.bounds.Bounds(lower, upper)")
+        return valid[0][1]
 
     @staticmethod
     def _pair(p: Any, what: str) -> tuple[float, float]:

@@ -238,6 +238,25 @@ def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsi
                            generator=generator, mechanism=mechanism, **options)
 
 
+def _pandas_out(sample: Any) -> Any:
+    """Decorator of an estimator's ``sample``: pandas in, pandas out (scikit-learn's ``set_output`` convention).
+    Fitted on a DataFrame (``feature_names_in_`` set), the rows come back as a DataFrame with the fit's column
+    names and the labels as a Series; otherwise the numpy arrays as they are."""
+    import functools
+
+    @functools.wraps(sample)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        x, y = sample(self, *args, **kwargs)
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return x, y
+        import pandas as pd
+
+        return pd.DataFrame(np.asarray(x), columns=[str(n) for n in names]), pd.Series(np.asarray(y))
+
+    return wrapper
+
+
 def _hashable(v: Any) -> Any:
     """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
     v = v.item() if isinstance(v, np.generic) else v
@@ -719,6 +738,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         return float(-2 * self.score(X) * n + 2 * self._n_parameters())
 
     # ------------------------------------------------------------------ synthetic data
+    @_pandas_out  # fitted on a DataFrame: (DataFrame with the fit's column names, Series); else numpy arrays
     def sample(self, n_samples: int = 1, *, preserve_histogram: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Draw ``n_samples`` synthetic ``(X, y)`` from the released model (post-processing, no privacy cost).
 
