@@ -17,6 +17,14 @@ import torch
 __all__ = ["clip_records"]
 
 
+def row_abs_max(X: torch.Tensor) -> torch.Tensor:
+    """``max_i |x_i|`` of each row of ``X (..., N, d)`` as ``(..., N, 1)``, NaN for a row holding a NaN: one
+    ``aminmax`` pass and no ``(..., N, d)`` temporary (``vector_norm(ord=inf)`` is 20x slower on the CPU and
+    ``abs().amax()`` copies the rows)."""
+    lo, hi = torch.aminmax(X, dim=-1, keepdim=True)
+    return torch.maximum(hi, lo.neg_())
+
+
 def clip_records(X: torch.Tensor, clip_bound: Any, *, center: torch.Tensor | None = None,
                  norm: str = "l2") -> torch.Tensor:
     """``z = (x - center) * min(1, B / ||x - center||)`` for the rows of ``X (..., N, d)``, in float64;
@@ -55,7 +63,7 @@ def clip_records(X: torch.Tensor, clip_bound: Any, *, center: torch.Tensor | Non
     # so ||u|| lies in [1, 2 sqrt(d)) and never overflows; z = u min(m2, B / ||u||) = x min(1, B / ||x||)
     # (unclipped rows come back bit for bit). A non-finite row gives a non-finite z (callers drop it).
     # (The per-row temporaries are reused in place: a sweep block holds many rows.)
-    m2 = torch.linalg.vector_norm(X, ord=math.inf, dim=-1, keepdim=True)
+    m2 = row_abs_max(X)
     e = torch.frexp(m2).exponent.sub_(1)
     m2 = torch.ldexp(m2.fill_(1.0), e)
     del e

@@ -97,6 +97,7 @@ from torchdpgmm.release.covariance_rule import POOLED, auto_split, floored_count
 from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
+from torchdpgmm.mechanisms.clip import row_abs_max
 from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
 from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, zcdp_rho
@@ -681,7 +682,7 @@ def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     Z = clip_records(X.to(torch.float64), st.clip_bound, center=center)  # a fresh (..., N, d) array
     yl = y.long()
     # a row is finite iff its largest |z_i| is (NaN propagates): no (..., N, d) temporary, unlike isfinite(Z)
-    valid = torch.isfinite(torch.linalg.vector_norm(Z, ord=math.inf, dim=-1)) & (yl >= 0) & (yl < num_classes)
+    valid = torch.isfinite(row_abs_max(Z).squeeze(-1)) & (yl >= 0) & (yl < num_classes)
     if mask is not None:
         valid = valid & mask
     Z.masked_fill_(~valid.unsqueeze(-1), 0.0)
