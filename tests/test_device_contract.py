@@ -7,6 +7,10 @@
   run on CPU through the code path CUDA uses: nothing branches on the device type.)
 * On CPU every output of ``release`` (every as-published mechanism), of the design and of the EM is on
   the input's device.
+* The generator rule (docs/architecture.md, "Devices and generators"): checked statically (every factory
+  draw with a generator names its device), and dynamically by ``FakeCuda``, a CUDA stand-in on the CPU that
+  raises PyTorch's CUDA errors (tensors of two devices in one op, a generator of the other device, numpy of
+  a GPU tensor): the studies that crashed on an H100, the trainers and ``DPSyntheticClassifier`` run under it.
 * ``cuda``-marked tests (skipped without a GPU) compare CPU and CUDA: the design is deterministic and must
   agree to the SDP tolerance; the released KL is random, and CPU / CUDA generators give different streams,
   so the two samples are compared in distribution (two-sample Kolmogorov-Smirnov test, scipy).
@@ -239,3 +243,273 @@ def test_every_factory_draw_with_a_generator_names_its_device():
                 if "generator" in kws and "device" not in kws:
                     bad.append(f"{path.relative_to(root.parent)}:{node.lineno} torch.{node.func.attr}")
     assert not bad, "draws with a generator but no device=: " + ", ".join(bad)
+
+
+# --- a CUDA stand-in on the CPU (issue 36 item 1) ----------------------------------------------------------
+# Without a GPU, device bugs are found by running the CUDA code path on the CPU while tracking which tensors
+# would live on the GPU (FakeCuda below). It raises PyTorch's own CUDA errors where CUDA would; on a2505e8 it
+# reproduced, message and frame, the six study crashes seen on an H100 (a CUDA generator in a CPU op).
+import contextlib  # noqa: E402
+
+from torch.overrides import TorchFunctionMode  # noqa: E402
+from torch.multiprocessing.reductions import StorageWeakRef  # noqa: E402
+from torch.utils._pytree import tree_flatten  # noqa: E402
+
+_CUDA, _CPU = torch.device("cuda", 0), torch.device("cpu")
+_TensorBase = torch._C.TensorBase
+#: ops that may take tensors of both devices (copies between devices, metadata)
+_CROSS_DEVICE = ("copy_", "set_", "__deepcopy__", "__reduce_ex__", "_has_compatible_shallow_copy_type", "__setstate__")
+
+
+class _FakeCudaGenerator(torch._C.Generator):
+    """``torch.Generator(device="cuda")`` under :class:`FakeCuda`: a CPU generator that says it is CUDA's."""
+
+    def __new__(cls, device="cpu"):
+        self = super().__new__(cls)
+        self._fake = torch.device(device).type == "cuda"
+        return self
+
+    def __init__(self, device="cpu"):
+        pass
+
+    @property
+    def device(self):
+        return _CUDA if self._fake else _CPU
+
+
+def _ptr(t):
+    try:
+        with torch._C.DisableTorchFunction():
+            if _TensorBase.numel(t) == 0:  # no storage to follow: matches either device
+                return 0
+            return _TensorBase.untyped_storage(t).data_ptr()
+    except Exception:
+        return 0
+
+
+class FakeCuda(TorchFunctionMode):
+    """Run code written for ``device="cuda"`` on the CPU, tracking which tensors would live on the GPU.
+
+    A tensor is "on the GPU" when it was made by an op given ``device="cuda"`` (or ``.cuda()``, ``.to("cuda")``),
+    or computed from such tensors; such tensors report ``device == cuda:0``. The mode then raises PyTorch's own
+    CUDA errors where CUDA would: an op that mixes GPU tensors with CPU tensors (a 0-dim CPU tensor is allowed,
+    as on CUDA; CPU index tensors are allowed in ``x[idx]``), a draw whose generator is on the other device, and
+    ``.numpy()`` of a GPU tensor. The bookkeeping is per storage, so views, ``.data`` and parameters follow.
+    Tensors made outside any op (autograd's gradients) are unknown and match either device.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.gpu: dict = {}  # storage address -> weak reference to the storage (a freed one is not a tag)
+        self.cpu: dict = {}
+        self.syncs = 0
+
+    # --- tags -----------------------------------------------------------------------------------------
+    def tag(self, t):
+        """``"gpu"``, ``"cpu"`` or None (made outside any op: autograd's gradients), by live storage."""
+        p = _ptr(t)
+        for where, table in (("gpu", self.gpu), ("cpu", self.cpu)):
+            ref = table.get(p)
+            if ref is not None:
+                if not ref.expired():
+                    return where
+                del table[p]  # a freed storage whose address came back: not this tensor's tag
+        return None
+
+    def _set(self, t, where):
+        p = _ptr(t)
+        if p == 0:
+            return
+        self.gpu.pop(p, None)
+        self.cpu.pop(p, None)
+        if where is not None:
+            with torch._C.DisableTorchFunction():
+                ref = StorageWeakRef(_TensorBase.untyped_storage(t))
+            (self.gpu if where == "gpu" else self.cpu)[p] = ref
+
+    # --- the mode -------------------------------------------------------------------------------------
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        name = getattr(func, "__name__", "")
+        if name in ("__get__", "__set__", "untyped_storage", "data_ptr", "dim", "size", "numel", "element_size",
+                    "is_floating_point", "is_complex", "stride", "storage_offset", "__len__", "__repr__",
+                    "__format__", "requires_grad_", "__hash__", "get_device"):
+            if name == "get_device" and args and self.tag(args[0]) == "gpu":
+                return 0
+            return func(*args, **kwargs)
+        self_t = args[0] if args and torch.is_tensor(args[0]) else None
+        if name in ("to", "cuda", "cpu") and self_t is not None:
+            return self._move(func, name, self_t, args, kwargs)
+        target = None  # "gpu" / "cpu" when the op names its device
+        if "device" in kwargs and kwargs["device"] is not None:
+            dev = torch.device(kwargs["device"]) if not isinstance(kwargs["device"], int) else _CUDA
+            target = "gpu" if dev.type == "cuda" else "cpu"
+            if dev.type == "cuda":
+                kwargs["device"] = "cpu"
+        if name == "numpy" and self_t is not None and self.tag(self_t) == "gpu":
+            raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
+                            "tensor to host memory first. (FakeCuda)")
+        if name in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__") and self_t is not None \
+                and self.tag(self_t) == "gpu":
+            self.syncs += 1
+        flat, _ = tree_flatten((args, kwargs))
+        tensors = [t for t in flat if torch.is_tensor(t)]
+        if name in ("__getitem__", "__setitem__", "index_put_", "index_put"):  # CPU indices are fine on CUDA
+            tensors = [self_t] + ([args[2]] if name == "__setitem__" and len(args) > 2 and torch.is_tensor(args[2])
+                                  else [])
+        tags = [(self.tag(t), t) for t in tensors]
+        gpu = [t for g, t in tags if g == "gpu"]
+        host = [t for g, t in tags if g == "cpu" and t.dim() > 0]
+        if gpu and host and name not in _CROSS_DEVICE:
+            raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                               f"cuda:0 and cpu! (FakeCuda: {name})")
+        if target is None:
+            if gpu:
+                target = "gpu"
+            elif any(g == "cpu" for g, _ in tags) or not tensors:
+                target = "cpu"
+            if (name.endswith("_like") or name.startswith("new_")) and self_t is not None:
+                target = self.tag(self_t) or target
+        gen = kwargs.get("generator")
+        if gen is None:
+            gen = next((a for a in args if isinstance(a, torch._C.Generator)), None)
+        if gen is not None and target is not None:
+            gen_gpu = isinstance(gen, _FakeCudaGenerator) and gen._fake
+            if gen_gpu != (target == "gpu"):
+                raise RuntimeError(f"Expected a '{'cuda' if target == 'gpu' else 'cpu'}' device type for generator "
+                                   f"but found '{'cuda' if gen_gpu else 'cpu'}' (FakeCuda: {name})")
+        out = func(*args, **kwargs)
+        for t in tree_flatten(out)[0]:
+            if torch.is_tensor(t):
+                self._set(t, target)
+        return out
+
+    def _move(self, func, name, t, args, kwargs):
+        src = self.tag(t)
+        if name == "cuda":
+            dst, dtype = "gpu", None
+        elif name == "cpu":
+            dst, dtype = "cpu", None
+        else:
+            other = args[1] if len(args) > 1 and torch.is_tensor(args[1]) else kwargs.get("other")
+            if other is not None:
+                dst, dtype = self.tag(other) or src, other.dtype
+            else:
+                dev, dtype, _, _ = torch._C._nn._parse_to(*args[1:], **kwargs)
+                dst = src if dev is None else ("gpu" if dev.type == "cuda" else "cpu")
+        if dst is None or dst == src:
+            out = t if dtype is None or dtype == t.dtype else _TensorBase.to(t, dtype)
+            if out is not t:
+                self._set(out, dst)
+            return out
+        out = _TensorBase.to(t, dtype=dtype or t.dtype, copy=True)
+        self._set(out, dst)
+        return out
+
+
+@contextlib.contextmanager
+def fake_cuda():
+    """Inside: ``torch.cuda.is_available()`` is True and ``device="cuda"`` runs on the CPU under :class:`FakeCuda`."""
+    mode = FakeCuda()
+    saved = {k: getattr(torch.cuda, k) for k in ("is_available", "synchronize", "device_count")}
+    saved_gen = torch.Generator
+    dev_prop = property(lambda self: _CUDA if mode.tag(self) == "gpu" else _TensorBase.device.__get__(self))
+    cuda_prop = property(lambda self: mode.tag(self) == "gpu")
+    torch.cuda.is_available, torch.cuda.synchronize, torch.cuda.device_count = (lambda: True), (lambda *a: None), (lambda: 1)
+    torch.Generator = _FakeCudaGenerator
+    torch.Tensor.device, torch.Tensor.is_cuda = dev_prop, cuda_prop
+    opt_check = getattr(torch.optim.Optimizer, "_accelerator_graph_capture_health_check", None)
+    if opt_check is not None:  # asks the (absent) driver whether a CUDA graph is being captured
+        torch.optim.Optimizer._accelerator_graph_capture_health_check = lambda self: None
+    try:
+        with mode:
+            yield mode
+    finally:
+        del torch.Tensor.device, torch.Tensor.is_cuda
+        if opt_check is not None:
+            torch.optim.Optimizer._accelerator_graph_capture_health_check = opt_check
+        torch.Generator = saved_gen
+        for k, v in saved.items():
+            setattr(torch.cuda, k, v)
+
+
+def test_fake_cuda_raises_what_cuda_raises():
+    with fake_cuda() as mode:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(4, 3, device="cuda", generator=g, dtype=torch.float64)
+        assert x.device.type == "cuda" and (x + 1).device.type == "cuda" and x.cpu().device.type == "cpu"
+        assert (x * torch.tensor(2.0)).device.type == "cuda"  # a 0-dim CPU tensor is fine, as on CUDA
+        assert x[torch.tensor([0, 2])].device.type == "cuda"  # so are CPU indices
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            x + torch.ones(4, 3, dtype=torch.float64)
+        with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'cuda'"):
+            torch.randint(0, 5, (1,), generator=g)
+        with pytest.raises(RuntimeError, match="Expected a 'cuda' device type for generator but found 'cpu'"):
+            torch.rand(3, device="cuda", generator=torch.Generator().manual_seed(0))
+        with pytest.raises(TypeError, match="can't convert cuda"):
+            x.numpy()
+        lin = torch.nn.Linear(3, 2).to(dtype=torch.float64).to("cuda")
+        opt = torch.optim.Adam(lin.parameters(), lr=1e-3)
+        lin(x).sum().backward()
+        opt.step()
+        assert lin.weight.device.type == "cuda" and float(x.sum()) == float(x.cpu().sum())
+        with pytest.raises(RuntimeError, match="same device"):
+            lin(torch.ones(2, 3, dtype=torch.float64))
+    assert mode.syncs >= 1 and torch.Generator is torch._C.Generator and torch.ones(1).device.type == "cpu"
+
+
+def test_pipeline_trainers_and_estimator_run_under_fake_cuda():
+    import numpy as np
+
+    from torchdpgmm.estimator import DPSyntheticClassifier
+    from torchdpgmm.pipelines.dpsgd_fast import mlp_logits, train_dpsgd_fast
+    from torchdpgmm.pipelines.trainer import accuracy, train_on_sampler
+
+    rng = np.random.default_rng(0)
+    y = np.arange(300) % 3
+    X = rng.normal(size=(300, 6)) + y[:, None]
+    with fake_cuda():
+        est = DPSyntheticClassifier(2.0, classes=[0, 1, 2], image_transform="none", n_components=4, random_state=0,
+                                    device="cuda").fit(X, y)
+        assert est.model_.means.device.type == "cuda" and est.predict(X).shape == (300,)
+        assert est.sample(20)[0].shape == (20, 4) and np.isfinite(est.predict_proba(X)).all()
+        g = torch.Generator(device="cuda").manual_seed(1)
+        res = train_on_sampler(lambda n, generator=None: est.model_.sample(n, generator=generator), d=4,
+                               num_classes=3, n_per_epoch=256, n_val=128, max_epochs=2, generator=g, device="cuda")
+        U = torch.as_tensor(est.transform(X), dtype=torch.float32).to("cuda")
+        assert 0 <= accuracy(res.model, U, torch.as_tensor(y).to("cuda")) <= 1
+        out = train_dpsgd_fast(U, torch.as_tensor(y).to("cuda"), num_classes=3, noise_multiplier=1.0,
+                               sampling_rate=0.2, steps=3, hidden=(8,), generator=g, device="cuda", n_public=300)
+        assert mlp_logits(out["params"], U).device.type == "cuda"
+
+
+#: studies that crashed on an H100 at a2505e8 (issue 36), run here through the CUDA path on the CPU; the sixth,
+#: ``audit`` (50 s here), is covered by its pieces below
+FAKE_CUDA_STUDIES = ("xi-theorem41", "sound-utility", "mnist", "mnist-mlp", "synthetic-classifier")
+
+
+def test_audit_pieces_under_fake_cuda():
+    """The audit study's neighbour pairs (host fixtures moved to the device) and the statistics built from
+    them; on the H100 the support statistic's identity matrix was a CPU tensor."""
+    import torchdpgmm.audit as A
+    from torchdpgmm.experiments.audit import _fit, make_pairs, statistics_for
+
+    pairs = make_pairs(torch.Generator().manual_seed(1), 10.0, quick=True)
+    with fake_cuda():
+        P = pairs["outlier-flip"].to("cuda")
+        _, _, _, n0 = _fit(P.X0, P.y0, 3)
+        _, _, _, n1 = _fit(P.X1, P.y1, 3)
+        stat = A.support_escape_statistic(n0, n1, int(P.X0.shape[-2]))
+        w = (n0 / n0.sum()).expand(5, 3)
+        assert stat({"weights": w}).device.type == "cuda"
+        assert set(statistics_for(P, 3)) >= {"weights-support", "mean-distance"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FAKE_CUDA_STUDIES)
+def test_study_quick_mode_under_fake_cuda(name, tmp_path):
+    from test_cuda_studies import run_study_on  # the cuda-marked test's own runner and error scan
+
+    with fake_cuda():
+        d = run_study_on(name, "cuda", tmp_path)
+    assert d["config"]["device"] == "cuda"
