@@ -28,6 +28,10 @@ applied to validation rows pulled onto its own ball (the consistent classifier) 
 ``--pull`` scores the consistent classifier (validation rows pulled onto the release's ball, as
 ``DPGaussianMixture.predict`` does) against raw rows, for ``covariance_type`` auto and full -> ``docs/results/pull-rule.json``.
 
+``--components`` (exploration for issue 37 item 3) scores Gaussians per class on tables through the pipeline's class
+mixture (``DPSyntheticClassifier(bounds=...)``, ``components_per_class`` 1, 2, 4 or its rule) beside the default
+``DPGaussianMixture`` -> ``docs/results/components-per-class-tables.json``.
+
 ``--centre`` scores the two-stage release of :mod:`torchdpgmm.release.centring` (a private centre with a share
 ``c`` of the budget, then the mixture clipped about it to a radius that is either a fraction ``f`` of ``sqrt(d)/2``
 or a fixed length ``r`` in the unit box) for every pair of :data:`CENTRE_SHARES` and :data:`CENTRE_RADII`, beside the one-stage release about the box's middle at ``f = 0.5`` (the previous
@@ -389,6 +393,60 @@ def main_pull(out: pathlib.Path, names: list[str]) -> None:
     print(f"{summary}; wrote {out}")
 
 
+COMPONENTS_OUT = OUT.with_name("components-per-class-tables.json")
+COMPONENTS = (1, 2, 4, None)  # None: the pipeline's public rule (components_per_class=None)
+COMPONENTS_EPS = (1.0, 5.0)
+COMPONENTS_SEEDS = tuple(range(3))
+
+
+def main_components(out: pathlib.Path, names: list[str]) -> None:
+    """Issue 37 item 3, exploration: Gaussians per class on tables through the pipeline's class mixture
+    (DPSyntheticClassifier(bounds=...) with its table defaults and components_per_class in COMPONENTS), Bayes accuracy
+    on the validation rows, COMPONENTS_EPS x COMPONENTS_SEEDS -> docs/results/components-per-class-tables.json. Beside
+    it the default DPGaussianMixture (one Gaussian per class) on the same rows."""
+    from torchdpgmm.estimator import DPGaussianMixture, DPSyntheticClassifier
+
+    t0 = time.perf_counter()
+    tabs = cv.tables()
+    cells = []
+    for name in names or list(tabs):
+        X, y, pb = tabs[name]
+        Xtr, Xva, ytr, yva = cv.validation_split(X, y)
+        *_, b = cv.unit_split(X, y, pb)
+        K = int(y.max()) + 1
+        for eps in COMPONENTS_EPS:
+            cell = {"table": name, "epsilon": eps, "d": int(X.shape[1]), "K": K, "n_train": int(len(ytr))}
+            for m in COMPONENTS:
+                acc = []
+                for seed in COMPONENTS_SEEDS:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        est = DPSyntheticClassifier(eps, DELTA, classes=list(range(K)), bounds=b, components_per_class=m,
+                                                    random_state=seed).fit(Xtr, ytr)
+                    acc.append(float(np.mean(est.predict(Xva) == yva)))
+                cell["pipeline components=" + ("rule" if m is None else str(m))] = float(np.mean(acc))
+            acc = []
+            for seed in COMPONENTS_SEEDS:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est = DPGaussianMixture(eps, DELTA, classes=list(range(K)), bounds=b, random_state=seed).fit(Xtr, ytr)
+                acc.append(float(np.mean(est.predict(Xva) == yva)))
+            cell["DPGaussianMixture default"] = float(np.mean(acc))
+            cells.append(cell)
+            print(cell, flush=True)
+    keys = ["pipeline components=" + ("rule" if m is None else str(m)) for m in COMPONENTS] + ["DPGaussianMixture default"]
+    mean = {k: float(np.mean([c[k] for c in cells])) for k in keys}
+    res = {"study": "components-per-class-tables", "script": "scripts/clip_rule_validation.py --components",
+           "split": "validation: the study's 80/20 cut (test part unread), then 75/25 of its training part",
+           "epsilons": list(COMPONENTS_EPS), "seeds": len(COMPONENTS_SEEDS), "delta": DELTA,
+           "release": "DPSyntheticClassifier(bounds, table defaults, components_per_class=m) and "
+                      "DPGaussianMixture(bounds) defaults; Bayes accuracy on validation rows",
+           "cells": cells, "mean": mean, "seconds": time.perf_counter() - t0}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1))
+    print(f"{mean}; wrote {out}")
+
+
 def summarise(cells: list[dict], fractions) -> dict:
     """The rule (highest mean Bayes accuracy over cells) and each fraction's mean and worst cell against f = 1."""
     out = {}
@@ -411,8 +469,13 @@ def main(argv=None) -> None:
     ap.add_argument("--centre", action="store_true", help="the two-stage centred release (-> centre-rule.json)")
     ap.add_argument("--radius", action="store_true", help="the private clip radius (-> radius-rule.json)")
     ap.add_argument("--pull", action="store_true", help="pulled vs raw rows at predict (-> pull-rule.json)")
+    ap.add_argument("--components", action="store_true",
+                    help="Gaussians per class on tables via the pipeline (-> components-per-class-tables.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
+    if a.components:
+        main_components(COMPONENTS_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
+        return
     if a.pull:
         main_pull(PULL_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
         return
