@@ -33,6 +33,7 @@ class _Recorder(TorchDispatchMode):
 
 
 def _record(fn):
+    D._tables("cpu")  # the constant tables are put on a device once (a copy, not part of a call's work)
     with _Recorder() as rec:
         out = fn()
     return rec.ops, out
@@ -266,3 +267,32 @@ def test_accelerator_layout_laplace_and_bernoulli(vectorised):
     assert stats.chisquare(obs[keep], exp).pvalue > 1e-3
     b = D.bernoulli_exp_neg(torch.full((40_000,), 7, dtype=torch.int64), 3, torch.Generator().manual_seed(4))
     assert stats.binomtest(int(b.sum()), 40_000, math.exp(-7 / 3)).pvalue > 1e-3
+
+
+def _binned_pvalue(x: np.ndarray, k: np.ndarray, pmf: np.ndarray, bins: int = 50) -> float:
+    """Chi-square of draws ``x`` against ``pmf`` on support ``k`` in about ``bins`` equal-probability bins."""
+    pmf = pmf / pmf.sum()
+    edges = np.unique(k[np.searchsorted(np.cumsum(pmf), np.linspace(0, 1, bins + 1)[1:-1])])
+    expected = np.bincount(np.searchsorted(edges, k, side="right"), weights=pmf, minlength=edges.size + 1)
+    observed = np.bincount(np.searchsorted(edges, x, side="right"), minlength=edges.size + 1)
+    return stats.chisquare(observed, expected * x.size).pvalue
+
+
+@pytest.mark.parametrize("sigma", [300.0, 5000.0])
+def test_discrete_gaussian_large_sigma_matches_the_pmf(sigma):
+    x = D.discrete_gaussian_noise((40_000,), sigma, torch.Generator().manual_seed(21)).numpy()
+    t, q, den = D.rational_gaussian_variance(sigma)
+    k = np.arange(-int(14 * sigma), int(14 * sigma) + 1)
+    pmf = np.exp(-(k.astype(float) ** 2) / (2 * t * q / den))
+    assert _binned_pvalue(x, k, pmf) > 1e-3
+
+
+@pytest.mark.parametrize("scale", [300.0, 2.0 ** -20])
+def test_discrete_laplace_large_and_tiny_scales_match_scipy(scale):
+    x = D.discrete_laplace_noise((40_000,), scale, torch.Generator().manual_seed(22)).numpy()
+    t, s = D.rational_laplace_scale(scale)
+    if scale < 1e-3:  # P(k != 0) = 2 e^(-s/t) / (1 + e^(-s/t)): about e^(-2^20)
+        assert (x == 0).all()
+        return
+    k = np.arange(-int(40 * scale), int(40 * scale) + 1)
+    assert _binned_pvalue(x, k, stats.dlaplace(s / t).pmf(k)) > 1e-3

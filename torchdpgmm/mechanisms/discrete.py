@@ -191,6 +191,22 @@ _H0 = sum(h > 0 for h in _H)           # S_v < 2^63 (high word 0) from v = _H0 +
 assert all(a > b for a, b in zip(_H[:_H0], _H[1:_H0])) and all(h == 0 for h in _H[_H0:])
 
 
+_TABLES: dict = {}
+
+
+def _tables(device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The table's words as tensors on ``device``, ascending (high words, low words, low words of the
+    thresholds with high word 0), copied to the device once (a host-to-device copy waits for the stream)."""
+    key = torch.device(device)
+    if key.type == "cuda" and key.index is None:
+        key = torch.device("cuda", torch.cuda.current_device())
+    if key not in _TABLES:
+        _TABLES[key] = (torch.tensor(_H[::-1], dtype=torch.int64, device=key),
+                        torch.tensor(_L[::-1], dtype=torch.int64, device=key),
+                        torch.tensor(sorted(_L[_H0:]), dtype=torch.int64, device=key))
+    return _TABLES[key]
+
+
 def _geometric_exp_neg1(m: int, cap: int, generator, device) -> torch.Tensor:
     """``min(V, cap)`` for ``m`` i.i.d. ``V`` with ``P(V >= v) = e^-v`` (the number of successes of
     ``Bernoulli(exp(-1))`` before the first failure), ``cap <= 53``; fixed work: two 63-bit draws and a lookup.
@@ -200,9 +216,7 @@ def _geometric_exp_neg1(m: int, cap: int, generator, device) -> torch.Tensor:
     one comparison of ``lo`` where ``hi`` ties a threshold's high word, or a second lookup for ``hi = 0``). Then
     ``P(V >= v) = S_v / 2^126`` is within ``2^-126`` of ``e^-v`` for every ``v``: the law of ``min(V, cap)`` is
     within total variation ``53 2^-126`` of the exact capped geometric. Integer comparisons only."""
-    h_asc = torch.tensor(_H[::-1], dtype=torch.int64, device=device)  # ascending
-    l_asc = torch.tensor(_L[::-1], dtype=torch.int64, device=device)
-    l0_asc = torch.tensor(sorted(_L[_H0:]), dtype=torch.int64, device=device)
+    h_asc, l_asc, l0_asc = _tables(device)
     hi = _uniform(m, generator, device)
     lo = _uniform(m, generator, device)
     le = torch.bucketize(hi, h_asc, right=True)  # #{v: H_v <= hi} >= 1 (some H_v are 0)
