@@ -21,7 +21,7 @@ from typing import Sequence
 
 import torch
 
-from torchdpgmm.mechanisms import gaussian
+from torchdpgmm.mechanisms import normal_noise
 
 from ._privacy import parse_adjacency
 from .generators import check_generator_device
@@ -154,6 +154,9 @@ def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, samplin
     if n_public is None:
         raise ValueError("n_public is required: the public (or released, noisy) record count that sets the "
                          "update normaliser, never the private number of rows")
+    std = float(noise_multiplier) * float(clip)
+    if not (math.isfinite(std) and std >= 0):
+        raise ValueError(f"noise_multiplier * clip must be finite and >= 0, got {std!r}")
     dev = torch.device(device)
     check_generator_device(generator, dev)
     Xd, yd = X.to(dev, torch.float32), y.to(dev)
@@ -173,6 +176,8 @@ def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, samplin
         idx = take.nonzero().squeeze(-1)
         grads = _clipped_grad_sum(params, Xd[idx], yd[idx], clip)
         for p, g in zip(params, grads):
-            p.grad = gaussian(g, (noise_multiplier * clip) ** 2, generator=generator) / expected
+            # the noise layer's unvalidated sampler: the public scale was checked once above, and the clipped sum
+            # (private) is never read on the host (gaussian() would check its finiteness: a sync per tensor)
+            p.grad = (g + normal_noise(g.shape, std, generator, dtype=g.dtype, device=g.device)) / expected
         opt.step()
     return {"params": [p.detach() for p in params]}
