@@ -150,3 +150,43 @@ def test_bench_syncs_quick(tmp_path, bench):
     assert res["releases"]["sound_kl_continuous_7eps"]["ops_ratio"] == 1.0
     mem = res["sweep_block_memory"]
     assert mem["estimate_bytes_per_trial"] == 88840 and mem["continuous"]["bytes_per_trial"] > 0
+
+
+def _fake_cuda():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent / "test_device_contract.py"
+    spec = importlib.util.spec_from_file_location("_device_contract", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.fake_cuda
+
+
+@pytest.mark.parametrize("case", ["discrete", "continuous", "discrete-7eps", "continuous-7eps", "centred"])
+def test_no_device_reads_under_fake_cuda(bench, case):
+    """With the data "on the GPU" (tests/test_device_contract.py's FakeCuda: which storages would live there), a sound
+    release reads no device value back (item / bool / int / float / tolist of a GPU tensor), makes no nonzero,
+    boolean-mask index or masked_select, and mixes no devices (FakeCuda raises CUDA's errors)."""
+    from torchdpgmm.release.centring import release_centred
+
+    Xc, yc = bench.data(4, n=200)
+    with _fake_cuda()() as mode:
+        X, y = Xc.to("cuda"), yc.to("cuda")
+        g = torch.Generator("cuda").manual_seed(1)
+        kw = dict(mode="sound", clip_bound=30.0, adjacency="replace-one", generator=g)
+        noise = case.split("-")[0] if case != "centred" else "discrete"
+        eps = list(bench.EPSILONS) if case.endswith("7eps") else 1.0
+        if case == "centred":
+            fn = lambda: release_centred(X, y, 5, 1.0, 1e-5, clip_bound=15.0, ball_center=torch.zeros(3),  # noqa: E731
+                                         ball_radius=30.0, generator=g)
+        else:
+            fn = lambda: release(X, y, 5, eps, 1e-5, noise=noise, **kw)  # noqa: E731
+        fn()
+        before = mode.syncs
+        with bench.OpCounter(stacks=True) as c:
+            rel = fn()
+        assert mode.syncs == before, mode.syncs - before
+        assert rel.model.means.device.type == "cuda"
+    # (the budget check of the public Python epsilon and delta, _validation.py, indexes CPU tensors of numbers)
+    assert _data_path_reads(c.summary()) == {}

@@ -576,8 +576,7 @@ def _perturb_epsilons(stats, cals, sts: list[SoundSettings], generator):
     for k, x in zip(_names(st), stats):
         symmetric = (sym and k == "second_moments") or k == POOLED
         lead = x.dim() - (2 if symmetric else 0)  # the scale broadcasts over the batch (and, if not symmetric, entries)
-        scale = _on_device(torch.tensor([info["requested"][k] for _, info in cals], dtype=torch.float64),
-                           x.device).reshape((E,) + (1,) * lead)
+        scale = _device_vector([info["requested"][k] for _, info in cals], x.device).reshape((E,) + (1,) * lead)
         y, _ = add_noise(x.unsqueeze(0).expand((E,) + x.shape), scale, kind=kind, noise="continuous",
                          symmetric=symmetric, generator=generator)
         out.append(y.to(torch.float64))
@@ -643,6 +642,14 @@ def _finish(out, scales, st: SoundSettings, kind: str, rule):
         means = out["means"]
         out["means"] = means + _on_device(st.center, means.device).unsqueeze(-2)  # (..., d): one centre per batch
     return out
+
+
+def _device_vector(values: list[float], device: torch.device) -> torch.Tensor:
+    """Public Python floats as a float64 vector on ``device``, without a copy from host memory (on CUDA one fill
+    per value, the value a kernel argument: a copy from pageable memory would wait for the device)."""
+    if device.type == "cpu":
+        return torch.tensor(values, dtype=torch.float64)
+    return torch.stack([torch.full((), float(v), dtype=torch.float64, device=device) for v in values])
 
 
 def _on_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
