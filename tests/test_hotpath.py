@@ -190,3 +190,31 @@ def test_no_device_reads_under_fake_cuda(bench, case):
         assert rel.model.means.device.type == "cuda"
     # (the budget check of the public Python epsilon and delta, _validation.py, indexes CPU tensors of numbers)
     assert _data_path_reads(c.summary()) == {}
+
+
+@pytest.mark.parametrize("mech,ct", [("laplace", "auto"), ("gaussian", "diag"), ("kl", "tied"), ("kl", "spherical")])
+@pytest.mark.parametrize("noise", ["discrete", "continuous"])
+def test_batched_epsilons_every_mechanism_and_type(bench, mech, ct, noise):
+    """Shapes (E, *batch), finite repaired covariances, and records equal to the scalar releases' for every
+    mechanism, covariance type and noise; a 1-D tensor of epsilons with num_draws gives (E, draws, *batch)."""
+    X, y = bench.data(3, n=200)
+    dl = None if mech == "laplace" else 1e-5
+    kw = dict(mechanism=mech, mode="sound", clip_bound=30.0, covariance_type=ct, noise=noise)
+    rel = release(X, y, 5, [0.5, 2.0], dl, generator=torch.Generator().manual_seed(0), **kw)
+    assert tuple(rel.model.batch_shape) == (2, 3) and torch.isfinite(rel.model.covariances).all()
+    assert (torch.linalg.eigvalsh(rel.model.covariances) > 0).all()
+    for i, e in enumerate((0.5, 2.0)):
+        one = release(X, y, 5, e, dl, generator=torch.Generator().manual_seed(0), **kw)
+        assert rel.records[i].to_dict() == one.privacy.to_dict() == rel.at_epsilon(i).privacy.to_dict()
+    more = release(X, y, 5, torch.tensor([0.5, 2.0]), dl, num_draws=2, generator=torch.Generator().manual_seed(0), **kw)
+    assert tuple(more.model.batch_shape) == (2, 2, 3)
+
+
+def test_one_epsilon_apis_refuse_several_in_one_line(bench):
+    from torchdpgmm.release.sound import sound_statistics
+
+    X, y = bench.data(2, n=200)
+    with pytest.raises(ValueError, match=r"epsilon must be a single number here, got \[1.0, 2.0\]"):
+        sound_statistics(X, y, 5, [1.0, 2.0], 1e-5, clip_bound=3.0)
+    with pytest.raises(ValueError, match="epsilon is empty"):
+        release(X, y, 5, [], 1e-5, mode="sound", clip_bound=3.0)

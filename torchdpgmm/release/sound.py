@@ -308,6 +308,8 @@ def _check_privacy(epsilon: Any, delta: Any, mechanism: str) -> tuple[float, flo
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if torch.is_tensor(v) and v.numel() != 1:
             raise ValueError(f"{name} must be a scalar in sound mode, got shape {tuple(v.shape)}")
+        if isinstance(v, (list, tuple)):  # several epsilons: release_sound / release(epsilon=[...]) only
+            raise ValueError(f"{name} must be a single number here, got {v!r}")
     if _is_number(epsilon):  # public Python numbers: checked without a tensor (the same message)
         if not (math.isfinite(epsilon) and epsilon > 0):
             raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
