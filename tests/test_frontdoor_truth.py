@@ -319,3 +319,19 @@ def test_bounds_as_lower_and_upper_arrays_have_one_reading_for_every_d():
     assert pairs.lower.tolist() == [140, 30] and pairs.upper.tolist() == [210, 150]
     arrays = Bounds.parse(([5, 0], [10, 20]), n_features=2)  # as pairs (5, 0) is not valid: arrays only
     assert arrays.lower.tolist() == [5, 0] and arrays.upper.tolist() == [10, 20]
+
+
+def test_second_moments_drowned_against_popoviciu_bound():
+    from torchdpgmm.release.diagnostics import second_moments_drowned
+
+    lo, hi = [0.0, 0.0], [1.0, 2.0]  # the widest column's largest variance (Popoviciu): 2^2 / 4 = 1
+    # per class: the best-determined class (60 released rows) has variance noise std 66 / 60 = 1.1 > 1: drowned
+    assert second_moments_drowned([50.0, 60.0], 66.0, lo, hi)
+    assert not second_moments_drowned([50.0, 60.0], 54.0, lo, hi)  # 54 / 60 = 0.9 <= 1
+    # counts below the public floor count as the floor
+    assert not second_moments_drowned([-5.0, 2.0], 3.0, lo, hi, floor=4.0) and second_moments_drowned(
+        [-5.0, 2.0], 3.0, lo, hi, floor=2.0)
+    # covariance_type="auto": the pooled block over all 110 rows decides (noise 100 / 110 < 1, 121 / 110 > 1)
+    assert not second_moments_drowned([50.0, 60.0], 1e9, lo, hi, pooled_std=100.0)
+    assert second_moments_drowned([50.0, 60.0], None, lo, hi, pooled_std=121.0)
+    assert not second_moments_drowned(None, 66.0, lo, hi)

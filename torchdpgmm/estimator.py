@@ -623,11 +623,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
 
             counts, std, floor = sound_count_noise(rel)
             warn_if_mostly_noise(counts, std, floor=floor, stacklevel=3)
-            from torchdpgmm.release.diagnostics import warn_if_means_at_bounds
+            from torchdpgmm.release.diagnostics import warn_if_moments_mostly_noise
 
             d, B = rel.model.means.shape[-1], float(kw["clip_bound"])  # the means' public box: unit box or [-B, B]
             box = ([0.0] * d, [1.0] * d) if self.bounds is not None else ([-B] * d, [B] * d)
-            warn_if_means_at_bounds(rel, *box, getattr(self, "feature_names_in_", None), stacklevel=3)
+            warn_if_moments_mostly_noise(rel, *box, getattr(self, "feature_names_in_", None), stacklevel=3)
         if self.mode == "sound" and self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=3)
             self.privacy_ = with_seeded_noise_note(self.privacy_)

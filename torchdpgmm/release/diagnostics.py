@@ -26,8 +26,12 @@ deviations of one of the column's bounds or beyond it. The true mean of records 
 so a released mean outside is noise; every class at a bound means that the bounds are far wider than the data
 (AIS heights with bounds 0:1e6 cm released means of -17,682 cm) or that the data sit at the bound (a rare 0/1
 column), and when the box is narrower than ``4 s_k`` every mean is flagged: its noise covers the whole width of the
-bounds. Released values and public scales only; a hint, never a refusal (``--strict`` makes the command line
-refuse it).
+bounds. The second moments are drowned (:func:`second_moments_drowned`) when the noise std of a released
+variance, ``sigma_second_moments / c_k`` (with ``covariance_type="auto"`` the pooled block's
+``sigma_pooled_second_moment / sum_k c_k``, which the rule falls back on), exceeds ``w_j^2 / 4`` for every column
+``j`` of width ``w_j``: the largest variance any distribution inside the bounds can have (Popoviciu's inequality),
+so the released covariances say nothing the bounds did not. Released values and public scales only; a hint,
+never a refusal (``--strict`` makes the command line refuse it).
 
 Every front door calls them: ``torchdpgmm release`` and ``torchdpgmm synthesize`` (printed as one line on
 stderr), :class:`~torchdpgmm.estimator.DPGaussianMixture` and
@@ -44,7 +48,7 @@ import torch
 
 __all__ = ["MostlyNoiseWarning", "mostly_noise", "warn_if_mostly_noise", "sound_count_noise", "block_noise_std",
            "pipeline_count_noise", "CLI_CAUSES", "ESTIMATOR_CAUSES", "MEAN_AT_BOUND_SDS", "means_at_bounds",
-           "warn_if_means_at_bounds"]
+           "second_moments_drowned", "warn_if_moments_mostly_noise"]
 
 MOSTLY_NOISE = "the release is mostly noise: the released class counts are within a few noise scales of zero"
 CLI_CAUSES = ("--classes not matching the labels (case?), wrong label column, features that are not numbers, "
@@ -148,11 +152,27 @@ def means_at_bounds(means: Any, counts: Any, sums_std: float | None, lower: Any,
     return [j for j in range(m.shape[-1]) if bool(near[:, j].all())]
 
 
-def warn_if_means_at_bounds(rel: Any, lower: Any, upper: Any, names: Any = None, *, stacklevel: int = 2) -> list[int]:
-    """One :class:`MostlyNoiseWarning` naming the columns of :func:`means_at_bounds` for a sound
-    :class:`~torchdpgmm.release.result.Release` (its released means and counts, in the units of ``lower``/``upper``,
-    and its public noise summary); returns those columns. Nothing when the class counts are mostly noise (then
-    :func:`warn_if_mostly_noise` warns, and every mean is noise anyway)."""
+def second_moments_drowned(counts: Any, second_std: float | None, lower: Any, upper: Any, *, floor: float = 1.0,
+                           pooled_std: float | None = None) -> bool:
+    """True when the noise std of every released variance exceeds ``w_j^2 / 4`` in every column (module docstring):
+    per class ``second_std / c_k`` for every class, or with ``pooled_std`` (``covariance_type="auto"``) the pooled
+    block's ``pooled_std / sum_k c_k``. ``counts`` are released (floored at ``floor``), the rest public."""
+    if counts is None or (second_std is None and pooled_std is None):
+        return False
+    c = torch.as_tensor(counts, dtype=torch.float64).detach().cpu().reshape(-1).clamp(min=max(float(floor), 1.0))
+    w = torch.as_tensor(upper, dtype=torch.float64).reshape(-1) - torch.as_tensor(lower, dtype=torch.float64).reshape(-1)
+    top = float((w.square() / 4).max())  # the widest column's largest possible variance
+    noise = float(pooled_std) / float(c.sum()) if pooled_std is not None else float(second_std) / float(c.max())
+    return math.isfinite(noise) and noise > top
+
+
+def warn_if_moments_mostly_noise(rel: Any, lower: Any, upper: Any, names: Any = None, *,
+                                 stacklevel: int = 2) -> list[int]:
+    """The released moments against their public box for a sound :class:`~torchdpgmm.release.result.Release` (its
+    released means and counts, in the units of ``lower``/``upper``, and its public noise summary): one
+    :class:`MostlyNoiseWarning` naming the columns of :func:`means_at_bounds`, one when
+    :func:`second_moments_drowned`; returns those columns. Nothing when the class counts are mostly noise (then
+    :func:`warn_if_mostly_noise` warns, and every moment is noise anyway)."""
     counts, count_std, floor = sound_count_noise(rel)
     if counts is not None and count_std is not None and mostly_noise(counts, count_std, floor=floor):
         return []  # the class counts' warning (warn_if_mostly_noise) already says the release is noise
@@ -165,4 +185,12 @@ def warn_if_means_at_bounds(rel: Any, lower: Any, upper: Any, names: Any = None,
                       f"{MEAN_AT_BOUND_SDS:g} noise standard deviations of a bound or beyond it; likely causes: "
                       "bounds (or a clip bound) far wider than the data for this epsilon, too few rows, or data "
                       "that sit at a bound", MostlyNoiseWarning, stacklevel=stacklevel + 1)
+    auto = (getattr(rel, "extras", None) or {}).get("covariance_type") == "auto"
+    pooled = block_noise_std(noise, "pooled_second_moment") if auto else None
+    if second_moments_drowned(counts, block_noise_std(noise, "second_moments"), lower, upper, floor=floor,
+                              pooled_std=pooled):
+        warnings.warn("the released covariances are mostly noise: the noise of every released variance exceeds the "
+                      "largest variance any data inside the bounds can have (width^2 / 4); likely causes: too few "
+                      "rows for this epsilon, or a clip bound far larger than the data", MostlyNoiseWarning,
+                      stacklevel=stacklevel + 1)
     return cols
