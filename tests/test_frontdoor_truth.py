@@ -335,3 +335,19 @@ def test_second_moments_drowned_against_popoviciu_bound():
     assert not second_moments_drowned([50.0, 60.0], 1e9, lo, hi, pooled_std=100.0)
     assert second_moments_drowned([50.0, 60.0], None, lo, hi, pooled_std=121.0)
     assert not second_moments_drowned(None, 66.0, lo, hi)
+
+
+def test_sweep_warns_once_and_synthesize_strict_refuses_before_reading(tmp_path, capsys, monkeypatch):
+    import torchdpgmm.sweep as S
+
+    monkeypatch.setattr(S, "run_sweep", lambda *a, **k: {"done": 0, "skipped": 0, "results": "r.csv"})
+    assert main(["sweep", "--epsilons", "1,20,30", "--clip-bound", "1", "--no-progress",
+                 "--out", str(tmp_path / "sw")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "warning" in err[0] and "epsilon = 30 > 10" in err[0]
+    missing = tmp_path / "no-such-folder"  # never read: the budget is refused first
+    assert main(["synthesize", "--data", str(missing), "--classes", "0,1", "--epsilon", "20", "--delta", "1e-5",
+                 "--strict", "--out", str(tmp_path / "syn")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "epsilon = 20 > 10" in err[0] and "--strict" in err[0]
+    assert not (tmp_path / "syn").exists()
