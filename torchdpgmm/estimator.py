@@ -393,8 +393,9 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         mode (which does not clip).
     bounds : default None
         Public per-feature ranges (see :class:`torchdpgmm.bounds.Bounds`): one ``(lower, upper)`` pair for
-        every column, a list of d pairs, a dict ``{column: (lower, upper)}`` for a DataFrame, or a ``Bounds``.
-        Sound mode only. ``X`` is mapped affinely into the unit box (records outside the bounds are clipped
+        every column, a list of d pairs, ``(lower_array, upper_array)`` (diffprivlib's form; with two columns a
+        2 x 2 form valid both ways is refused as ambiguous), a dict ``{column: (lower, upper)}`` for a DataFrame,
+        or a ``Bounds``. Sound mode only. ``X`` is mapped affinely into the unit box (records outside the bounds are clipped
         into it), released there about the box's middle, and the released model is expressed in the user's
         units (``means_``, ``covariances_``; ``predict``, ``predict_proba`` and ``score`` take raw ``X`` and map it
         as the release mapped its records: into the box, then onto the clipping ball, see ``clip_radius_``);
