@@ -249,3 +249,22 @@ def test_cuda_release_synchronises_at_most_five_times(bench, noise):
     Z = torch.tensor([[1.0, float("nan")], [float("inf"), 1.0], [-3.0, 2.0]], dtype=torch.float64, device="cuda")
     m = row_abs_max(Z).squeeze(-1).cpu()
     assert torch.isnan(m[0]) and m[1] == float("inf") and m[2] == 3.0
+
+
+@pytest.mark.parametrize("ct", ["full", "tied"])
+def test_accelerator_psd_repair_equals_the_cpu_one(bench, monkeypatch, ct):
+    """The PSD repair by Jacobi sweeps (the path an accelerator takes for d <= 8) gives the release that
+    torch.linalg.eigh gives, to rounding (a batched release of 3 epsilons over 64 trials)."""
+    from torchdpgmm.release import sound
+
+    X, y = bench.data(64, n=200)
+    orig = sound._eigh
+    models = []
+    for jacobi in (False, True):
+        monkeypatch.setattr(sound, "_eigh", lambda cov, jacobi=None, j=jacobi: orig(cov, j))
+        models.append(sound.release_sound(X, y, 5, [0.1, 1.0, 10.0], 1e-5, clip_bound=30.0, covariance_type=ct,
+                                          generator=torch.Generator().manual_seed(2)).model)
+    a, b = models
+    assert torch.equal(a.means, b.means) and torch.equal(a.weights, b.weights)
+    scale = a.covariances.abs().amax((-1, -2), keepdim=True)
+    assert ((a.covariances - b.covariances).abs() / scale).max() < 1e-13

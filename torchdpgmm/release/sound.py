@@ -626,14 +626,25 @@ def _estimate_parts(noisy, scales, st: SoundSettings, kind: str):
 
 
 def _psd_repair(cov, floor, st: SoundSettings):
-    """Eigenvalues (full, tied) or variances (diag, spherical) floored at ``floor``. ``torch.linalg.eigh`` checks
-    its convergence on the host (one synchronisation on CUDA per call), so a batched release repairs every epsilon
-    in one call."""
+    """Eigenvalues (full, tied) or variances (diag, spherical) floored at ``floor``. On the CPU by
+    ``torch.linalg.eigh``; on an accelerator with ``d <= JACOBI_MAX_DIM`` by a fixed number of Jacobi sweeps
+    (:func:`torchdpgmm.mechanisms.psd.jacobi_eigh`: ``torch.linalg.eigh`` checks its convergence on the host, one
+    synchronisation per call, and cuSOLVER's batched solver takes a workspace per matrix), otherwise one
+    ``torch.linalg.eigh`` for every epsilon of a batched release."""
     if st.covariance_type in ("full", "tied"):
-        evals, evecs = torch.linalg.eigh(cov)
+        evals, evecs = _eigh(cov)
         cov = (evecs * torch.maximum(evals, floor).unsqueeze(-2)) @ evecs.transpose(-1, -2)
         return 0.5 * (cov + cov.transpose(-1, -2))
     return torch.diag_embed(torch.maximum(torch.diagonal(cov, dim1=-2, dim2=-1), floor))
+
+
+def _eigh(cov: torch.Tensor, jacobi: bool | None = None):
+    """Eigen-decomposition for the PSD repair: Jacobi sweeps on an accelerator for small d (:func:`_psd_repair`)."""
+    from torchdpgmm.mechanisms.psd import JACOBI_MAX_DIM, jacobi_eigh
+
+    if jacobi is None:
+        jacobi = cov.device.type != "cpu" and cov.shape[-1] <= JACOBI_MAX_DIM
+    return jacobi_eigh(cov) if jacobi else torch.linalg.eigh(cov)
 
 
 def _finish(out, scales, st: SoundSettings, kind: str, rule):
