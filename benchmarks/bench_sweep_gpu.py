@@ -70,7 +70,9 @@ def leg(name: str, device: str, trials: int, *, workers: int = 1, fmt: str = "cs
             rc, err = None, [f"timed out after {timeout} s"]
         wall = time.perf_counter() - t0
         res = {"name": name, "device": device, "trials": trials, "workers": workers, "format": fmt,
-               "command": "torchdpgmm " + " ".join(cmd[3:-2]), "returncode": rc, "wall_s": wall,
+               "command": "torchdpgmm " + " ".join(a for i, a in enumerate(cmd[3:], 3)
+                                                   if "--out" not in (a, cmd[i - 1])),
+               "returncode": rc, "wall_s": wall,
                "loadavg_before": load, "loadavg_after": list(os.getloadavg())}
         if rc == 0:
             manifest = json.loads((out / "sweep.json").read_text())
@@ -160,18 +162,19 @@ def render(res: dict) -> str:
     """The docs/gpu.md block of measured numbers (scripts/task_pages.py writes it)."""
     m = res["machine"]
     c = res["config"]
-    head = (f"_From benchmarks/results/{'bench_sweep_gpu.json' if any(lg['device'].startswith('cuda') for lg in res['legs']) else 'bench_sweep_cpu.json'} "
-            f"(`python benchmarks/bench_sweep_gpu.py`): `torchdpgmm sweep --mechanisms kl --epsilons {c['epsilons']} "
+    gpu = any(lg["device"].startswith("cuda") for lg in res["legs"])
+    head = (f"_From benchmarks/results/{'bench_sweep_gpu.json' if gpu else 'bench_sweep_cpu.json'} "
+            f"(`python benchmarks/bench_sweep_gpu.py{'' if gpu else ' --device cpu'}`): `torchdpgmm sweep --mechanisms kl --epsilons {c['epsilons']} "
             f"--clip-bound 30` (sound mode, N = {c['N']}, K = {c['K']}, d = {c['d']}, block size and memory budget at "
             f"their defaults), end to end; {m['device_name']}, torch {m['torch']}, {m['cpu_count']} CPU cores._")
-    lines = [head, "", "| where | trials | workers | results | blocks (trials) | wall time (s) | load avg before |",
+    lines = [head, "", "| where | trials | workers | results | blocks (trials) | wall time (s) | load avg before / after |",
              "|---|---|---|---|---|---|---|"]
     for lg in res["legs"]:
         where = m["device_name"] if lg["device"].startswith("cuda") else f"{m['cpu_count']} CPU cores"
         blocks = ", ".join(str(b) for b in sorted(set((lg.get("block_sizes") or {}).values()))) or "n/a"
         wall = f"{lg['wall_s']:.1f}" if lg["returncode"] == 0 else f"failed (exit {lg['returncode']})"
         lines.append(f"| {where} | {lg['trials']:,} | {lg['workers']} | {lg['format']} | {blocks} | {wall} | "
-                     f"{lg['loadavg_before'][0]:.1f} |")
+                     f"{lg['loadavg_before'][0]:.1f} / {lg['loadavg_after'][0]:.1f} |")
     if res.get("gpu_over_cpu_per_trial") is not None:
         lines.append(f"\nGPU over the same machine's CPU cores, per trial: {res['gpu_over_cpu_per_trial']:.1f}x.")
     return "\n".join(lines)

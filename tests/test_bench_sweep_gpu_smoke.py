@@ -15,7 +15,7 @@ def test_bench_sweep_gpu_quick(tmp_path, load_script):
     for lg, trials in ((legs["cpu"], 20), (legs["cpu_compare"], 8)):
         assert lg["returncode"] == 0 and lg["trials"] == trials and lg["wall_s"] > 0
         assert lg["rows"] == 7 * trials and lg["block_sizes"] == {"N40_K2_d2": trials}
-        assert lg["command"].startswith("torchdpgmm sweep --mechanisms kl")
+        assert lg["command"].startswith("torchdpgmm sweep --mechanisms kl") and "--out" not in lg["command"]
     assert res["met"]["gpu_1e5"] is False and res["gpu_over_cpu_per_trial"] is None
     table = mod.render(res)
     assert table.count("\n| ") == 1 + 2 + 0 and "| 20 | 1 | csv | 20 |" in table
