@@ -216,3 +216,56 @@ def test_center_flag_chooses_the_centring_and_is_refused_without_bounds(tmp_path
     assert not (tmp_path / "x.json").exists()
     assert _release(tmp_path, "--bounds", BOUNDS, "--check-settings", out="y.json") == 0
     assert not (tmp_path / "y.json").exists()
+
+
+def test_sample_draws_the_model_inside_the_bounds_not_clipped_onto_them(tmp_path):
+    """``sample`` of a model file with bounds (issue 37 item 4): each class's rows are its Gaussian restricted to the
+    bounds (KS against scipy's truncated normal, per coordinate of a diagonal class), no cell on a bound (clipping
+    put ~31% of class 0's first column on its lower bound), class counts the released histogram's."""
+    from scipy.stats import kstest, truncnorm
+
+    from torchdpgmm.bounds import Bounds
+    from torchdpgmm.mixture import LabeledGMM
+    from torchdpgmm.modelfile import save_model
+    from torchdpgmm.privacy.record import PrivacyRecord
+
+    mu = np.array([[141.0, 90.0], [180.0, 148.0]])
+    sd = np.array([[3.0, 20.0], [10.0, 5.0]])
+    model = LabeledGMM(torch.tensor([0.5, 0.5], dtype=torch.float64), torch.as_tensor(mu),
+                       torch.diag_embed(torch.as_tensor(sd) ** 2), counts=torch.tensor([60.0, 40.0], dtype=torch.float64))
+    rec = PrivacyRecord(1.0, 1e-5, "replace-one", "zcdp", "sound", "gaussian", {}, [])
+    save_model(tmp_path / "m.json", model, rec, ["a", "b"], ["Ht", "Wt"], bounds=Bounds([140, 30], [210, 150], ["Ht", "Wt"]))
+    assert main(["sample", str(tmp_path / "m.json"), "-n", "20000", "--seed", "1", "--out", str(tmp_path / "s.csv")]) == 0
+    with open(tmp_path / "s.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    X = np.array([[float(r["Ht"]), float(r["Wt"])] for r in rows])
+    lab = np.array([r["label"] for r in rows])
+    assert np.sum(lab == "a") == 12000 and np.sum(lab == "b") == 8000
+    lo, hi = np.array([140.0, 30.0]), np.array([210.0, 150.0])
+    assert np.all((X > lo) & (X < hi))  # strictly inside: no cell on a bound
+    for k, name in enumerate("ab"):
+        for j in range(2):
+            a, b = (lo[j] - mu[k, j]) / sd[k, j], (hi[j] - mu[k, j]) / sd[k, j]
+            assert kstest(X[lab == name, j], truncnorm(a, b, loc=mu[k, j], scale=sd[k, j]).cdf).pvalue > 1e-3
+
+
+def test_synthesize_rows_are_drawn_inside_the_bounds_never_on_them(tmp_path):
+    """``synthesize`` with bounds (issue 37 item 4): a lower bound of height inside the data (160 cm, above a third
+    of AIS's women) piled clipped rows on 160; the rows now come from the released model restricted to the bounds:
+    every cell strictly inside, and the share of rows in the band next to the bound stays small, as it is for a
+    density (a pile on the bound put ~10% of the rows there)."""
+    with open(AIS, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    data = tmp_path / "hw.csv"
+    with open(data, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["Ht", "Wt", "sex"])
+        w.writerows([r["Ht"], r["Wt"], r["sex"]] for r in rows)
+    out = tmp_path / "syn"
+    assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
+                 "--epsilon", "2", "--delta", "1e-5", "--image-transform", "none", "--bounds", "Ht=160:210,Wt=30:150",
+                 "--seed", "0", "-n", "4000", "--out", str(out)]) == 0
+    with open(out / "synthetic.csv", newline="") as fh:
+        X = np.array([[float(r["Ht"]), float(r["Wt"])] for r in csv.DictReader(fh)])
+    assert np.all((X > [160, 30]) & (X < [210, 150]))
+    assert np.mean(X[:, 0] < 160.05) < 0.01  # 0.05 cm of the 50 cm range next to the bound

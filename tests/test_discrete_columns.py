@@ -204,8 +204,8 @@ def _pipe(discrete, df=None, y=None, **kw):
 
 @pytest.mark.filterwarnings("ignore")
 def test_pipeline_sample_rounds_discrete_columns_and_groups():
-    x, lab = _pipe(["age", "kids", ("red", "blue")]).sample(1000)
-    ref, lab_ref = _pipe(None).sample(1000)  # the same release and draw, unrounded
+    x, lab = (np.asarray(v) for v in _pipe(["age", "kids", ("red", "blue")]).sample(1000))  # DataFrame in and out
+    ref, lab_ref = (np.asarray(v) for v in _pipe(None).sample(1000))  # the same release and draw, unrounded
     np.testing.assert_array_equal(lab, lab_ref)
     _assert_rounded_from(x, ref, {0, 1}, [[3, 4]])
     assert np.any(x[:, 2] != np.round(x[:, 2]))  # height stays continuous

@@ -409,3 +409,47 @@ def test_fixed_covariance_types_classify_rows_as_given():
     Xte, _ = _far_table(300, 1)
     ref = est.model_.predict(torch.as_tensor(Xte, dtype=torch.float64)).numpy()
     np.testing.assert_array_equal(est.predict(Xte), est.classes_[ref])
+
+
+def test_synthetic_classifier_samples_the_model_inside_the_bounds_as_a_dataframe():
+    """DPSyntheticClassifier(bounds=...).sample (issue 37 item 4): rows drawn from the released class mixtures
+    restricted to the bounds, never clipped onto one (clipping put a large share of a column near its bound ON it),
+    a DataFrame with the fit's columns when fitted on one. Reference: numpy rejection from the released model mapped
+    to rows by hand (u = 1/2 + m + R f V, x = lower + (upper - lower) u)."""
+    pd = pytest.importorskip("pandas")
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    rng = np.random.default_rng(5)
+    n = 6000
+    y = rng.integers(0, 2, n)
+    X = np.column_stack([np.where(y == 0, 142.0, 175.0) + 6.0 * rng.normal(size=n), 90 + 15 * rng.normal(size=n),
+                         4 * rng.normal(size=n) + 5 * y, 250 + 60 * rng.normal(size=n)])
+    cols = ["ht", "wt", "z", "v"]
+    est = _fit(DPSyntheticClassifier(5.0, 1e-5, classes=[0, 1], bounds=BOUNDS, random_state=0),
+               pd.DataFrame(X, columns=cols), y)
+    xs, ys = est.sample(8000)
+    assert isinstance(xs, pd.DataFrame) and list(xs.columns) == cols and isinstance(ys, pd.Series)
+    xs, ys = xs.to_numpy(), ys.to_numpy()
+    lo, hi = np.array(BOUNDS, dtype=float).T
+    assert np.all((xs > lo) & (xs < hi))  # strictly inside: no cell on a bound
+    # reference: the released mixture in rows, by numpy; rejection; and what clipping would have done
+    m, pca, R = est.model_, est.release_.pca, float(est.release_.config.radius)
+    w = (m.weights[:, None] * m.comp_weights).reshape(-1).numpy()
+    mu = m.means.reshape(len(w), -1).numpy()
+    cov = m.covariances.reshape(len(w), mu.shape[1], mu.shape[1]).numpy()
+    V, c = pca.components.numpy(), pca.mean.numpy()
+    cell = rng.choice(len(w), size=400_000, p=w / w.sum())
+    F = mu[cell] + np.einsum("nij,nj->ni", np.linalg.cholesky(cov)[cell], rng.normal(size=(len(cell), mu.shape[1])))
+    ref = lo + (hi - lo) * (0.5 + c + R * F @ V)
+    clipped = np.clip(ref[:8000], lo, hi)
+    assert np.mean(clipped[:, 0] == lo[0]) > 0.01  # the old rows: a visible pile on the bound
+    inside = np.all((ref > lo) & (ref < hi), axis=1)
+    ref = ref[inside]
+    near = lambda a: np.mean(a[:, 0] < lo[0] + 3.0)  # noqa: E731  (a band of 3 cm above the bound)
+    se = np.sqrt(near(ref) * (1 - near(ref)) / 8000)
+    assert abs(near(xs) - near(ref)) < 5 * se + 1e-3
+    assert abs(np.mean(ys == 0) - np.mean(cell[inside] // m.comp_weights.shape[1] == 0)) < 0.03
+    # fewer components than columns: the rows' Gaussians are of lower rank, rejection in the projection
+    low = _fit(DPSyntheticClassifier(5.0, 1e-5, classes=[0, 1], bounds=BOUNDS, n_components=2, random_state=0), X, y)
+    xl, _ = low.sample(3000)
+    assert isinstance(xl, np.ndarray) and np.all((xl > lo) & (xl < hi))

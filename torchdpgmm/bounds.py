@@ -52,7 +52,8 @@ import numpy as np
 import torch
 
 __all__ = ["Bounds", "CLIP_FRACTION", "CENTRED_CLIP_RADIUS", "CENTERS", "DEFAULT_CENTER", "check_center",
-           "parse_bounds_text", "parse_discrete_text", "table_pipeline_clips", "truncated_sample"]
+           "parse_bounds_text", "parse_discrete_text", "pipeline_rows_in_box", "table_pipeline_clips",
+           "truncated_sample"]
 
 #: The default clip bound of a release in the unit box as a fraction of its half-diagonal ``sqrt(d)/2``
 #: (module docstring): the fraction with the highest mean validation accuracy of the default release's
@@ -556,7 +557,7 @@ def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: t
 
 def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Generator | None = None, *,
                      counts: torch.Tensor | None = None, n: int | None = None,
-                     rounds: int = SAMPLE_ROUNDS) -> tuple[torch.Tensor, torch.Tensor, int]:
+                     rounds: int = SAMPLE_ROUNDS, to_box: Any = None) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Rows of the released :class:`~torchdpgmm.mixture.LabeledGMM` (one model, no batch) restricted to the box
     ``[lower, upper]`` (post-processing of the released model, no privacy cost); returns ``(x (n, d), y (n,),
     fallback)``.
@@ -567,7 +568,11 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
     ``rounds`` rounds (only the rows still outside are redrawn); a row still outside then (probability ``(1 - p)^rounds``
     for a Gaussian with mass ``p`` in the box: rare unless ``p`` is below a few percent) is drawn by :data:`GIBBS_SWEEPS` Gibbs sweeps of exact 1-D truncated conditionals
     from its last draw clipped into the box (approximate; ``fallback`` counts these rows). No row is clipped onto a
-    bound: a continuous coordinate equals a bound with probability zero."""
+    bound: a continuous coordinate equals a bound with probability zero.
+
+    ``to_box``: an affine map of the model's rows to the box's coordinates (a model released in another space, e.g.
+    a projection of lower rank); the rows are tested, and returned, mapped. A row still outside after ``rounds`` has
+    no Gibbs fallback there: it is clipped into the box (``fallback`` counts it; the caller says so)."""
     lo = torch.as_tensor(np.asarray(lower, dtype=np.float64), device=model.device)
     hi = torch.as_tensor(np.asarray(upper, dtype=np.float64), device=model.device)
     fixed = counts is not None
@@ -575,8 +580,9 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
     def draw(c: torch.Tensor | None, m: int) -> tuple[torch.Tensor, torch.Tensor]:
         if c is not None:
             x, y, _ = model.sample_counts(c, generator)
-            return x, y
-        return model.sample(m, generator)
+        else:
+            x, y = model.sample(m, generator)
+        return (x, y) if to_box is None else (to_box(x), y)
 
     x, y = draw(counts, 0 if n is None else int(n))
     inside = lambda v: ((v >= lo) & (v <= hi)).all(-1)  # noqa: E731
@@ -597,7 +603,39 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
         y[todo] = torch.where(ok, yc, y[todo])
         done[todo] = ok
     rest = (~done).nonzero().squeeze(-1)
-    if rest.numel():
+    if rest.numel() and to_box is not None:
+        x[rest] = torch.minimum(torch.maximum(x[rest], lo), hi)
+    elif rest.numel():
         yr = y[rest]
         x[rest] = _gibbs_inside(x[rest], model.means[yr], model.covariances[yr], lo, hi, generator)
     return x, y, int(rest.numel())
+
+
+def pipeline_rows_in_box(model: Any, pca: Any, radius: float, n: int,
+                         generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``n`` rows (unit-box coordinates, ``(n, d)``), their classes ``(n,)`` and the fallback count, drawn from the
+    synthetic-data pipeline's released class mixtures (``model``: ``weights (K,)``, ``comp_weights (K, M)``, ``means
+    (K, M, f)``, ``covariances (K, M, f, f)``, in the released projection) restricted to the unit box: the mixture of
+    every cell ``(class, component)`` with its Gaussian mapped to rows (``u = 1/2 + m + R f V``, the released mean
+    ``m`` and components ``V (f, d)`` of ``pca``, the public ``radius`` R), conditioned on the row lying in the box
+    (:func:`truncated_sample` with ``n``: a rejected row's cell is drawn again too). Post-processing; no row is
+    clipped onto a bound. With every component kept (``f = d``, the table default) the rows' Gaussians are full rank
+    (exact, with the Gibbs fallback); with fewer, rejection in the projection, and a row still outside after the
+    rounds is clipped (counted in the fallback)."""
+    from torchdpgmm.mixture import LabeledGMM
+
+    K, M, f = model.means.shape
+    V = pca.components.to(model.means.dtype)  # (f, d), orthonormal rows
+    d = V.shape[1]
+    flat = (model.weights.unsqueeze(-1) * model.comp_weights).reshape(K * M)
+    shift, R = 0.5 + pca.mean.to(V.dtype), float(radius)
+    means, covs = model.means.reshape(K * M, f), model.covariances.reshape(K * M, f, f)
+    zero, one = np.zeros(d), np.ones(d)
+    if f == d:
+        cov = R ** 2 * V.mT @ covs @ V
+        gmm = LabeledGMM(flat, shift + R * means @ V, 0.5 * (cov + cov.mT), validate_args=False)
+        x, cell, fallback = truncated_sample(gmm, zero, one, generator, n=int(n))
+    else:
+        gmm = LabeledGMM(flat, means, covs, validate_args=False)
+        x, cell, fallback = truncated_sample(gmm, zero, one, generator, n=int(n), to_box=lambda F: shift + R * F @ V)
+    return x, cell // M, fallback

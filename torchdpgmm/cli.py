@@ -870,13 +870,19 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     mf = load_model(args.model)
     g = _stream_generator(args.seed, _SAMPLE_STREAM)  # never the stream of the release's noise
     model = mf.model
-    if args.iid:
+    counts = None if args.iid else histogram_counts(model.counts if model.counts is not None else model.weights, args.n)
+    if mf.bounds is not None:  # the model restricted to the public bounds (never clipped onto them), user's units
+        from torchdpgmm.bounds import truncated_sample
+
+        x, y, fallback = truncated_sample(model, mf.bounds.lower, mf.bounds.upper, g, counts=counts, n=args.n)
+        if fallback:
+            _warn(f"{fallback} of {args.n} rows come from a class whose released Gaussian puts almost no mass inside "
+                  "the bounds: drawn by Gibbs sweeps inside them (approximate)", "torchdpgmm sample")
+        x = torch.as_tensor(mf.bounds.clip_rows(x))  # discrete columns rounded (one-hot: argmax); inside already
+    elif counts is None:
         x, y = model.sample(args.n, g)
     else:
-        counts = histogram_counts(model.counts if model.counts is not None else model.weights, args.n)
         x, y, _ = model.sample_counts(counts, g)
-    if mf.bounds is not None:  # rows in the user's units, within the public bounds; discrete columns rounded
-        x = torch.as_tensor(mf.bounds.clip_rows(x))
     with _writing("sample", args.out):
         write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column)
     print(f"wrote {args.out}: {args.n} rows")
@@ -974,7 +980,17 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     sample = None
     if args.n is not None:  # drawn before anything is written
         try:
-            sample = m.sample(args.n, generator=_stream_generator(args.seed, 1))
+            if bounds is None:
+                sample = m.sample(args.n, generator=_stream_generator(args.seed, 1))
+            else:  # the released model restricted to the bounds (never clipped onto one), in the unit box
+                from torchdpgmm.bounds import pipeline_rows_in_box
+
+                u, yk, fallback = pipeline_rows_in_box(m, rel.pca, float(rel.config.radius), args.n,
+                                                       _stream_generator(args.seed, 1))
+                sample = (u - 0.5, yk)
+                if fallback:
+                    _warn(f"{fallback} of {args.n} rows come from a component whose released Gaussian puts almost no "
+                          "mass inside the bounds: drawn inside them approximately", "torchdpgmm synthesize")
         except (RuntimeError, MemoryError) as exc:
             raise UsageError(f"torchdpgmm synthesize: error: could not draw -n {args.n} synthetic rows "
                              f"({type(exc).__name__}; out of memory?)") from None
@@ -993,8 +1009,8 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                 if bounds is None:
                     write_labeled_csv(tmp / "synthetic.csv", sample[0], sample[1], classes,
                                       [f"z{i}" for i in range(d)])
-                else:  # rows back in the user's units and column names, clipped into the bounds (post-processing)
-                    rows = rel.pca.mean + float(rel.config.radius) * sample[0] @ rel.pca.components
+                else:  # rows inside the bounds back in the user's units and column names (post-processing)
+                    rows = sample[0]
                     write_labeled_csv(tmp / "synthetic.csv", _rows_in_units(bounds, rows), sample[1], classes,
                                       list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]))
             tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions

@@ -1005,17 +1005,33 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
 
     def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """``n_samples`` synthetic ``(features, labels)`` in the released feature space, or with bounds rows in
-        the user's units within them, discrete columns rounded (post-processing)."""
+        the user's units drawn from the released model restricted to the bounds (never clipped onto a bound),
+        discrete columns rounded (post-processing); fitted on a DataFrame with bounds: a DataFrame with its column
+        names and the labels as a Series."""
         check_is_fitted(self)
         if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         _check_sample_size(n_samples)
         g = torch.Generator(device=self._model_device()).manual_seed(self._seed(_SAMPLE_STREAM))
-        x, y = self.model_.sample(int(n_samples), generator=g)
-        x, y = x.cpu().numpy(), y.cpu().numpy()
         b = getattr(self, "bounds_", None)
-        x = x if b is None else b.clip_rows(self.inverse_transform(x))
-        return x, self.classes_[y]
+        if b is None:
+            x, y = self.model_.sample(int(n_samples), generator=g)
+            return x.cpu().numpy(), self.classes_[y.cpu().numpy()]
+        from torchdpgmm.bounds import pipeline_rows_in_box
+
+        rel = self.release_
+        x, y, fallback = pipeline_rows_in_box(self.model_, rel.pca, float(rel.config.radius), int(n_samples), g)
+        if fallback:
+            warnings.warn(f"{fallback} of {int(n_samples)} synthetic rows come from a component whose released Gaussian"
+                          " puts almost no mass inside the bounds: drawn inside them approximately (Gibbs sweeps, or "
+                          "clipped with fewer components than columns)", UserWarning, stacklevel=2)
+        x, y = b.clip_rows(b.from_unit(x, clip=False)), self.classes_[y.cpu().numpy()]  # discrete columns rounded
+        names = getattr(self, "feature_names_in_", None)
+        if names is None:
+            return x, y
+        import pandas as pd  # pandas in, pandas out (as DPGaussianMixture.sample)
+
+        return pd.DataFrame(x, columns=[str(c) for c in names]), pd.Series(y)
 
 
 def _check_sample_size(n_samples: int) -> None:
