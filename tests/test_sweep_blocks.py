@@ -291,3 +291,11 @@ def test_out_of_memory_in_the_cuda_probe_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="probe block of 256 trials") as e:
         run_sweep(_spec(trials=4), tmp_path / "sw", trial_fn=seeded_rows, progress=False)
     assert "\n" not in str(e.value) and not list((tmp_path / "sw" / "chunks").iterdir())
+
+
+def test_automatic_chunks_leave_work_for_every_worker(monkeypatch):
+    """A chunk is one automatic block (blocks below CHUNK_TRIALS = 256 trials are grouped up to it), so the
+    default sweep of 1000 trials is 4 chunks that workers can share, not one."""
+    monkeypatch.setattr(S, "device_free_bytes", lambda device: 64 * GB)
+    assert [c.num_trials for c in S.plan_chunks(_spec(trials=1000))] == [250] * 4
+    assert [c.num_trials for c in S.plan_chunks(_spec(trials=1000, block_size=40))] == [240] * 4 + [40]

@@ -84,7 +84,7 @@ AUTO_BLOCK_CAP = {"cpu": 256, "cuda": 32768}
 #: the bottom rung: a memory that cannot hold a block of this many trials is refused in one line
 MIN_AUTO_BLOCK = 8
 #: with ``chunk_size=None``, chunks of small blocks are grouped up to this many trials (one chunk file each)
-CHUNK_TRIALS = 1024
+CHUNK_TRIALS = 256
 #: the share of the device's free memory (CUDA) or available RAM (CPU, per worker) a block may use
 FREE_FRACTION = {"cpu": 0.5, "cuda": 0.8}
 
