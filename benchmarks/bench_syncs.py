@@ -16,7 +16,10 @@ counted, also those of public CPU scalars that would not wait for a GPU, so the 
 
 The public calibration (host math on Python floats, memoised per setting) is not part of the hot path: every
 count is taken on a second call with the same settings (``warm``); the first call's counts are recorded too
-(``cold``). Counted for the default sound release (mechanism ``kl``, discrete noise), continuous noise, the
+(``cold``). ``accelerator_layout``: the same releases with the data "on a GPU" under the CUDA stand-in of
+``tests/test_device_contract.py`` (FakeCuda, on the CPU), so the exact samplers and the PSD repair take their
+accelerator paths (their CPU layout works in chunks whose number grows with the draws); ``device_reads`` counts
+reads of would-be GPU tensors. Counted for the default sound release (mechanism ``kl``, discrete noise), continuous noise, the
 two-stage release of :mod:`torchdpgmm.release.centring` and a batched-epsilon release of 7 epsilons.
 
 Writes JSON (default ``benchmarks/results/bench_syncs.json``)::
@@ -206,6 +209,16 @@ def sweep_block(X, y, k: int = 5, *, noise: str = "discrete"):
                                   clip_bound=30.0, adjacency="replace-one", noise="continuous"), X, y, k, k)
 
 
+def _fake_cuda():
+    """``fake_cuda`` of tests/test_device_contract.py (a CUDA stand-in on the CPU), loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_device_contract", ROOT / "tests" / "test_device_contract.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.fake_cuda
+
+
 def run(trials: list[int], blocks: list[int], stacks: bool = False) -> dict[str, Any]:
     from torchdpgmm.release.sound import bytes_per_trial
 
@@ -229,6 +242,23 @@ def run(trials: list[int], blocks: list[int], stacks: bool = False) -> dict[str,
         ops = [r["warm"]["ops"] for r in rows]
         res["releases"][name] = {"rows": rows, "max_syncs_warm": max(r["warm"]["syncs"] for r in rows),
                                  "ops_ratio": max(ops) / min(ops)}
+    # the accelerator layout: the data "on a GPU" under tests/test_device_contract.py's FakeCuda (on the CPU), so the
+    # samplers and the PSD repair take their accelerator paths; "device_reads" are reads of would-be GPU tensors
+    fake = _fake_cuda()
+    res["accelerator_layout"] = {}
+    for name, make in list(cases.items())[:4]:
+        rows = []
+        for T in trials:
+            Xc, yc = data(T)
+            with fake() as mode:
+                X, y = Xc.to("cuda"), yc.to("cuda")
+                fn = make(X, y)
+                fn()
+                before = mode.syncs
+                c = count(fn, warm=False)
+                rows.append({"trials": T, "ops": c["ops"], "syncs": c["syncs"], "device_reads": mode.syncs - before})
+        ops = [r["ops"] for r in rows]
+        res["accelerator_layout"][name] = {"rows": rows, "ops_ratio": max(ops) / min(ops)}
     mem = {}
     for noise in ("discrete", "continuous"):
         pts = []

@@ -148,6 +148,8 @@ def test_bench_syncs_quick(tmp_path, bench):
     assert res["config"]["quick"] is True and res["max_syncs"] == 5
     assert res["releases"]["sound_kl_discrete"]["max_syncs_warm"] <= 5
     assert res["releases"]["sound_kl_continuous_7eps"]["ops_ratio"] == 1.0
+    acc = res["accelerator_layout"]["sound_kl_discrete"]
+    assert acc["ops_ratio"] <= 2 and all(r["device_reads"] == 0 for r in acc["rows"])
     mem = res["sweep_block_memory"]
     assert mem["estimate_bytes_per_trial"] == 88840 and mem["continuous"]["bytes_per_trial"] > 0
 
