@@ -87,3 +87,66 @@ def test_cli_says_mostly_noise_in_one_line(tmp_path, capsys, command):
     lines = run("Cat,Dog", "bad.json" if command == "release" else "bad")
     assert len(lines) == 1 and lines[0].startswith(f"torchdpgmm {command}: warning:") and "--classes" in lines[0]
     assert run("cat,dog", "ok.json" if command == "release" else "ok") == []
+
+
+@pytest.mark.parametrize("floor_sds", [0.0, 0.4, 1.0, 3.0])
+def test_floor_excess_is_the_noise_tail_beyond_the_floor(floor_sds):
+    """The closed forms of diagnostics.floor_excess against scipy's quadrature of max(e - floor, 0) under a
+    Gaussian and a Laplace law of the same standard deviation: it returns the larger mean and standard deviation."""
+    from scipy import integrate, stats
+
+    from torchdpgmm.release.diagnostics import floor_excess
+
+    s = 7.0
+    f = floor_sds * s
+    moments = []
+    for law in (stats.norm(0, s), stats.laplace(0, s / math.sqrt(2))):
+        m1 = integrate.quad(lambda e: (e - f) * law.pdf(e), f, np.inf)[0]
+        m2 = integrate.quad(lambda e: (e - f) ** 2 * law.pdf(e), f, np.inf)[0]
+        moments.append((m1, math.sqrt(m2 - m1 ** 2)))
+    m, v = floor_excess(f, s)
+    assert m == pytest.approx(max(a for a, _ in moments), rel=1e-7)
+    assert v == pytest.approx(max(b for _, b in moments), rel=1e-7)
+
+
+@pytest.mark.parametrize("K", [2, 5, 26])
+def test_an_empty_table_under_the_auto_floor_is_noise_and_a_small_clean_one_is_not(K):
+    """Issue 37 item 5. With the auto floor (3 noise stds) an empty table releases max(3 s, e_k): numpy draws of it,
+    Gaussian and Laplace, are called noise in > 98% of draws (at least P(e <= 3 s)^K); a table with only 1.5 floors
+    of records per class (the issue's AIS through the pipeline at eps 1: ~101 rows per class, s = 18.9, floor
+    56.7) is called noise in < 5% (the old allowance, 5 stds above K floor, called it noise in about half)."""
+    rng = np.random.default_rng(2)
+    s = 18.9
+    f = 3 * s
+    gauss = np.maximum(f, rng.normal(0, s, (4000, K)))
+    lap = np.maximum(f, rng.laplace(0, s / math.sqrt(2), (4000, K)))
+    assert np.mean([mostly_noise(c, s, floor=f) for c in gauss]) > 0.98
+    assert np.mean([mostly_noise(c, s, floor=f) for c in lap]) > 0.98
+    clean = np.maximum(f, 1.8 * f + rng.normal(0, s, (2000, K)))
+    assert np.mean([mostly_noise(c, s, floor=f) for c in clean]) < 0.05
+
+
+def _ais():
+    import csv
+    from pathlib import Path
+
+    import torchdpgmm
+
+    with open(Path(torchdpgmm.__file__).parent / "data" / "ais.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return np.array([[float(r["Ht"]), float(r["Wt"])] for r in rows]), np.array([r["sex"] for r in rows])
+
+
+def test_clean_ais_at_eps_1_is_not_called_noise_and_mismatched_classes_are():
+    """Issue 37 item 5 end to end: README's AIS with its example bounds at epsilon 1 and the right classes, through
+    DPSyntheticClassifier (which warned in 5 of 10 fits) and DPGaussianMixture: at most one warning in 20 seeds
+    each; the same rows with classes that match no label (every row dropped: a release of pure noise) warn in at
+    least 19 of 20."""
+    X, y = _ais()
+    box = dict(bounds=[(140, 210), (30, 150)])
+    makes = (lambda cls, s: DPSyntheticClassifier(1.0, 1e-5, classes=cls, random_state=s, **box),
+             lambda cls, s: DPGaussianMixture(1.0, 1e-5, classes=cls, random_state=s, **box))
+    for make in makes:
+        clean = sum(bool(_noise_warnings(lambda: make(["female", "male"], s).fit(X, y))) for s in range(20))
+        empty = sum(bool(_noise_warnings(lambda: make(["Female", "Male"], s).fit(X, y))) for s in range(20))
+        assert clean <= 1 and empty >= 19, (clean, empty)
