@@ -381,3 +381,32 @@ def test_batched_private_radius_is_one_per_table():
     for b in range(4):  # each table's model is the same release run alone on its rows (its own radius)
         dist = (U[b] - rel.extras["centre"][b]).norm(dim=-1)
         assert float((dist <= R[b]).double().mean()) >= 0.85
+
+
+def test_release_centred_applies_the_one_budget_rule_once():
+    """Issue 38 item 2 at release_centred (a public function that skipped it): epsilon > 1e3 or delta >= 0.5 refused
+    in one line before any noise (allow_weak_privacy=True releases with a warning), epsilon > 10 warned once; inside
+    a front door that warned already (DPGaussianMixture.fit, whose default with bounds is this release) the warning
+    is not given twice."""
+    from torchdpgmm._validation import WeakPrivacyWarning
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    U, y = _table(300, d=2)
+    kw = dict(clip_bound=0.5, ball_center=torch.full((2,), 0.5, dtype=torch.float64), ball_radius=math.sqrt(2) / 2)
+    for eps, dlt in ((2000.0, DELTA), (1.0, 0.5)):
+        with pytest.raises(ValueError, match="meaningful guarantee") as e:
+            release_centred(U, y, 2, eps, dlt, **kw)
+        assert "\n" not in str(e.value)
+
+    def weak(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        return [str(w.message) for w in caught if issubclass(w.category, WeakPrivacyWarning)]
+
+    assert len(weak(lambda: release_centred(U, y, 2, 2000.0, DELTA, allow_weak_privacy=True, **kw))) == 1
+    assert weak(lambda: release_centred(U, y, 2, 50.0, DELTA, **kw)) == ["epsilon = 50 > 10 protects little"]
+    assert weak(lambda: release_centred(U, y, 2, 5.0, DELTA, **kw)) == []
+    X = U.numpy() * 10
+    got = weak(lambda: DPGaussianMixture(50.0, 1e-2, classes=[0, 1], bounds=(0.0, 10.0)).fit(X, y.numpy()))
+    assert len(got) == 2 and sum("epsilon" in m for m in got) == 1  # one epsilon warning, one delta warning

@@ -222,8 +222,12 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
                     radius_fraction: float = RADIUS_FRACTION, radius_quantile: float = RADIUS_QUANTILE,
                     radius_floor: float = 0.5, radius_z: float = RADIUS_Z,
                     generator: torch.Generator | None = None, mask: torch.Tensor | None = None,
-                    **options: Any):
+                    allow_weak_privacy: bool = False, **options: Any):
     """Two-stage sound release (module docstring); returns a ``Release`` with one record for both stages.
+
+    The one budget rule first (:func:`torchdpgmm._validation.check_privacy_strength`, as ``release()``): ``epsilon
+    > 1e3`` or ``delta >= 0.5`` refused in one line unless ``allow_weak_privacy=True``, ``epsilon > 10`` or ``delta
+    > 1e-3`` warned (once per front door: inside an estimator's ``fit`` or a command, which warned already, not again).
 
     ``ball_center`` / ``ball_radius``: the public ball that holds every record the centre stage may see (with
     public bounds in the unit box: the box's middle and ``sqrt(d)/2``). ``clip_bound`` is the mixture stage's
@@ -234,10 +238,12 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     ...); the centre stage takes the same ``adjacency`` and ``noise`` and the Gaussian mechanism (Laplace when the
     mixture's is). ``extras["centre"]`` is the released centre and ``extras["centre_weight"]`` its shrinkage weight.
     """
+    from torchdpgmm._validation import check_privacy_strength
     from torchdpgmm.release.diagnostics import block_noise_std
     from torchdpgmm.release.result import Release
     from torchdpgmm.release.sound import check_schema, release_sound, sound_settings
 
+    check_privacy_strength(epsilon, delta, allow_weak_privacy=allow_weak_privacy)  # public values, before anything
     if "center" in options:
         raise ValueError("release_centred releases its own centre: pass ball_center, not center")
     if options.get("num_draws") not in (None, 1):
