@@ -60,3 +60,41 @@ def test_noised_block_validation(kw):
     base = dict(name="b", mechanism="gaussian", sensitivity=1.0, noise_scale=1.0)
     with pytest.raises(ValueError):
         NoisedBlock(**{**base, **kw})
+
+
+def test_sampler_tv_and_delta_sampler_closed_forms():
+    """The discrete samplers' distance from exact draws (issue: records did not say so): sampler_tv of n draws equals
+    tv_bound's chunk-by-chunk sum (computed here by its own loop), is below n 2^-64, adds over calls; a record's
+    delta_sampler is (1 + e^eps) tv (scalar and batched); with_sampler_tv leaves ONE note; records without it keep
+    their earlier dict."""
+    import math
+
+    import torch
+
+    from torchdpgmm.mechanisms.discrete import add_noise_tv, sampler_tv, tv_bound
+    from torchdpgmm.privacy.record import PrivacyRecord, sampler_delta, with_sampler_tv
+
+    for n in (1, 1000, 65536, 3 * 65536 + 17):
+        for kind, kw in (("gaussian", {"sigma": 3.7}), ("laplace", {"laplace_scale": 2.5})):
+            got = sampler_tv(n, next(iter(kw.values())), kind)
+            assert got == pytest.approx(tv_bound(n, **kw), rel=1e-12)
+            assert 0 < got <= n * 2.0 ** -64
+    assert sampler_tv(0, 1.0) == 0.0
+    # draws of add_noise: every entry, or the upper triangle of a symmetric matrix
+    x = torch.zeros(5, 3, 4, 4)
+    assert add_noise_tv(x, 2.0, grid=0.5)[0] == 5 * 3 * 16
+    n, tv = add_noise_tv(x, 2.0, grid=0.5, symmetric=True)
+    assert n == 5 * 3 * 10 and tv == pytest.approx(tv_bound(150, sigma=4.0), rel=1e-12)
+    rec = PrivacyRecord(1.0, 1e-6, "add-remove", "zCDP", "sound", "kl")
+    assert rec.delta_sampler == 0.0 and "sampler_tv" not in rec.to_dict()
+    r2 = with_sampler_tv(with_sampler_tv(rec, 1e-15, 10), 3e-15, 30)
+    assert r2.sampler_tv == 3e-15 and r2.delta_sampler == pytest.approx((1 + math.e) * 3e-15, rel=1e-15)
+    notes = [t for t in r2.notes if t.startswith("discrete samplers:")]
+    assert len(notes) == 1 and "30 draws" in notes[0] and "delta + " in notes[0]
+    assert PrivacyRecord.from_dict(r2.to_dict()).sampler_tv == 3e-15
+    pure = with_sampler_tv(PrivacyRecord(2.0, 0.0, "add-remove", "basic", "sound", "laplace"), 1e-16, 4)
+    assert "not pure epsilon-DP" in pure.notes[-1]
+    eps = torch.tensor([0.5, 2.0], dtype=torch.float64)
+    torch.testing.assert_close(sampler_delta(eps, 1e-15), (1 + torch.exp(eps)) * 1e-15)
+    with pytest.raises(ValueError, match="sampler_tv"):
+        PrivacyRecord(1.0, 1e-6, "add-remove", "zCDP", "sound", "kl", sampler_tv=-1.0)

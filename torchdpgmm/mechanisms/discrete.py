@@ -85,6 +85,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "sampler_tv",
     "bernoulli_exp_neg",
     "discrete_laplace_noise",
     "discrete_gaussian_noise",
@@ -93,6 +94,7 @@ __all__ = [
     "discrete_sensitivity",
     "tv_bound",
     "add_noise",
+    "add_noise_tv",
 ]
 
 _RANGE = 2 ** 63        # int64 ``random_()`` draws uniformly from {0, ..., 2^63 - 1} (64 random bits mod 2^63)
@@ -466,6 +468,26 @@ def tv_bound(n: int, sigma: float | None = None, *, laplace_scale: float | None 
     return total
 
 
+def sampler_tv(n: int, scale: float, kind: str = "gaussian") -> float:
+    """:func:`tv_bound` of one call of ``n`` draws of the discrete Gaussian (``kind="gaussian"``, ``scale`` its
+    sigma in grid units) or discrete Laplace (``"laplace"``, scale ``b``), summed chunk by chunk as there (the equal
+    full chunks multiplied out, so a call of 10^9 draws costs two terms). Public numbers only; TVs of independent
+    calls add up (the record's ``sampler_tv``)."""
+    if kind not in ("gaussian", "laplace"):
+        raise ValueError(f"kind must be 'gaussian' or 'laplace', got {kind!r}")
+    n = int(n)
+    if n <= 0:
+        return 0.0
+    full, rest = divmod(n, _CHUNK)
+    return (full * _chunk_tv(_CHUNK, kind, float(scale)) if full else 0.0) + (
+        _chunk_tv(rest, kind, float(scale)) if rest else 0.0)
+
+
+@lru_cache(maxsize=4096)
+def _chunk_tv(m: int, kind: str, scale: float) -> float:
+    return tv_bound(m, sigma=scale) if kind == "gaussian" else tv_bound(m, laplace_scale=scale)
+
+
 def discrete_sensitivity(sensitivity: float, *, grid: float = 1.0, dim: int = 1, norm: str = "l2",
                          integer: bool = False) -> float:
     """Sensitivity, in grid units, of a statistic snapped to the grid ``grid * Z^dim`` by rounding.
@@ -507,6 +529,20 @@ def _from_triu(v: torch.Tensor, iu: torch.Tensor, d: int, isometric: bool) -> to
     out[..., iu[0], iu[1]] = v
     out[..., iu[1], iu[0]] = v
     return out
+
+
+def add_noise_tv(x: torch.Tensor, scale: float, *, kind: str = "gaussian", grid: float = 1.0,
+                 symmetric: bool = False) -> tuple[int, float]:
+    """``(draws, tv)`` of :func:`add_noise` ``(x, scale, kind=kind, noise="discrete", grid=grid,
+    symmetric=symmetric)``: how many draws its one sampler call makes (``x.numel()``, or ``d (d + 1) / 2`` per
+    matrix when ``symmetric``) and :func:`sampler_tv` of them at the grid scale ``scale / grid``. Shapes and public
+    scales only (no device read)."""
+    if symmetric:
+        d = x.shape[-1]
+        n = math.prod(x.shape[:-2]) * d * (d + 1) // 2
+    else:
+        n = x.numel()
+    return n, sampler_tv(n, float(scale) / float(grid), kind)
 
 
 def add_noise(x: torch.Tensor, scale: Any, *, kind: str = "gaussian", noise: str = "continuous",

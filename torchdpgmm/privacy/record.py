@@ -16,7 +16,7 @@ import torch
 
 from torchdpgmm.privacy.adjacency import Adjacency
 
-__all__ = ["NoisedBlock", "PrivacyRecord", "MECHANISMS", "NORMS"]
+__all__ = ["NoisedBlock", "PrivacyRecord", "MECHANISMS", "NORMS", "SAMPLER_NOTE", "sampler_delta", "with_sampler_tv"]
 
 MECHANISMS = ("gaussian", "laplace", "discrete-gaussian", "discrete-laplace", "subsampled-gaussian",
               "wishart", "random-mapping", "r1smg", "none")
@@ -117,6 +117,11 @@ class PrivacyRecord:
         notes: caveats a user must read.
         blocks: one :class:`NoisedBlock` per noised statistic.
         covered: True only if every step that touches private data is inside ``epsilon``.
+        sampler_tv: an upper bound on the total-variation distance between the joint law of the noise the release
+            actually drew and exact draws of the stated mechanisms (the fixed-work discrete samplers,
+            :func:`torchdpgmm.mechanisms.discrete.tv_bound`, at most ``n 2^-64`` for ``n`` draws; 0 for continuous
+            noise). The release is then ``(epsilon, delta + delta_sampler)``-DP with ``delta_sampler = (1 + e^epsilon)
+            sampler_tv`` (:attr:`delta_sampler`; a "pure" Laplace record is ``(epsilon, delta_sampler)``-DP).
         seeded: True when the noise came from a user-given seed (``random_state`` / ``--seed``): anyone who
             knows the seed can regenerate and remove it, so :class:`~torchdpgmm.privacy.odometer.BudgetOdometer`
             refuses such a record unless told ``allow_seeded=True`` (for tests and reproductions only).
@@ -136,6 +141,7 @@ class PrivacyRecord:
     blocks: tuple[NoisedBlock, ...] = ()
     covered: bool = False
     seeded: bool = False
+    sampler_tv: float = 0.0
 
     def __post_init__(self) -> None:
         notes = (self.notes,) if isinstance(self.notes, str) else tuple(self.notes)
@@ -157,11 +163,23 @@ class PrivacyRecord:
             raise TypeError(f"PrivacyRecord.seeded must be a bool, got {type(self.seeded).__name__}")
         if self.split is None:
             self.split = {}
+        tv = self.sampler_tv
+        if isinstance(tv, bool) or not isinstance(tv, (int, float)) or not (0 <= tv <= 1):
+            raise ValueError(f"PrivacyRecord.sampler_tv must be a number in [0, 1], got {tv!r}")
+        self.sampler_tv = float(tv)
+
+    @property
+    def delta_sampler(self) -> Any:
+        """What the samplers' distance from exact draws adds to ``delta``: ``(1 + e^epsilon) sampler_tv``
+        (:func:`sampler_delta`; a tensor for a batched record, 0 for continuous noise)."""
+        return sampler_delta(self.epsilon, self.sampler_tv)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict (tensors become numbers or lists); :meth:`from_dict` inverts it."""
-        # ``seeded`` is written only when True, so records of unseeded releases keep their earlier form
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "seeded" or self.seeded}
+        # ``seeded`` is written only when True and ``sampler_tv`` only when > 0, so records of unseeded releases and
+        # of continuous noise keep their earlier form
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)
+                if (f.name != "seeded" or self.seeded) and (f.name != "sampler_tv" or self.sampler_tv > 0)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PrivacyRecord":
@@ -187,3 +205,41 @@ class PrivacyRecord:
                 f"notes={len(self.notes)})")
 
     __str__ = __repr__
+
+
+#: The first words of the note :func:`with_sampler_tv` adds (one such note per record).
+SAMPLER_NOTE = "discrete samplers:"
+
+
+def sampler_delta(epsilon: Any, tv: float) -> Any:
+    """``(1 + e^epsilon) tv``: the ``delta`` that a mechanism's output law within total variation ``tv`` of an
+    (epsilon, delta)-DP mechanism's adds (for every neighbouring pair and event S, ``P'(S) <= P(S) + tv <= e^eps
+    (P'_nb(S) + tv) + delta + tv``). ``epsilon`` a number or a tensor (batched records); 0 when ``tv`` is 0."""
+    if float(tv) == 0.0:
+        return 0.0
+    if torch.is_tensor(epsilon):
+        return (1.0 + torch.exp(epsilon.to(torch.float64))) * float(tv)
+    return (1.0 + math.exp(float(epsilon))) * float(tv)
+
+
+def with_sampler_tv(record: PrivacyRecord, tv: float, draws: int | None) -> PrivacyRecord:
+    """``record`` with ``sampler_tv = tv`` (the bound for all ``draws`` draws of its discrete samplers, from
+    :func:`torchdpgmm.mechanisms.discrete.sampler_tv`; None: a batch record's worst member) and ONE note that says
+    what it means (replacing a note of a stage's record); the record unchanged when ``draws`` is 0 (continuous
+    noise)."""
+    from dataclasses import replace
+
+    if draws is not None and int(draws) <= 0:
+        return record
+    eps = record.epsilon
+    top = float(eps.max()) if torch.is_tensor(eps) else float(eps)
+    extra = float(sampler_delta(top, tv))
+    claim = (f"(epsilon, delta + {extra:.3g})-DP" if record.delta is not None and (torch.is_tensor(record.delta) or
+                                                                                    float(record.delta) > 0)
+             else f"(epsilon, {extra:.3g})-DP, not pure epsilon-DP")
+    what = "the draws" if draws is None else f"the {int(draws)} draws"
+    note = (f"{SAMPLER_NOTE} {what} of the fixed-work discrete samplers are within total variation "
+            f"{float(tv):.3g} of exact draws (sampler_tv; at most 2^-64 per draw), so the release is {claim}: "
+            "delta_sampler = (1 + e^epsilon) sampler_tv")
+    notes = tuple(n for n in record.notes if not n.startswith(SAMPLER_NOTE)) + (note,)
+    return replace(record, sampler_tv=float(tv), notes=notes)
