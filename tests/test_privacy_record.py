@@ -1,4 +1,5 @@
 """PrivacyRecord, NoisedBlock and Adjacency."""
+import math
 import json
 
 import pytest
@@ -98,3 +99,41 @@ def test_sampler_tv_and_delta_sampler_closed_forms():
     torch.testing.assert_close(sampler_delta(eps, 1e-15), (1 + torch.exp(eps)) * 1e-15)
     with pytest.raises(ValueError, match="sampler_tv"):
         PrivacyRecord(1.0, 1e-6, "add-remove", "zCDP", "sound", "kl", sampler_tv=-1.0)
+
+
+@pytest.mark.parametrize("mechanism,ctype", [("kl", "full"), ("kl", "diag"), ("laplace", "full")])
+def test_records_of_discrete_releases_state_the_samplers_tv(mechanism, ctype):
+    """A sound release with the discrete samplers (the default noise) states sampler_tv: the sum over its blocks of
+    tv_bound(draws of the block, the block's grid-unit scale), the draws counted here by hand (T trials x counts K,
+    sums K d, second moments K d (d + 1) / 2 for a symmetric block, K d for diag); a Laplace record says it is not
+    pure; the two-stage release adds its stages; continuous noise states nothing."""
+    import torch
+
+    from torchdpgmm.mechanisms.discrete import tv_bound
+    from torchdpgmm.release.centring import release_centred
+    from torchdpgmm.release.sound import release_sound
+
+    g = torch.Generator().manual_seed(0)
+    T, N, K, d = 3, 50, 2, 3
+    X = torch.rand(T, N, d, dtype=torch.float64, generator=g)
+    y = torch.randint(0, K, (T, N), generator=g)
+    dlt = None if mechanism == "laplace" else 1e-5
+    rel = release_sound(X, y, K, 1.0, dlt, clip_bound=1.0, mechanism=mechanism, covariance_type=ctype, generator=g)
+    rec = rel.privacy
+    draws = {"counts": T * K, "sums": T * K * d, "second_moments": T * K * (d * (d + 1) // 2 if ctype == "full" else d)}
+    assert {b.name for b in rec.blocks} == set(draws)
+    key = "laplace_scale" if mechanism == "laplace" else "sigma"
+    ref = sum(tv_bound(draws[b.name], **{key: b.noise_scale}) for b in rec.blocks)
+    assert rec.sampler_draws == sum(draws.values())
+    assert rec.sampler_tv == pytest.approx(ref, rel=1e-6) and 0 < rec.sampler_tv <= rec.sampler_draws * 2.0 ** -64
+    note = [n for n in rec.notes if n.startswith("discrete samplers:")]
+    assert len(note) == 1 and ("not pure" in note[0]) == (mechanism == "laplace")
+    assert rec.delta_sampler == pytest.approx((1 + math.exp(1.0)) * rec.sampler_tv, rel=1e-15)
+    cont = release_sound(X, y, K, 1.0, dlt, clip_bound=1.0, mechanism=mechanism, covariance_type=ctype,
+                         noise="continuous", generator=g).privacy
+    assert cont.sampler_tv == 0.0 and cont.sampler_draws == 0 and "sampler_tv" not in cont.to_dict()
+    two = release_centred(X[0], y[0], K, 1.0, dlt, clip_bound=0.5, ball_center=torch.full((d,), 0.5, dtype=torch.float64),
+                          ball_radius=math.sqrt(d) / 2, mechanism=mechanism, covariance_type=ctype, generator=g).privacy
+    centre = 1 + d + 1  # the centre stage: one count, d sums, one spherical second moment
+    assert two.sampler_draws == centre + sum(draws.values()) // T
+    assert sum(n.startswith("discrete samplers:") for n in two.notes) == 1

@@ -122,6 +122,7 @@ class PrivacyRecord:
             :func:`torchdpgmm.mechanisms.discrete.tv_bound`, at most ``n 2^-64`` for ``n`` draws; 0 for continuous
             noise). The release is then ``(epsilon, delta + delta_sampler)``-DP with ``delta_sampler = (1 + e^epsilon)
             sampler_tv`` (:attr:`delta_sampler`; a "pure" Laplace record is ``(epsilon, delta_sampler)``-DP).
+        sampler_draws: how many draws of the discrete samplers ``sampler_tv`` covers (0 for continuous noise).
         seeded: True when the noise came from a user-given seed (``random_state`` / ``--seed``): anyone who
             knows the seed can regenerate and remove it, so :class:`~torchdpgmm.privacy.odometer.BudgetOdometer`
             refuses such a record unless told ``allow_seeded=True`` (for tests and reproductions only).
@@ -142,6 +143,7 @@ class PrivacyRecord:
     covered: bool = False
     seeded: bool = False
     sampler_tv: float = 0.0
+    sampler_draws: int = 0
 
     def __post_init__(self) -> None:
         notes = (self.notes,) if isinstance(self.notes, str) else tuple(self.notes)
@@ -167,6 +169,8 @@ class PrivacyRecord:
         if isinstance(tv, bool) or not isinstance(tv, (int, float)) or not (0 <= tv <= 1):
             raise ValueError(f"PrivacyRecord.sampler_tv must be a number in [0, 1], got {tv!r}")
         self.sampler_tv = float(tv)
+        if isinstance(self.sampler_draws, bool) or not isinstance(self.sampler_draws, int) or self.sampler_draws < 0:
+            raise ValueError(f"PrivacyRecord.sampler_draws must be an int >= 0, got {self.sampler_draws!r}")
 
     @property
     def delta_sampler(self) -> Any:
@@ -176,10 +180,11 @@ class PrivacyRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict (tensors become numbers or lists); :meth:`from_dict` inverts it."""
-        # ``seeded`` is written only when True and ``sampler_tv`` only when > 0, so records of unseeded releases and
+        # ``seeded`` is written only when True and ``sampler_tv`` / ``sampler_draws`` only when the TV is > 0, so records of unseeded releases and
         # of continuous noise keep their earlier form
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)
-                if (f.name != "seeded" or self.seeded) and (f.name != "sampler_tv" or self.sampler_tv > 0)}
+                if (f.name != "seeded" or self.seeded)
+                and (f.name not in ("sampler_tv", "sampler_draws") or self.sampler_tv > 0)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PrivacyRecord":
@@ -219,27 +224,25 @@ def sampler_delta(epsilon: Any, tv: float) -> Any:
         return 0.0
     if torch.is_tensor(epsilon):
         return (1.0 + torch.exp(epsilon.to(torch.float64))) * float(tv)
-    return (1.0 + math.exp(float(epsilon))) * float(tv)
+    e = float(epsilon)
+    return (1.0 + math.exp(e)) * float(tv) if e < 700 else math.inf  # e^709 overflows a float
 
 
 def with_sampler_tv(record: PrivacyRecord, tv: float, draws: int | None) -> PrivacyRecord:
     """``record`` with ``sampler_tv = tv`` (the bound for all ``draws`` draws of its discrete samplers, from
-    :func:`torchdpgmm.mechanisms.discrete.sampler_tv`; None: a batch record's worst member) and ONE note that says
-    what it means (replacing a note of a stage's record); the record unchanged when ``draws`` is 0 (continuous
+    :func:`torchdpgmm.mechanisms.discrete.sampler_tv`; None: the record's own ``sampler_draws``) and ONE note that
+    says what it means (replacing a note of a stage's record); the record unchanged when ``draws`` is 0 (continuous
     noise)."""
     from dataclasses import replace
 
-    if draws is not None and int(draws) <= 0:
+    draws = record.sampler_draws if draws is None else int(draws)
+    if draws <= 0:
         return record
-    eps = record.epsilon
-    top = float(eps.max()) if torch.is_tensor(eps) else float(eps)
-    extra = float(sampler_delta(top, tv))
-    claim = (f"(epsilon, delta + {extra:.3g})-DP" if record.delta is not None and (torch.is_tensor(record.delta) or
-                                                                                    float(record.delta) > 0)
-             else f"(epsilon, {extra:.3g})-DP, not pure epsilon-DP")
-    what = "the draws" if draws is None else f"the {int(draws)} draws"
-    note = (f"{SAMPLER_NOTE} {what} of the fixed-work discrete samplers are within total variation "
-            f"{float(tv):.3g} of exact draws (sampler_tv; at most 2^-64 per draw), so the release is {claim}: "
-            "delta_sampler = (1 + e^epsilon) sampler_tv")
+    pure = not torch.is_tensor(record.delta) and record.delta is not None and float(record.delta) == 0.0
+    extra = f"(1 + e^epsilon) x {float(tv):.3g}"  # the formula, not its value: epsilon may be a device tensor
+    claim = f"(epsilon, {extra})-DP, not pure epsilon-DP" if pure else f"(epsilon, delta + {extra})-DP"
+    note = (f"{SAMPLER_NOTE} the {draws} draws of the fixed-work discrete samplers are within total variation "
+            f"{float(tv):.3g} of exact draws (sampler_tv; at most 2^-64 per draw), so the release is {claim} "
+            "(delta_sampler)")
     notes = tuple(n for n in record.notes if not n.startswith(SAMPLER_NOTE)) + (note,)
-    return replace(record, sampler_tv=float(tv), notes=notes)
+    return replace(record, sampler_tv=float(tv), sampler_draws=draws, notes=notes)

@@ -298,10 +298,12 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
                                         "stage_epsilons": (eps1, eps2), "centre_noise": dict(noise1)}
         return Release(model=second.model, privacy=record, extras=extras)
     from torchdpgmm.mechanisms import add_noise
+    from torchdpgmm.mechanisms.discrete import add_noise_tv
     from torchdpgmm.mixture import LabeledGMM
 
     hist = distance_histogram(X, y, num_classes, centre, edges, mask)
     noisy, _ = add_noise(hist, r_scale, kind=r_kind, noise=noise, grid=1.0, generator=generator)
+    r_tv = add_noise_tv(hist, r_scale, kind=r_kind) if noise == "discrete" else (0, 0.0)  # shapes, public scale
     std = float(r_block.noise_scale) * (math.sqrt(2.0) if r_kind == "laplace" else 1.0)
     R = radius_from_histogram(noisy, edges, std, quantile=radius_quantile, z=radius_z)  # (...,), released
     c = centre.unsqueeze(-2)
@@ -313,7 +315,7 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     model = LabeledGMM(m.weights, c + R1 * (m.means - c), R2 * R2 * m.covariances, counts=m.counts,
                        validate_args=False)
     record = _composed_record(first.privacy, second.privacy, epsilon, delta, fraction, eps1, eps2, noise,
-                              centre_mechanism, radius=(float(radius_fraction), r_block))
+                              centre_mechanism, radius=(float(radius_fraction), r_block), radius_tv=r_tv)
     extras = dict(second.extras) | {
         "centre": centre, "centre_weight": weight, "centre_fraction": float(fraction), "clip_bound": R,
         "clip_radius": R, "radius_fraction": float(radius_fraction), "radius_quantile": float(radius_quantile),
@@ -324,8 +326,12 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
 
 def _composed_record(first: PrivacyRecord, second: PrivacyRecord, epsilon: float, delta: float | None,
                      fraction: float, eps1: float, eps2: float, noise: str, centre_mechanism: str,
-                     radius: tuple[float, Any] | None = None) -> PrivacyRecord:
+                     radius: tuple[float, Any] | None = None, radius_tv: tuple[int, float] = (0, 0.0)) -> PrivacyRecord:
+    """One record for the stages: blocks, composition, notes; ``sampler_tv`` the sum of the stages' (and the radius
+    histogram's ``radius_tv = (draws, tv)``): the TV of independent calls adds up."""
     from dataclasses import replace
+
+    from torchdpgmm.privacy.record import SAMPLER_NOTE, with_sampler_tv
 
     mid = () if radius is None else (radius[1],)
     blocks = tuple(replace(b, name=_PREFIX + b.name) for b in first.blocks) + mid + tuple(second.blocks)
@@ -359,6 +365,10 @@ def _composed_record(first: PrivacyRecord, second: PrivacyRecord, epsilon: float
     rest = 1 - float(fraction) - (0.0 if radius is None else radius[0])
     split = {"centre": float(fraction)} | ({} if radius is None else {"radius": radius[0]}) | {"mixture": rest} | {
         f"mixture_{k}": v for k, v in second.split.items()}
-    return PrivacyRecord(epsilon=float(epsilon), delta=0.0 if delta is None else float(delta),
-                         adjacency=second.adjacency, accountant=accountant, mode="sound", mechanism=second.mechanism,
-                         split=split, notes=notes, blocks=blocks, covered=first.covered and second.covered)
+    notes = tuple(n for n in notes if not n.startswith(SAMPLER_NOTE))  # one note for the stages together, below
+    return with_sampler_tv(
+        PrivacyRecord(epsilon=float(epsilon), delta=0.0 if delta is None else float(delta), adjacency=second.adjacency,
+                      accountant=accountant, mode="sound", mechanism=second.mechanism, split=split, notes=notes,
+                      blocks=blocks, covered=first.covered and second.covered),
+        first.sampler_tv + second.sampler_tv + float(radius_tv[1]),
+        first.sampler_draws + second.sampler_draws + int(radius_tv[0]))

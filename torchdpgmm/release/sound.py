@@ -98,8 +98,9 @@ from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
 from torchdpgmm.mechanisms.clip import row_abs_max
-from torchdpgmm.mechanisms.discrete import rational_gaussian_variance, rational_laplace_scale
+from torchdpgmm.mechanisms.discrete import add_noise_tv, rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
+from torchdpgmm.privacy.record import with_sampler_tv
 from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, zcdp_rho
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -557,10 +558,15 @@ def _perturb(stats, scales, st: SoundSettings, info: dict[str, Any], generator):
     if st.noise == "discrete" and grids["counts"] == 1.0:
         counts = counts.round().to(torch.int64)
     out = []
+    info["sampler_draws"], info["sampler_tv"] = 0, 0.0  # the record's sampler_tv (shapes and public scales only)
     for k, x in zip(_names(st), (counts, *rest)):
         y, _ = add_noise(x, info["requested"][k], kind=kind, noise=st.noise, grid=grids.get(k, 1.0),
                          symmetric=(sym and k == "second_moments") or k == POOLED, generator=generator)
         out.append(y.to(torch.float64))
+        if st.noise == "discrete":
+            n, tv = add_noise_tv(x, info["requested"][k], kind=kind, grid=grids.get(k, 1.0),
+                                 symmetric=(sym and k == "second_moments") or k == POOLED)
+            info["sampler_draws"], info["sampler_tv"] = info["sampler_draws"] + n, info["sampler_tv"] + tv
     return tuple(out)
 
 
@@ -833,11 +839,11 @@ def _batch_record(sts: list[SoundSettings], records: tuple[PrivacyRecord, ...]) 
     note = (f"epsilon batch: {len(sts)} independent releases of the same data, one per epsilon (leading axis of the "
             "model); the guarantee holds for each release alone (Release.records[e], Release.at_epsilon(e)), not "
             "for the batch together (not covered: an odometer refuses this record)")
-    return PrivacyRecord(
+    return with_sampler_tv(PrivacyRecord(
         epsilon=eps, delta=0.0 if st.delta is None else st.delta, adjacency=st.adjacency,
         accountant="one record per epsilon: " + records[0].accountant.split(",")[0] + ", ... (Release.records)",
         mode="sound", mechanism=st.mechanism, split=dict(st.split), notes=(note,) + tuple(records[0].notes),
-        blocks=(), covered=False)
+        blocks=(), covered=False), max(r.sampler_tv for r in records), max(r.sampler_draws for r in records))
 
 
 def _noise_summary(scales: dict[str, float], info: dict[str, Any], st: SoundSettings) -> dict[str, Any]:
@@ -862,12 +868,12 @@ def _record(st: SoundSettings, scales: dict[str, float], info: dict[str, Any], d
             f"replace-one accounted jointly over the three blocks (worst case of one record's change): noise "
             f"{info['joint_factor']:.4f} x the per-block-sum calibration; each block's stated sensitivity is its "
             "share of the joint worst case")
-    return PrivacyRecord(
+    return with_sampler_tv(PrivacyRecord(
         epsilon=st.epsilon, delta=0.0 if st.delta is None else st.delta, adjacency=st.adjacency,
         accountant=info["accountant"], mode="sound", mechanism=st.mechanism, split=dict(st.split),
         notes=tuple(notes), blocks=info["blocks"],
         covered=st.noise_multiplier == 1.0 and (st.num_draws is None or st.num_draws == 1),
-    )
+    ), info.get("sampler_tv", 0.0), info.get("sampler_draws", 0))
 
 
 def release_sound(
