@@ -223,11 +223,7 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
                     radius_floor: float = 0.5, radius_z: float = RADIUS_Z,
                     generator: torch.Generator | None = None, mask: torch.Tensor | None = None,
                     allow_weak_privacy: bool = False, **options: Any):
-    """Two-stage sound release (module docstring); returns a ``Release`` with one record for both stages.
-
-    The one budget rule first (:func:`torchdpgmm._validation.check_privacy_strength`, as ``release()``): ``epsilon
-    > 1e3`` or ``delta >= 0.5`` refused in one line unless ``allow_weak_privacy=True``, ``epsilon > 10`` or ``delta
-    > 1e-3`` warned (once per front door: inside an estimator's ``fit`` or a command, which warned already, not again).
+    """Two-stage sound release (module docstring), the budget rule first as ``release()``: one record for both stages.
 
     ``ball_center`` / ``ball_radius``: the public ball that holds every record the centre stage may see (with
     public bounds in the unit box: the box's middle and ``sqrt(d)/2``). ``clip_bound`` is the mixture stage's
@@ -297,13 +293,11 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
         extras = dict(second.extras) | {"centre": centre, "centre_weight": weight, "centre_fraction": float(fraction),
                                         "stage_epsilons": (eps1, eps2), "centre_noise": dict(noise1)}
         return Release(model=second.model, privacy=record, extras=extras)
-    from torchdpgmm.mechanisms import add_noise
-    from torchdpgmm.mechanisms.discrete import add_noise_tv
+    from torchdpgmm.mechanisms.discrete import add_noise, add_noise_tv
     from torchdpgmm.mixture import LabeledGMM
 
     hist = distance_histogram(X, y, num_classes, centre, edges, mask)
     noisy, _ = add_noise(hist, r_scale, kind=r_kind, noise=noise, grid=1.0, generator=generator)
-    r_tv = add_noise_tv(hist, r_scale, kind=r_kind) if noise == "discrete" else (0, 0.0)  # shapes, public scale
     std = float(r_block.noise_scale) * (math.sqrt(2.0) if r_kind == "laplace" else 1.0)
     R = radius_from_histogram(noisy, edges, std, quantile=radius_quantile, z=radius_z)  # (...,), released
     c = centre.unsqueeze(-2)
@@ -315,7 +309,8 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     model = LabeledGMM(m.weights, c + R1 * (m.means - c), R2 * R2 * m.covariances, counts=m.counts,
                        validate_args=False)
     record = _composed_record(first.privacy, second.privacy, epsilon, delta, fraction, eps1, eps2, noise,
-                              centre_mechanism, radius=(float(radius_fraction), r_block), radius_tv=r_tv)
+                              centre_mechanism, radius=(float(radius_fraction), r_block),
+                              radius_tv=add_noise_tv(hist, r_scale, kind=r_kind) if noise == "discrete" else (0, 0.0))
     extras = dict(second.extras) | {
         "centre": centre, "centre_weight": weight, "centre_fraction": float(fraction), "clip_bound": R,
         "clip_radius": R, "radius_fraction": float(radius_fraction), "radius_quantile": float(radius_quantile),
