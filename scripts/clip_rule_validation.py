@@ -252,7 +252,7 @@ RADIUS_SEEDS = tuple(range(5))
 FIXED = "fixed 0.5"
 
 
-# The private radius becomes the estimator's default (torchdpgmm.estimator.PRIVATE_RADIUS) only where its best config
+# The private radius becomes the estimator's default (torchdpgmm.bounds.PRIVATE_RADIUS) only where its best config
 # has a higher mean Bayes accuracy than the fixed radius 1/2 with the same consistent classifier ("default" in the JSON).
 
 

@@ -11,7 +11,7 @@ mlbench exports present here (Glass, Ionosphere, Vowel, Sonar (range 0..1), Sate
 Bounds: the documented range where there is one, otherwise the min-max of the release's training rows (a
 stand-in for "the user knows the range", as the study does; not a private-safe choice). Each table is mapped
 into the unit box and released as the estimators release it by default
-(:func:`torchdpgmm.estimator.release_in_unit_box`: since 2026-11-26 (later) a private centre first, then the
+(:func:`torchdpgmm.bounds.release_in_unit_box`: since 2026-11-26 (later) a private centre first, then the
 mixture clipped to ``Bounds.centred_clip_bound`` about it, :mod:`torchdpgmm.release.centring`; earlier runs
 used one stage about the box's middle at ``Bounds.release_clip_bound``, and before that ``sqrt(d)/2``),
 add/remove, delta 1e-5, eps 0.5 / 1 / 2 / 5, 10 noise seeds (the default discrete noise and ``kl`` split);
@@ -43,7 +43,7 @@ from sklearn.model_selection import train_test_split
 from torchdpgmm.release import covariance_rule
 from torchdpgmm.bounds import Bounds
 from torchdpgmm.data.tables import available_tables, load_table
-from torchdpgmm.estimator import release_in_unit_box
+from torchdpgmm.bounds import release_in_unit_box
 
 EPS = (0.5, 1.0, 2.0, 5.0)
 FIXED = ("full", "tied", "diag")

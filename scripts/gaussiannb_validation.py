@@ -2,7 +2,7 @@
 VALIDATION splits: the tabular study's target "no default release below GaussianNB", checked on data we hold.
 
 The splits, bounds and release settings (the estimators' default release with bounds,
-:func:`torchdpgmm.estimator.release_in_unit_box`) are exactly those of ``scripts/covariance_rule_validation.py`` (its
+:func:`torchdpgmm.bounds.release_in_unit_box`) are exactly those of ``scripts/covariance_rule_validation.py`` (its
 ``tables`` and ``unit_split``: the study's 80/20 cut with the test part dropped unread, then 75/25 of the
 training part; every table mapped into the unit box of its public or stand-in bounds; add/remove, delta 1e-5,
 eps 0.5 / 1 / 2 / 5). GaussianNB (Vaidya, Shafiq, Basu & Hong 2013; diffprivlib, Holohan et al. 2019; pure
@@ -42,7 +42,7 @@ def ours(work: pathlib.Path) -> None:
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
     from covariance_rule_validation import tables, unit_split
 
-    from torchdpgmm.estimator import release_in_unit_box
+    from torchdpgmm.bounds import release_in_unit_box
 
     work.mkdir(parents=True, exist_ok=True)
     arrays, acc, t0 = {}, {}, time.time()

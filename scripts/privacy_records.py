@@ -59,7 +59,7 @@ def _releases() -> list[tuple[str, str, str, Callable[[], Any]]]:
     # into the unit box of the bounds (-8, 8) per column, then the two-stage release (a private centre, then the
     # mixture with covariance_type="auto" about it); and the one-stage release about the box's middle
     from torchdpgmm.bounds import Bounds
-    from torchdpgmm.estimator import release_in_unit_box
+    from torchdpgmm.bounds import release_in_unit_box
 
     box = Bounds.parse((-8.0, 8.0), n_features=3)
     U = box.to_unit(X)

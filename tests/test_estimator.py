@@ -247,7 +247,7 @@ def test_a_class_of_identical_records_releases():
 def test_a_seeded_sound_fit_says_its_noise_is_not_secret_and_sample_uses_another_stream():
     import warnings as _w
 
-    from torchdpgmm.estimator import SEEDED_NOISE_NOTE, SeededNoiseWarning
+    from torchdpgmm.privacy.record import SEEDED_NOISE_NOTE, SeededNoiseWarning
 
     rng = np.random.default_rng(3)
     X, y = rng.normal(size=(60, 2)), np.arange(60) % 2

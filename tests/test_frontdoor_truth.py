@@ -44,6 +44,26 @@ def test_help_still_lists_the_study_commands(capsys):
     assert "experiment" in out and "audit" in out
 
 
+def test_release_command_imports_no_scikit_learn(tmp_path):
+    """Issue 38 item 6 follow-up: ``torchdpgmm release`` (README's AIS example with bounds, sound mode) imported
+    scikit-learn (0.8 s) for release_in_unit_box, child_seed and the seed note of torchdpgmm.estimator; they live in
+    torchdpgmm.bounds and torchdpgmm.privacy.record now. A fresh interpreter runs the command and lists what it
+    imported."""
+    code = ("import sys, torchdpgmm; from pathlib import Path; from torchdpgmm.cli import main; "
+            "ais = Path(torchdpgmm.__file__).parent / 'data' / 'ais.csv'; "
+            "rc = main(['release', '--data', str(ais), '--label-column', 'sex', '--features', 'Ht,Wt', '--classes', "
+            "'female,male', '--epsilon', '1', '--delta', '1e-5', '--bounds', 'Ht=140:210,Wt=30:150', '--seed', '3', "
+            "'--out', sys.argv[1]]); "
+            "print('RC', rc, 'MODULES', sorted({m.split('.')[0] for m in sys.modules}))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "m.json")], capture_output=True, text=True,
+                         timeout=300, env=_env())
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RC ")]
+    assert line, out.stderr[-2000:]
+    assert line[0].startswith("RC 0 ") and (tmp_path / "m.json").exists()
+    mods = line[0].split("MODULES", 1)[1]
+    assert "'sklearn'" not in mods and "'torchdpgmm'" in mods
+
+
 # ---------------------------------------------------------------------------------------------- parsing, files (item 4)
 def test_bounds_value_starting_with_minus_parses(tmp_path):
     rng = np.random.default_rng(0)

@@ -53,7 +53,7 @@ import torch
 
 __all__ = ["Bounds", "CLIP_FRACTION", "CENTRED_CLIP_RADIUS", "CENTERS", "DEFAULT_CENTER", "check_center",
            "parse_bounds_text", "parse_discrete_text", "pipeline_rows_in_box", "table_pipeline_clips",
-           "truncated_sample"]
+           "truncated_sample", "PRIVATE_RADIUS", "release_in_unit_box"]
 
 #: The default clip bound of a release in the unit box as a fraction of its half-diagonal ``sqrt(d)/2``
 #: (module docstring): the fraction with the highest mean validation accuracy of the default release's
@@ -639,3 +639,42 @@ def pipeline_rows_in_box(model: Any, pca: Any, radius: float, n: int,
         gmm = LabeledGMM(flat, means, covs, validate_args=False)
         x, cell, fallback = truncated_sample(gmm, zero, one, generator, n=int(n), to_box=lambda F: shift + R * F @ V)
     return x, cell // M, fallback
+
+
+# ---------------------------------------------------------------- the release in the unit box
+#: whether, with public bounds and the private centre, ``clip_bound=None`` releases a private clip radius
+#: (:mod:`torchdpgmm.release.centring`) instead of the fixed ``Bounds.centred_clip_bound``: off, because on validation
+#: splits no private-radius config beat the fixed radius 1/2 with the same consistent classifier
+#: (``docs/results/radius-rule.json``, ``scripts/clip_rule_validation.py --radius``)
+PRIVATE_RADIUS = False
+
+
+def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon: float, delta: float, bounds: Any,
+                        *, center: str | None = None, clip_bound: float | None = None,
+                        generator: torch.Generator | None = None, mechanism: str = "kl", **options: Any):
+    """The sound release of a table already mapped into the unit box of public ``bounds`` (the one path of
+    ``DPGaussianMixture(bounds=...)`` and ``torchdpgmm release --bounds``).
+
+    ``center="noisy-mean"`` (the default, :data:`torchdpgmm.bounds.DEFAULT_CENTER`): the two-stage release of
+    :mod:`torchdpgmm.release.centring` (a private centre from the ball ``sqrt(d)/2`` that holds the box, then the
+    mixture clipped to ``clip_bound`` about it, default :attr:`~torchdpgmm.bounds.Bounds.centred_clip_bound`).
+    ``clip_bound=None`` with ``center="noisy-mean"`` releases a private radius instead (three stages,
+    :mod:`torchdpgmm.release.centring`) when :data:`PRIVATE_RADIUS` is on (it is off: see there).
+    ``center="box"``: one stage about the box's middle (default clip :attr:`~torchdpgmm.bounds.Bounds.release_clip_bound`).
+    ``options`` go to the sound release (``adjacency``, ``covariance_type``, ...). Returns the ``Release`` in unit-box
+    coordinates (map it back with :meth:`~torchdpgmm.bounds.Bounds.model_from_unit`)."""
+    from torchdpgmm.release import release
+
+    center = check_center(center)
+    ball = bounds.unit_center.to(X.device)
+    if center == "box":
+        clip = float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
+        return release(X, y, num_classes, epsilon, delta, mechanism=mechanism, mode="sound", generator=generator,
+                       clip_bound=clip, center=ball, **options)
+    from torchdpgmm.release.centring import release_centred
+
+    private = clip_bound is None and PRIVATE_RADIUS
+    clip = None if private else float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
+    return release_centred(X, y, num_classes, epsilon, delta, clip_bound=clip, ball_center=ball,
+                           ball_radius=float(bounds.unit_clip_bound), radius_floor=float(bounds.centred_clip_bound),
+                           generator=generator, mechanism=mechanism, **options)

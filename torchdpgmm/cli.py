@@ -572,9 +572,9 @@ def check_privacy_flags(args: argparse.Namespace, *, need_classes: bool) -> None
 
 def _warn_as_published(args: argparse.Namespace) -> None:
     """Printed once every check has passed, just before an as-published release runs."""
-    from torchdpgmm.estimator import AS_PUBLISHED_WARNING
+    if args.mode == "as-published":  # imports the estimators (scikit-learn) only then
+        from torchdpgmm.estimator import AS_PUBLISHED_WARNING
 
-    if args.mode == "as-published":
         _warn(AS_PUBLISHED_WARNING, "torchdpgmm" if not _Run.strict else None)
 
 
@@ -655,15 +655,15 @@ def _generator(seed: int | None):
     return g
 
 
-_FIT_STREAM, _SAMPLE_STREAM = 0, 1  # as torchdpgmm.estimator: the release's noise, then synthetic draws
+_FIT_STREAM, _SAMPLE_STREAM = 0, 1  # torchdpgmm.privacy.record.FIT_STREAM / SAMPLE_STREAM (the estimators' too)
 
 
 def _stream_generator(seed: int | None, stream: int):
-    """Stream ``stream`` of ``seed`` (:func:`torchdpgmm.estimator.child_seed`, as the estimators derive theirs):
+    """Stream ``stream`` of ``seed`` (:func:`torchdpgmm.privacy.record.child_seed`, as the estimators derive theirs):
     the release's noise and the synthetic draws never share numbers; fresh OS entropy without a seed."""
     if seed is None:
         return _generator(None)
-    from torchdpgmm.estimator import child_seed
+    from torchdpgmm.privacy.record import child_seed
 
     return _generator(child_seed(seed, stream))
 
@@ -722,7 +722,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
         raise UsageError("--center applies to --mode sound with --bounds or --schema only")
     _check_out_file(args.out, args.force, ".json")  # the destination before any data is read
     if args.strict and args.seed is not None:
-        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+        from torchdpgmm.privacy.record import SEEDED_NOISE_NOTE
 
         _warn(SEEDED_NOISE_NOTE)  # refused before any data are read
     sound = args.mode == "sound"
@@ -753,7 +753,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     _warn_as_published(args)
     g = _stream_generator(args.seed, _FIT_STREAM)
     if bounds is not None:
-        from torchdpgmm.estimator import release_in_unit_box
+        from torchdpgmm.bounds import release_in_unit_box
 
         rel = release_in_unit_box(torch.as_tensor(X, dtype=torch.float64), torch.as_tensor(table.y), table.num_classes,
                                   args.epsilon, args.delta, bounds, center=args.center, generator=g,
@@ -765,7 +765,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     if bounds is not None:
         model = bounds.model_from_unit(model)
     if args.seed is not None:
-        from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
+        from torchdpgmm.privacy.record import SEEDED_NOISE_NOTE, with_seeded_noise_note
 
         _warn(SEEDED_NOISE_NOTE)
         privacy = with_seeded_noise_note(privacy)
@@ -937,7 +937,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
 
     classes, has_bounds = _check_synthesize_flags(args)  # every public check before the data are read
     if args.strict and args.seed is not None:
-        from torchdpgmm.estimator import SEEDED_NOISE_NOTE
+        from torchdpgmm.privacy.record import SEEDED_NOISE_NOTE
 
         _warn(SEEDED_NOISE_NOTE)  # refused before any data are read
     named = _schema_columns(args) if has_bounds else None  # the columns the bounds name are the features
@@ -963,7 +963,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                            adjacency=args.adjacency, config=cfg, generator=_stream_generator(args.seed, 0))
     privacy = rel.privacy
     if args.seed is not None:
-        from torchdpgmm.estimator import SEEDED_NOISE_NOTE, with_seeded_noise_note
+        from torchdpgmm.privacy.record import SEEDED_NOISE_NOTE, with_seeded_noise_note
 
         _warn(SEEDED_NOISE_NOTE)
         privacy = with_seeded_noise_note(privacy)

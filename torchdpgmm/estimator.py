@@ -35,8 +35,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from torchdpgmm._validation import _is_real_scalar, check_clip_bound, check_privacy_strength, checks_budget
+from torchdpgmm.bounds import release_in_unit_box
+from torchdpgmm.privacy.record import FIT_STREAM as _FIT_STREAM
+from torchdpgmm.privacy.record import SAMPLE_STREAM as _SAMPLE_STREAM
+from torchdpgmm.privacy.record import SEEDED_NOISE_NOTE, SeededNoiseWarning, child_seed, with_seeded_noise_note
 
-__all__ = ["DPGaussianMixture", "DPSyntheticClassifier", "AsPublishedWarning", "check_clip_bound", "release_in_unit_box"]
+__all__ = ["DPGaussianMixture", "DPSyntheticClassifier", "AsPublishedWarning", "check_clip_bound"]
 
 _MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
 _SOUND_MECHANISMS = ("kl", "gaussian", "colored", "laplace")
@@ -64,34 +68,6 @@ AS_PUBLISHED_WARNING = (
 
 class AsPublishedWarning(UserWarning):
     """Emitted whenever the label-level, as-published mechanism is used."""
-
-
-SEEDED_NOISE_NOTE = (
-    "the noise was drawn from a user-given seed (random_state / --seed): anyone who knows the seed can "
-    "regenerate the noise and remove it, and releases of different data with the same seed have the same "
-    "noise, so their differences are exact; for a release you publish leave the seed unset (fresh OS entropy)"
-)
-
-
-class SeededNoiseWarning(UserWarning):
-    """Emitted when a sound release draws its noise from a user-given seed (reproducible, not secret)."""
-
-
-# fit and sample draw from independent streams of one seed (numpy SeedSequence children)
-_FIT_STREAM, _SAMPLE_STREAM = 0, 1
-
-
-def child_seed(seed: int, stream: int) -> int:
-    """The seed of ``stream`` (:data:`_FIT_STREAM` for the release's noise, :data:`_SAMPLE_STREAM` for synthetic
-    draws) derived from a user seed: independent numpy ``SeedSequence`` children, so the two never share numbers
-    and another seed's streams are unrelated. Used by the estimators and the command line alike."""
-    return int(np.random.SeedSequence(int(seed), spawn_key=(stream,)).generate_state(1, np.uint64)[0] % 2**62)
-
-
-def with_seeded_noise_note(record: Any) -> Any:
-    """The privacy record with :data:`SEEDED_NOISE_NOTE` added and marked ``seeded`` (a sound release whose
-    noise came from a seed; :class:`~torchdpgmm.privacy.odometer.BudgetOdometer` refuses it by default)."""
-    return replace(record, notes=tuple(record.notes) + (SEEDED_NOISE_NOTE,), seeded=True)
 
 
 def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
@@ -191,51 +167,12 @@ def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
     return Bounds.parse(bounds, n_features=n_features, names=names)
 
 
-#: whether, with public bounds and the private centre, ``clip_bound=None`` releases a private clip radius
-#: (:mod:`torchdpgmm.release.centring`) instead of the fixed ``Bounds.centred_clip_bound``: off, because on validation
-#: splits no private-radius config beat the fixed radius 1/2 with the same consistent classifier
-#: (``docs/results/radius-rule.json``, ``scripts/clip_rule_validation.py --radius``)
-PRIVATE_RADIUS = False
-
-
 #: the covariance types whose ``predict`` / ``predict_proba`` / ``score`` pull rows onto the release's clipping ball
 #: first (:meth:`DPGaussianMixture._x_released`). On validation splits (``docs/results/pull-rule.json``,
 #: ``scripts/clip_rule_validation.py --pull``) pulling is even with raw rows for ``"auto"`` (which the issue-37
 #: held-out tables need: raw rows there lost accuracy as epsilon grew) and far below them for ``"full"`` (whose
 #: Gaussians of records on the ball's sphere collapse in the noise), so only ``"auto"`` pulls.
 PULLED_COVARIANCE_TYPES = ("auto",)
-
-
-def release_in_unit_box(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon: float, delta: float, bounds: Any,
-                        *, center: str | None = None, clip_bound: float | None = None,
-                        generator: torch.Generator | None = None, mechanism: str = "kl", **options: Any):
-    """The sound release of a table already mapped into the unit box of public ``bounds`` (the one path of
-    ``DPGaussianMixture(bounds=...)`` and ``torchdpgmm release --bounds``).
-
-    ``center="noisy-mean"`` (the default, :data:`torchdpgmm.bounds.DEFAULT_CENTER`): the two-stage release of
-    :mod:`torchdpgmm.release.centring` (a private centre from the ball ``sqrt(d)/2`` that holds the box, then the
-    mixture clipped to ``clip_bound`` about it, default :attr:`~torchdpgmm.bounds.Bounds.centred_clip_bound`).
-    ``clip_bound=None`` with ``center="noisy-mean"`` releases a private radius instead (three stages,
-    :mod:`torchdpgmm.release.centring`) when :data:`PRIVATE_RADIUS` is on (it is off: see there).
-    ``center="box"``: one stage about the box's middle (default clip :attr:`~torchdpgmm.bounds.Bounds.release_clip_bound`).
-    ``options`` go to the sound release (``adjacency``, ``covariance_type``, ...). Returns the ``Release`` in unit-box
-    coordinates (map it back with :meth:`~torchdpgmm.bounds.Bounds.model_from_unit`)."""
-    from torchdpgmm.bounds import check_center
-    from torchdpgmm.release import release
-
-    center = check_center(center)
-    ball = bounds.unit_center.to(X.device)
-    if center == "box":
-        clip = float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
-        return release(X, y, num_classes, epsilon, delta, mechanism=mechanism, mode="sound", generator=generator,
-                       clip_bound=clip, center=ball, **options)
-    from torchdpgmm.release.centring import release_centred
-
-    private = clip_bound is None and PRIVATE_RADIUS
-    clip = None if private else float(bounds.clip_bound_for(center) if clip_bound is None else clip_bound)
-    return release_centred(X, y, num_classes, epsilon, delta, clip_bound=clip, ball_center=ball,
-                           ball_radius=float(bounds.unit_clip_bound), radius_floor=float(bounds.centred_clip_bound),
-                           generator=generator, mechanism=mechanism, **options)
 
 
 def _pandas_out(sample: Any) -> Any:

@@ -4,6 +4,11 @@ One :class:`PrivacyRecord` per release: the guarantee claimed (``epsilon``, ``de
 how it was accounted, and one :class:`NoisedBlock` per noised statistic (its sensitivity and noise scale
 as numbers, not strings), so that an accountant (:mod:`torchdpgmm.privacy.accountants`) can recompose
 several releases tightly (:class:`torchdpgmm.privacy.odometer.BudgetOdometer`).
+
+A release whose noise came from a user-given seed is marked in its record (:func:`with_seeded_noise_note`, the note
+:data:`SEEDED_NOISE_NOTE`, :class:`SeededNoiseWarning`); :func:`child_seed` derives the independent streams of
+one seed (the release's noise, the synthetic draws) for the estimators and the command line. Here, not in the
+estimators, so that the command line's ``release`` imports no scikit-learn.
 """
 from __future__ import annotations
 
@@ -16,7 +21,8 @@ import torch
 
 from torchdpgmm.privacy.adjacency import Adjacency
 
-__all__ = ["NoisedBlock", "PrivacyRecord", "MECHANISMS", "NORMS", "SAMPLER_NOTE", "sampler_delta", "with_sampler_tv"]
+__all__ = ["NoisedBlock", "PrivacyRecord", "MECHANISMS", "NORMS", "SAMPLER_NOTE", "sampler_delta", "with_sampler_tv",
+           "SEEDED_NOISE_NOTE", "SeededNoiseWarning", "FIT_STREAM", "SAMPLE_STREAM", "child_seed", "with_seeded_noise_note"]
 
 MECHANISMS = ("gaussian", "laplace", "discrete-gaussian", "discrete-laplace", "subsampled-gaussian",
               "wishart", "random-mapping", "r1smg", "none")
@@ -246,3 +252,35 @@ def with_sampler_tv(record: PrivacyRecord, tv: float, draws: int | None) -> Priv
             "(delta_sampler)")
     notes = tuple(n for n in record.notes if not n.startswith(SAMPLER_NOTE)) + (note,)
     return replace(record, sampler_tv=float(tv), sampler_draws=draws, notes=notes)
+
+
+# ---------------------------------------------------------------- seeded noise (a user-given seed)
+SEEDED_NOISE_NOTE = (
+    "the noise was drawn from a user-given seed (random_state / --seed): anyone who knows the seed can "
+    "regenerate the noise and remove it, and releases of different data with the same seed have the same "
+    "noise, so their differences are exact; for a release you publish leave the seed unset (fresh OS entropy)"
+)
+
+
+class SeededNoiseWarning(UserWarning):
+    """Emitted when a sound release draws its noise from a user-given seed (reproducible, not secret)."""
+
+
+#: a release's noise and its synthetic draws come from independent streams of one user seed (numpy SeedSequence
+#: children; :func:`child_seed`), for the estimators and the command line alike
+FIT_STREAM, SAMPLE_STREAM = 0, 1
+
+
+def child_seed(seed: int, stream: int) -> int:
+    """The seed of ``stream`` (:data:`FIT_STREAM` for the release's noise, :data:`SAMPLE_STREAM` for synthetic
+    draws) derived from a user seed: independent numpy ``SeedSequence`` children, so the two never share numbers
+    and another seed's streams are unrelated. Used by the estimators and the command line alike."""
+    return int(np.random.SeedSequence(int(seed), spawn_key=(stream,)).generate_state(1, np.uint64)[0] % 2**62)
+
+
+def with_seeded_noise_note(record: PrivacyRecord) -> PrivacyRecord:
+    """The privacy record with :data:`SEEDED_NOISE_NOTE` added and marked ``seeded`` (a sound release whose
+    noise came from a seed; :class:`~torchdpgmm.privacy.odometer.BudgetOdometer` refuses it by default)."""
+    from dataclasses import replace
+
+    return replace(record, notes=tuple(record.notes) + (SEEDED_NOISE_NOTE,), seeded=True)
