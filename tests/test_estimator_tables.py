@@ -453,3 +453,19 @@ def test_synthetic_classifier_samples_the_model_inside_the_bounds_as_a_dataframe
     low = _fit(DPSyntheticClassifier(5.0, 1e-5, classes=[0, 1], bounds=BOUNDS, n_components=2, random_state=0), X, y)
     xl, _ = low.sample(3000)
     assert isinstance(xl, np.ndarray) and np.all((xl > lo) & (xl < hi))
+
+
+@pytest.mark.cuda
+def test_synthetic_classifier_samples_inside_the_bounds_on_cuda():
+    """The truncated sampler of the pipeline's rows (bounds.pipeline_rows_in_box) with the model on a GPU: every
+    row strictly inside the bounds, both component ranks (every column kept; fewer components than columns)."""
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    X, y = _table(3000, seed=11)
+    lo, hi = np.array(BOUNDS, dtype=float).T
+    for n_components in (None, 2):
+        est = _fit(DPSyntheticClassifier(5.0, 1e-5, classes=[0, 1], bounds=BOUNDS, n_components=n_components,
+                                         device="cuda", random_state=0), X, y)
+        xs, ys = est.sample(2000)
+        assert est.model_.means.device.type == "cuda"
+        assert np.all((xs > lo) & (xs < hi)) and set(np.unique(ys)) <= {0, 1}
