@@ -29,9 +29,10 @@ rationalised scale), never on the noise drawn:
   whatever the accept pattern, so the first ``n`` of them are ``n`` i.i.d. draws. Per draw the pool holds
   about ``1/p`` candidates (2.4 for the discrete Gaussian at sigma = 2, 2.1 from sigma = 17 on) where fixed
   rounds per draw would need ``64 ln 2 / -ln(1 - p)`` (81 and 68). Draws are processed in chunks of at
-  most ``2^16``: on the CPU round by round in place (a working set of about 220 bytes per draw, 15 MB per
-  chunk), on an accelerator with each stage's rounds drawn as one tensor to keep kernel launches few
-  (about 1.4 KB per draw, 90 MB per chunk); CPU pools of at most 4096 candidates use that layout too (fewer dispatched ops). The working set
+  most ``2^17`` (so a release of up to 4,369 trials at K = 5, d = 3 draws each block in one pass, and the
+  dispatched ops of a call do not grow with the trials below that): on the CPU round by round in place (a
+  working set of about 220 bytes per draw, 29 MB per chunk), on an accelerator with each stage's rounds
+  drawn as one tensor to keep kernel launches few (about 1.4 KB per draw, 180 MB per chunk); CPU pools of at most 4096 candidates use that layout too (fewer dispatched ops). The working set
   is bounded by the chunk, whatever the number of draws of the call.
 * **Caps.** Every unbounded loop inside a pass has a fixed cap, each derived from an exact tail:
 
@@ -105,8 +106,8 @@ _V_LAPLACE = 53         # geometric count of the Laplace proposal: P(V >= 53) = 
 _V_GAUSS = 11           # inside the Gaussian: P(V >= 11) * max acceptance <= e^-11 e^-50 < 2^-76
 _INT_CAP = 52           # integer part of Algorithm 3's exponent: exact for floor(gamma) <= 52; e^-53 < 2^-76
 _RUNOUT_LOG2 = -66      # P(a pool has fewer accepts than draws) <= 2^-66 (Chernoff)
-_CHUNK = 2 ** 16        # draws per pool on the CPU (working set about 220 bytes per draw: ~15 MB)
-_CHUNK_ACCEL = 2 ** 16  # on an accelerator, where each stage's rounds are drawn at once (~1.4 KB per draw: ~90 MB)
+_CHUNK = 2 ** 17        # draws per pool on the CPU (working set about 220 bytes per draw: ~29 MB)
+_CHUNK_ACCEL = 2 ** 17  # on an accelerator, where each stage's rounds are drawn at once (~1.4 KB per draw: ~180 MB)
 _SMALL_POOL = 4096      # on the CPU, pools up to this size are drawn in the accelerator layout too
 _BERN_MAX_DEN = 2 ** 48  # bernoulli_exp_neg: largest denominator (sizes its fixed attempts)
 
@@ -452,7 +453,7 @@ def tv_bound(n: int, sigma: float | None = None, *, laplace_scale: float | None 
              chunk: int = _CHUNK) -> float:
     """Upper bound on the total-variation distance between the joint law of ``n`` draws of one call of
     :func:`discrete_gaussian_noise` (``sigma``) or :func:`discrete_laplace_noise` (``laplace_scale``) and ``n``
-    i.i.d. exact draws: per chunk (``chunk`` draws, ``2^16`` by default),
+    i.i.d. exact draws: per chunk (``chunk`` draws, ``2^17`` by default),
     ``P(Binomial(m, p) < n_chunk)`` (Chernoff) plus ``m beta`` (caps). It is below ``n 2^-64`` over the
     parameter ranges (module docstring)."""
     if (sigma is None) == (laplace_scale is None):
