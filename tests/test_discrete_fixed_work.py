@@ -41,7 +41,7 @@ def _record(fn):
 
 @pytest.mark.parametrize("draw", [
     lambda g: D.discrete_gaussian_noise((300,), 2.0, g),
-    lambda g: D.discrete_gaussian_noise((2500,), 2.0, g),  # a pool above 4096: the round-by-round layout
+    lambda g: D.discrete_gaussian_noise((2500,), 2.0, g),  # a larger pool (the same round-by-round layout on the CPU)
     lambda g: D.discrete_laplace_noise((300,), 1.5, g),
     lambda g: D.discrete_laplace_noise((2500,), 1.5, g),
     lambda g: D.bernoulli_exp_neg(torch.arange(40, dtype=torch.int64), 7, g),

@@ -41,8 +41,21 @@ def _scalar_values(x: Any) -> torch.Tensor:
     return t
 
 
+def _python_number(x: Any) -> float | None:
+    """``x`` as a float when it is a plain Python number (no tensor is made: checking a public number reads
+    nothing back from a device and dispatches no op), else None."""
+    if isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    return None
+
+
 def check_epsilon(epsilon: Any, name: str = "epsilon") -> None:
     """Raise ``ValueError`` unless every entry of ``epsilon`` is finite and > 0."""
+    e = _python_number(epsilon)
+    if e is not None:
+        if not (math.isfinite(e) and e > 0):
+            raise ValueError(f"{name} must be finite and > 0, got {epsilon!r}")
+        return
     t = _scalar_values(epsilon)
     if t.numel() == 0:
         raise ValueError(f"{name} is empty")
@@ -52,6 +65,11 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> None:
 
 def check_delta(delta: Any, name: str = "delta") -> None:
     """Raise ``ValueError`` unless every entry of ``delta`` lies in the open interval (0, 1)."""
+    v = _python_number(delta)
+    if v is not None:
+        if not (math.isfinite(v) and 0 < v < 1):
+            raise ValueError(f"{name} must lie in (0, 1), got {delta!r}")
+        return
     t = _scalar_values(delta)
     if t.numel() == 0:
         raise ValueError(f"{name} is empty")
@@ -162,6 +180,9 @@ def _largest(v: Any) -> float | None:
     None for None or a value that is not numeric (left to the caller's own validation)."""
     if v is None:
         return None
+    x = _python_number(v)
+    if x is not None:
+        return None if math.isnan(x) else x
     try:
         t = torch.as_tensor(v, dtype=torch.float64).reshape(-1)
     except (TypeError, ValueError, RuntimeError):

@@ -32,7 +32,10 @@ rationalised scale), never on the noise drawn:
   most ``2^17`` (so a release of up to 4,369 trials at K = 5, d = 3 draws each block in one pass, and the
   dispatched ops of a call do not grow with the trials below that): on the CPU round by round in place (a
   working set of about 220 bytes per draw, 29 MB per chunk), on an accelerator with each stage's rounds
-  drawn as one tensor to keep kernel launches few (about 1.4 KB per draw, 180 MB per chunk); CPU pools of at most 4096 candidates use that layout too (fewer dispatched ops). The working set
+  drawn as one tensor to keep kernel launches few (about 1.4 KB per draw, 180 MB per chunk). The layout
+  depends on the device alone, so the dispatched ops of a call are the same from one draw to a chunk's worth
+  (a CPU pool of at most 4096 candidates once took the accelerator layout: no faster, measured, and it made the
+  ops of a 16-trial release differ from a 4,096-trial one's). The working set
   is bounded by the chunk, whatever the number of draws of the call.
 * **Caps.** Every unbounded loop inside a pass has a fixed cap, each derived from an exact tail:
 
@@ -108,15 +111,14 @@ _INT_CAP = 52           # integer part of Algorithm 3's exponent: exact for floo
 _RUNOUT_LOG2 = -66      # P(a pool has fewer accepts than draws) <= 2^-66 (Chernoff)
 _CHUNK = 2 ** 17        # draws per pool on the CPU (working set about 220 bytes per draw: ~29 MB)
 _CHUNK_ACCEL = 2 ** 17  # on an accelerator, where each stage's rounds are drawn at once (~1.4 KB per draw: ~180 MB)
-_SMALL_POOL = 4096      # on the CPU, pools up to this size are drawn in the accelerator layout too
 _BERN_MAX_DEN = 2 ** 48  # bernoulli_exp_neg: largest denominator (sizes its fixed attempts)
 
 
 def _vectorised(device: torch.device, m: int) -> bool:
-    """Whether to draw a pool's fixed rounds as a few big tensors (on an accelerator, and for small pools:
-    few dispatched ops) rather than in place, round by round (large pools on the CPU: less memory traffic).
-    Both layouts do a fixed amount of work; the choice depends on the device and the pool size only."""
-    return torch.device(device).type != "cpu" or m <= _SMALL_POOL
+    """Whether to draw a pool's fixed rounds as a few big tensors (on an accelerator: few kernel launches) rather
+    than in place, round by round (on the CPU: less memory traffic). Both layouts do a fixed amount of work; the
+    choice depends on the device only (``m``, the public pool size, is kept for callers)."""
+    return torch.device(device).type != "cpu"
 
 
 def _uniform(m: int, generator, device, dtype=torch.int64) -> torch.Tensor:

@@ -319,6 +319,12 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     return Release(model=model, privacy=record, extras=extras)
 
 
+@functools.lru_cache(maxsize=256)
+def _public_budget(kind: str, epsilon: float, delta: float) -> float:
+    """GDP mu or zCDP rho of a public (epsilon, delta), computed once per setting (host math the record quotes)."""
+    return float(gdp_mu(epsilon, delta) if kind == "gdp" else zcdp_rho(epsilon, delta))
+
+
 def _composed_record(first: PrivacyRecord, second: PrivacyRecord, epsilon: float, delta: float | None,
                      fraction: float, eps1: float, eps2: float, noise: str, centre_mechanism: str,
                      radius: tuple[float, Any] | None = None, radius_tv: tuple[int, float] = (0, 0.0)) -> PrivacyRecord:
@@ -334,10 +340,10 @@ def _composed_record(first: PrivacyRecord, second: PrivacyRecord, epsilon: float
         how = f"basic composition of two stages: centre eps={eps1:.6g} + mixture eps={eps2:.6g}"
     elif noise == "continuous":
         how = ("Gaussian DP composition of two stages (Dong, Roth & Su 2019): mu_centre^2 + mu_mixture^2 <= mu^2 = "
-               f"{float(gdp_mu(float(epsilon), float(delta))) ** 2:.6g}")
+               f"{_public_budget('gdp', float(epsilon), float(delta)) ** 2:.6g}")
     else:
         how = ("zCDP composition of two stages (Bun & Steinke 2016): rho_centre + rho_mixture <= rho = "
-               f"{float(zcdp_rho(float(epsilon), float(delta))):.6g}")
+               f"{_public_budget('zcdp', float(epsilon), float(delta)):.6g}")
     if radius is not None:
         how = how.replace("two stages", "three stages").replace("mu_centre^2 + mu_mixture^2",
                                                                  "mu_centre^2 + mu_radius^2 + mu_mixture^2")
