@@ -371,3 +371,12 @@ def test_sweep_warns_once_and_synthesize_strict_refuses_before_reading(tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "epsilon = 20 > 10" in err[0] and "--strict" in err[0]
     assert not (tmp_path / "syn").exists()
+
+
+def test_experiment_backend_ray_is_refused_not_run_locally(tmp_path, capsys):
+    """No study schedules its trials on Ray: ``--backend ray`` was accepted, recorded in the JSON and ignored."""
+    out = tmp_path / "ex"
+    code = main(["experiment", "fig2", "--quick", "--backend", "ray", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--backend ray" in err[0] and "sweep" in err[0], err
+    assert not out.exists()

@@ -1097,6 +1097,9 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError("torchdpgmm experiment: error: choose a study: "
                          f"{', '.join(available_studies())} (torchdpgmm experiment --help)")
     check_device(args.device)
+    if args.backend != "local":  # no study schedules its trials on Ray: refused, never run locally in silence
+        raise UsageError(f"torchdpgmm {args.command}: error: --backend {args.backend} is not supported by the studies "
+                         "(they run in this process); torchdpgmm sweep --backend ray runs a sweep's chunks on Ray")
     if args.trials is not None and args.trials < 1:
         raise UsageError(f"--trials must be >= 1, got {args.trials}")
     common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study", "given"}

@@ -476,7 +476,7 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
         blocks = tuple(NoisedBlock(k, "gaussian", factor * sens[k], scales[k], norm=_norm(st, k)) for k in names)
         return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": factor,
                         "grids": None, "requested": scales, "blocks": blocks, "accountant": (
-            f"Gaussian DP (Dong, Roth & Su 2019), joint worst case over the three blocks under {st.adjacency}, "
+            f"Gaussian DP (Dong, Roth & Su 2019), joint worst case over the noised blocks under {st.adjacency}, "
             f"mu={mu:.6g} (rho-zCDP={mu * mu / 2:.6g}); analytic Gaussian calibration (Balle & Wang 2018)")}
     rho = float(zcdp_rho(st.epsilon, st.delta))
     mu = math.sqrt(2 * rho)
@@ -495,7 +495,7 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
                                scales[k] / grids[k], norm=_norm(st, k)) for k in names)
     return scales, {"kind": "gaussian", "sensitivities": sens, "mu": mu, "joint_factor": jm(shape),
                     "grids": grids, "requested": {k: m * v for k, v in sigma.items()}, "blocks": blocks, "accountant": (
-        f"zCDP of the discrete Gaussian (Canonne, Kamath & Steinke 2020), joint worst case over the three blocks "
+        f"zCDP of the discrete Gaussian (Canonne, Kamath & Steinke 2020), joint worst case over the noised blocks "
         f"under {st.adjacency} including the grid rounding, rho={W * W / 2:.6g} <= {rho:.6g}; (eps, delta) by "
         f"Canonne, Kamath & Steinke 2020 Cor. 13")}
 
