@@ -110,7 +110,7 @@ _V_GAUSS = 11           # inside the Gaussian: P(V >= 11) * max acceptance <= e^
 _INT_CAP = 52           # integer part of Algorithm 3's exponent: exact for floor(gamma) <= 52; e^-53 < 2^-76
 _RUNOUT_LOG2 = -66      # P(a pool has fewer accepts than draws) <= 2^-66 (Chernoff)
 _CHUNK = 2 ** 17        # draws per pool on the CPU (working set about 220 bytes per draw: ~29 MB)
-_CHUNK_ACCEL = 2 ** 17  # on an accelerator, where each stage's rounds are drawn at once (~1.4 KB per draw: ~180 MB)
+_CHUNK_ACCEL = _CHUNK   # the same on an accelerator (~1.4 KB per draw there: ~180 MB): sampler_tv counts pools by it
 _BERN_MAX_DEN = 2 ** 48  # bernoulli_exp_neg: largest denominator (sizes its fixed attempts)
 
 

@@ -6,38 +6,17 @@ draws (a seed for ``torch.nn`` initialisation, a permutation or split of rows th
 a bootstrap index on the host) use a CPU generator derived from the same seed, never the device generator
 in a CPU op (on CUDA that is ``RuntimeError: Expected a 'cpu' device type for generator but found 'cuda'``).
 
-* :func:`device_generator` / :func:`host_generator`: a study's two generators from one seed. The host
-  generator's seed is mixed with a fixed stream tag, so that on a CPU run (where both are CPU generators)
-  the two streams never coincide.
+* A study's two generators from one seed: :meth:`torchdpgmm.experiments.ExperimentConfig.generator` (on the
+  study's device) and :meth:`~torchdpgmm.experiments.ExperimentConfig.host_generator` (on the CPU, the same
+  seed: a CPU run draws what it drew before the rule).
 * :func:`draw_seed` / :func:`derive_host_generator`: inside a function that was handed one generator, a
   seed (or a CPU generator) drawn from it ON ITS OWN DEVICE; one host read per call, never in a hot loop.
 """
 from __future__ import annotations
 
-import hashlib
-
 import torch
 
-__all__ = ["device_generator", "host_generator", "draw_seed", "derive_host_generator", "generator_device",
-           "check_generator_device"]
-
-_SEED_MAX = 2**63 - 1
-
-
-def _mix(seed: int, tag: str) -> int:
-    h = hashlib.blake2b(f"{tag}:{int(seed)}".encode(), digest_size=8).digest()
-    return int.from_bytes(h, "little") & _SEED_MAX
-
-
-def device_generator(device, seed: int) -> torch.Generator:
-    """A generator on ``device`` seeded with ``seed`` (draws tensors that live on ``device``)."""
-    return torch.Generator(device=torch.device(device)).manual_seed(int(seed))
-
-
-def host_generator(seed: int) -> torch.Generator:
-    """A CPU generator for host-side draws, derived from ``seed`` (a different stream from
-    ``device_generator("cpu", seed)``)."""
-    return torch.Generator().manual_seed(_mix(seed, "host"))
+__all__ = ["draw_seed", "derive_host_generator", "generator_device", "check_generator_device"]
 
 
 def generator_device(generator: torch.Generator | None) -> torch.device:

@@ -31,7 +31,8 @@ The release's one :class:`~torchdpgmm.privacy.PrivacyRecord` lists the centre st
 chosen on validation splits only (``scripts/clip_rule_validation.py --centre`` ->
 ``docs/results/centre-rule.json``).
 
-**Private radius** (``clip_bound=None``; the default of the estimator with public bounds): a stage between the two
+**Private radius** (``clip_bound=None``; not the estimator's default, :data:`torchdpgmm.bounds.PRIVATE_RADIUS`
+is False: on validation splits it did not beat the fixed radius, ``docs/results/radius-rule.json``): a stage between the two
 spends :data:`RADIUS_FRACTION` of the budget on a noisy histogram of the records' distances ``||x - c||`` to the
 released centre over a fixed public grid of radii (:func:`radius_grid`: from ``floor`` = :data:`torchdpgmm.bounds.
 CENTRED_CLIP_RADIUS` up to ``2 ball_radius``, the largest distance of a point of the ball from its centre,

@@ -301,30 +301,18 @@ def _positive(value: Any, name: str) -> float:
     return v
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _check_privacy(epsilon: Any, delta: Any, mechanism: str) -> tuple[float, float | None]:
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if torch.is_tensor(v) and v.numel() != 1:
             raise ValueError(f"{name} must be a scalar in sound mode, got shape {tuple(v.shape)}")
         if isinstance(v, (list, tuple)):  # several epsilons: release_sound / release(epsilon=[...]) only
             raise ValueError(f"{name} must be a single number here, got {v!r}")
-    if _is_number(epsilon):  # public Python numbers: checked without a tensor (the same message)
-        if not (math.isfinite(epsilon) and epsilon > 0):
-            raise ValueError(f"epsilon must be finite and > 0, got {epsilon!r}")
-    else:
-        check_epsilon(epsilon)
+    check_epsilon(epsilon)  # a public Python number is checked without a tensor
     if mechanism == "laplace" and delta is None:
         return float(epsilon), None
     if delta is None:
         raise ValueError(f"mechanism {mechanism!r} needs delta in (0, 1)")
-    if _is_number(delta):
-        if not (math.isfinite(delta) and 0 < delta < 1):
-            raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    else:
-        check_delta(delta)
+    check_delta(delta)
     return float(epsilon), float(delta)
 
 
