@@ -538,19 +538,22 @@ def _truncated_normal(mean: torch.Tensor, std: torch.Tensor, lo: torch.Tensor, h
 
 
 def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
-                  generator: torch.Generator | None, sweeps: int = GIBBS_SWEEPS) -> torch.Tensor:
+                  generator: torch.Generator | None, sweeps: int = GIBBS_SWEEPS, *,
+                  labels: torch.Tensor | None = None) -> torch.Tensor:
     """Gibbs sweeps of the Gaussian ``N(means, cov)`` (per row) restricted to the box, from ``x`` clipped into it:
     each coordinate drawn exactly from its 1-D truncated conditional. Approximate (a Markov chain): the fallback of
-    :func:`truncated_sample` for rows whose Gaussian puts almost no mass in the box."""
+    :func:`truncated_sample` for rows whose Gaussian puts almost no mass in the box. ``labels (n,)``: ``cov`` is one
+    matrix per class ``(K, d, d)``, inverted once per class and gathered per row and coordinate (not ``n``
+    inversions and an ``(n, d, d)`` precision)."""
     P = torch.linalg.inv(cov)
-    x = torch.minimum(torch.maximum(x, lo), hi)
+    x = torch.minimum(torch.maximum(x, lo), hi)  # a new tensor: updated in place below
     d = x.shape[-1]
+    diag = torch.diagonal(P, dim1=-2, dim2=-1)
     for _ in range(sweeps):
         for j in range(d):
-            pjj = P[..., j, j]
-            r = (P[..., j, :] * (x - means)).sum(-1) - pjj * (x[..., j] - means[..., j])
+            row, pjj = (P[labels, j, :], diag[labels, j]) if labels is not None else (P[..., j, :], diag[..., j])
+            r = (row * (x - means)).sum(-1) - pjj * (x[..., j] - means[..., j])
             m = means[..., j] - r / pjj
-            x = x.clone()
             x[..., j] = _truncated_normal(m, pjj.rsqrt(), lo[j].expand_as(m), hi[j].expand_as(m), generator)
     return x
 
@@ -607,7 +610,7 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
         x[rest] = torch.minimum(torch.maximum(x[rest], lo), hi)
     elif rest.numel():
         yr = y[rest]
-        x[rest] = _gibbs_inside(x[rest], model.means[yr], model.covariances[yr], lo, hi, generator)
+        x[rest] = _gibbs_inside(x[rest], model.means[yr], model.covariances, lo, hi, generator, labels=yr)
     return x, y, int(rest.numel())
 
 
