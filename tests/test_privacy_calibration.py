@@ -98,3 +98,17 @@ def test_zcdp_conversion_against_scipy_minimisation():
     assert P.zcdp_epsilon(rho, 1e-5) == pytest.approx(1.0, rel=1e-6)
     # zCDP is weaker than GDP for the same Gaussian: rho = mu^2/2 must be below the GDP calibration
     assert math.sqrt(2 * rho) < P.gdp_mu(1.0, 1e-5)
+
+
+def test_prime_zcdp_rho_gives_each_scalar_calls_value():
+    """A sweep's epsilon grid is calibrated by one tensor bisection; each value equals its own scalar bisection
+    (computed here on a fresh, unmemoised path)."""
+    from torchdpgmm.privacy import calibration as C
+
+    eps = [0.13, 0.7, 3.3, 9.1]
+    alone = [float(C._zcdp_rho(e, 3e-6)) for e in eps]
+    for e in eps:
+        C._ZCDP_RHO_MEMO.pop((e, 3e-6), None)
+    C.prime_zcdp_rho(eps, 3e-6)
+    assert [C._ZCDP_RHO_MEMO[(e, 3e-6)] for e in eps] == alone
+    assert [C.zcdp_rho(e, 3e-6) for e in eps] == alone

@@ -317,10 +317,10 @@ class RunningStats:
         return float(values[min(j, len(values) - 1)])
 
     def summary(self, level: float = 0.95) -> dict[str, float]:
-        from scipy import stats
+        from scipy.special import stdtrit  # Student's t quantile (scipy.stats.t.ppf's kernel; 0.2 s to import, not 1 s)
 
         var = self.m2 / (self.n - 1) if self.n > 1 else float("nan")
-        half = float(stats.t.ppf(0.5 + level / 2, self.n - 1) * math.sqrt(var / self.n)) if self.n > 1 else float("nan")
+        half = float(stdtrit(self.n - 1, 0.5 + level / 2) * math.sqrt(var / self.n)) if self.n > 1 else float("nan")
         return {"n": self.n, "mean": self.mean if self.n else float("nan"), "std": math.sqrt(var) if self.n > 1
                 else float("nan"), "ci_low": self.mean - half, "ci_high": self.mean + half,
                 "median": self.quantile(0.5), "q05": self.quantile(0.05), "q95": self.quantile(0.95),

@@ -256,9 +256,31 @@ def zcdp_rho(epsilon: Any, delta: Any) -> Any:
     return _zcdp_rho(epsilon, delta)
 
 
-@functools.lru_cache(maxsize=4096)
+_ZCDP_RHO_MEMO: dict[tuple[float, float], float] = {}
+
+
 def _zcdp_rho_float(epsilon: float, delta: float) -> float:
-    return _zcdp_rho(epsilon, delta)
+    key = (epsilon, delta)
+    if key not in _ZCDP_RHO_MEMO:
+        if len(_ZCDP_RHO_MEMO) >= 4096:
+            _ZCDP_RHO_MEMO.clear()
+        _ZCDP_RHO_MEMO[key] = _zcdp_rho(epsilon, delta)
+    return _ZCDP_RHO_MEMO[key]
+
+
+def prime_zcdp_rho(epsilons: list[float], delta: float) -> None:
+    """Memoise :func:`zcdp_rho` of several public epsilons at one delta with one tensor bisection (each entry's
+    iterations are those of its own scalar call, so the values are the same; a sweep's epsilon grid costs one
+    calibration instead of one per epsilon)."""
+    todo = sorted({float(e) for e in epsilons if (float(e), float(delta)) not in _ZCDP_RHO_MEMO})
+    if len(todo) < 2:
+        return
+    for e in todo:
+        check_epsilon(e)
+    check_delta(delta)
+    rho = _zcdp_rho(torch.tensor(todo, dtype=torch.float64), torch.tensor(float(delta), dtype=torch.float64))
+    for e, r in zip(todo, rho.tolist()):
+        _ZCDP_RHO_MEMO[(e, float(delta))] = float(r)
 
 
 def _zcdp_rho(epsilon: Any, delta: Any) -> Any:

@@ -101,7 +101,7 @@ from torchdpgmm.mechanisms.clip import row_abs_max
 from torchdpgmm.mechanisms.discrete import add_noise_tv, rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
 from torchdpgmm.privacy.record import with_sampler_tv
-from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, zcdp_rho
+from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, prime_zcdp_rho, zcdp_rho
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchdpgmm.release.result import Release
@@ -803,6 +803,8 @@ def _run_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mas
     the noise of every epsilon in one batched draw per block, post-processing per epsilon (E public steps)."""
     d = check_schema(X, y, num_classes, mask)
     sts = [sound_settings(d, num_classes, e, delta, clip_bound=clip_bound, **options) for e in epsilons]
+    if sts[0].delta is not None and sts[0].mechanism != "laplace" and sts[0].noise != "continuous":
+        prime_zcdp_rho([st.epsilon for st in sts], sts[0].delta)  # one bisection for the grid (same values)
     cals = [_calibrate(st, d) for st in sts]
     # ---- nothing below may depend on private values for control flow ----
     stats = _clipped_statistics(X, y, num_classes, sts[0], mask)
