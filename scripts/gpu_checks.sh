@@ -15,5 +15,14 @@ timeout "${T_CORE:-70}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf $CORE 2
 timeout "${T_BENCH:-170}" $PY benchmarks/bench_sweep_gpu.py --timeout "${T_LEG:-55}" --cpu-trials "${CPU_TRIALS:-20000}" \
   --out "$OUT/bench_sweep_gpu.json" 2>&1 | tee "$OUT/bench-sweep.log"
 timeout "${T_SYNCS:-60}" $PY benchmarks/bench_syncs.py --device cuda --out "$OUT/bench_syncs_cuda.json" 2>&1 | tail -20 >> "$OUT/bench-sweep.log"
+if [ -n "${MNIST_DIR:-}" ]; then  # issue 36's image target: a full MNIST IDX folder carried to the machine (DP-SGD
+  # needs dp-accounting: carry its wheel, README of the device tool), timed on the GPU and on the machine's CPU cores
+  for dev in cuda cpu; do
+    start=$(date +%s.%N)
+    timeout "${T_MNIST:-300}" $PY -m torchdpgmm.cli experiment synthetic-classifier --dataset mnist --data-dir "$MNIST_DIR" \
+      --epsilons 1 --device $dev --threads "$(nproc)" --out "$OUT/mnist-$dev" > "$OUT/mnist-$dev.log" 2>&1
+    echo "synthetic-classifier mnist on $dev: exit $? after $(echo "$(date +%s.%N) - $start" | bc) s" >> "$OUT/bench-sweep.log"
+  done
+fi
 DESELECT=""; for f in $CORE; do DESELECT="$DESELECT --deselect $f"; done
 timeout "${T_ALL:-600}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf tests/ $DESELECT 2>&1 | tee "$OUT/cuda-all.log"
