@@ -18,10 +18,10 @@ timeout "${T_SYNCS:-60}" $PY benchmarks/bench_syncs.py --device cuda --out "$OUT
 if [ -n "${MNIST_DIR:-}" ]; then  # issue 36's image target: a full MNIST IDX folder carried to the machine (DP-SGD
   # needs dp-accounting: carry its wheel, README of the device tool), timed on the GPU and on the machine's CPU cores
   for dev in cuda cpu; do
-    start=$(date +%s.%N)
+    start=$(date +%s)
     timeout "${T_MNIST:-300}" $PY -m torchdpgmm.cli experiment synthetic-classifier --dataset mnist --data-dir "$MNIST_DIR" \
       --epsilons 1 --device $dev --threads "$(nproc)" --out "$OUT/mnist-$dev" > "$OUT/mnist-$dev.log" 2>&1
-    echo "synthetic-classifier mnist on $dev: exit $? after $(echo "$(date +%s.%N) - $start" | bc) s" >> "$OUT/bench-sweep.log"
+    echo "synthetic-classifier mnist on $dev: exit $? after $(( $(date +%s) - start )) s (whole seconds)" >> "$OUT/bench-sweep.log"
   done
 fi
 DESELECT=""; for f in $CORE; do DESELECT="$DESELECT --deselect $f"; done
