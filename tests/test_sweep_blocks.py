@@ -13,28 +13,13 @@ import pytest
 import torch
 
 from torchdpgmm import sweep as S
-from torchdpgmm.sweep import SweepSpec, auto_block_size, block_seed, resolve_block_sizes, run_sweep
+from torchdpgmm.sweep import SweepSpec, auto_block_size, resolve_block_sizes, run_sweep
+
+# per-trial values drawn block by block from the block seeds (the default trial function's seeding discipline):
+# the stand-in release of test_sweep.py (tests/ is on sys.path: pytest's rootdir import mode, no package)
+from test_sweep import fake_trials
 
 GB = 1e9
-
-
-def seeded_rows(spec, chunk):
-    """Per-trial values drawn block by block from the block seeds (the default trial function's seeding
-    discipline); the value depends on the block size only through the seeds' block index."""
-    rows = []
-    for b in chunk.blocks:
-        first = b * chunk.block_size
-        n = min(chunk.block_size, spec.trials - first)
-        gd = torch.Generator().manual_seed(block_seed(spec.seed, "data", chunk.N, chunk.K, chunk.d, b))
-        data = torch.rand(chunk.block_size, generator=gd, dtype=torch.float64)
-        for mech in spec.mechanisms:
-            g = torch.Generator().manual_seed(block_seed(spec.seed, "noise", mech, chunk.N, chunk.K, chunk.d, b))
-            noise = torch.rand(len(spec.epsilons), chunk.block_size, generator=g, dtype=torch.float64)
-            for j, e in enumerate(spec.epsilons):
-                rows += [{"mechanism": mech, "epsilon": e, "N": chunk.N, "K": chunk.K, "d": chunk.d,
-                          "seed": spec.seed, "trial": first + i, "kl": float(data[i] + noise[j, i]) / e}
-                         for i in range(n)]
-    return rows
 
 
 def ladder(cap, per_trial, memory, trials):
@@ -104,7 +89,7 @@ def test_rows_do_not_depend_on_the_machine_that_fits_the_top_rung(tmp_path, monk
     runs = {}
     for name, free in (("big", 512 * GB), ("medium", 8 * GB), ("small", 2e6)):
         monkeypatch.setattr(S, "device_free_bytes", lambda device, free=free: free)
-        runs[name] = run_sweep(spec, tmp_path / name, trial_fn=seeded_rows, progress=False)
+        runs[name] = run_sweep(spec, tmp_path / name, trial_fn=fake_trials, progress=False)
     text = {k: (tmp_path / k / "results.csv").read_text() for k in runs}
     assert runs["big"]["block_sizes"] == runs["medium"]["block_sizes"] == {"N40_K2_d2": ladder(256, 0, 1, 600)}
     assert text["big"] == text["medium"]
@@ -119,13 +104,13 @@ def test_rows_do_not_depend_on_the_machine_that_fits_the_top_rung(tmp_path, monk
         calls.append(chunk.id)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return seeded_rows(spec, chunk)
+        return fake_trials(spec, chunk)
 
     monkeypatch.setattr(S, "device_free_bytes", lambda device: 2e6)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(spec, tmp_path / "moved", trial_fn=dies_after_one, progress=False)
     monkeypatch.setattr(S, "device_free_bytes", lambda device: 512 * GB)
-    res = run_sweep(spec, tmp_path / "moved", trial_fn=seeded_rows, resume=True, progress=False)
+    res = run_sweep(spec, tmp_path / "moved", trial_fn=fake_trials, resume=True, progress=False)
     assert res["block_sizes"] == runs["small"]["block_sizes"] and res["skipped"] == 1
     assert (tmp_path / "moved" / "results.csv").read_text() == text["small"]
 
@@ -204,20 +189,20 @@ def test_parquet_results_equal_the_csv_rows_and_resume(tmp_path):
     pytest.importorskip("pyarrow")
     base = dict(mechanisms=["kl", "gaussian"], epsilons=[0.5, 2.0], Ns=[40], Ks=[2], ds=[2], trials=9,
                 block_size=2, chunk_size=4)
-    a = run_sweep(SweepSpec(**base), tmp_path / "csv", trial_fn=seeded_rows, progress=False)
+    a = run_sweep(SweepSpec(**base), tmp_path / "csv", trial_fn=fake_trials, progress=False)
     calls = []
 
     def dies(spec, chunk):
         calls.append(1)
         if len(calls) == 2:
             raise KeyboardInterrupt
-        return seeded_rows(spec, chunk)
+        return fake_trials(spec, chunk)
 
     spec = SweepSpec(**base, results_format="parquet")
     with pytest.raises(KeyboardInterrupt):
         run_sweep(spec, tmp_path / "pq", trial_fn=dies, progress=False)
     assert [p.suffix for p in (tmp_path / "pq" / "chunks").iterdir()] == [".parquet"]
-    b = run_sweep(spec, tmp_path / "pq", trial_fn=seeded_rows, resume=True, progress=False)
+    b = run_sweep(spec, tmp_path / "pq", trial_fn=fake_trials, resume=True, progress=False)
     assert b["skipped"] == 1 and b["results"].endswith("results.parquet")
     assert not (tmp_path / "pq" / "results.csv").exists()
     ref = pd.read_csv(tmp_path / "csv" / "results.csv")
@@ -234,7 +219,7 @@ def test_parquet_without_pyarrow_is_one_line(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setitem(sys.modules, "pyarrow", None)     # import pyarrow -> ImportError
     with pytest.raises(ValueError, match="needs pyarrow"):
-        run_sweep(_spec(results_format="parquet", trials=2), tmp_path / "a", trial_fn=seeded_rows, progress=False)
+        run_sweep(_spec(results_format="parquet", trials=2), tmp_path / "a", trial_fn=fake_trials, progress=False)
     assert not (tmp_path / "a").exists()
     out = tmp_path / "b"
     code = main(["sweep", "--mode", "as-published", "--format", "parquet", "--trials", "2", "--no-progress",
@@ -249,8 +234,8 @@ def test_streamed_summary_does_not_depend_on_the_chunking(tmp_path, monkeypatch)
     the summaries of two chunkings are equal exactly, and match numpy."""
     monkeypatch.setattr(S, "SUMMARY_FLUSH", 5)
     base = dict(mechanisms=["kl"], epsilons=[1.0, 2.0], Ns=[40], Ks=[2], ds=[2], trials=23, block_size=3)
-    a = run_sweep(SweepSpec(**base, chunk_size=3), tmp_path / "a", trial_fn=seeded_rows, progress=False)
-    b = run_sweep(SweepSpec(**base, chunk_size=12), tmp_path / "b", trial_fn=seeded_rows, progress=False)
+    a = run_sweep(SweepSpec(**base, chunk_size=3), tmp_path / "a", trial_fn=fake_trials, progress=False)
+    b = run_sweep(SweepSpec(**base, chunk_size=12), tmp_path / "b", trial_fn=fake_trials, progress=False)
     assert a["summary"] == b["summary"]
     rows = list(csv.DictReader(open(tmp_path / "a" / "results.csv")))
     for p in a["summary"]:
@@ -289,7 +274,7 @@ def test_out_of_memory_in_the_cuda_probe_is_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(S, "measure_bytes_per_trial", probe)
     with pytest.raises(ValueError, match="probe block of 256 trials") as e:
-        run_sweep(_spec(trials=4), tmp_path / "sw", trial_fn=seeded_rows, progress=False)
+        run_sweep(_spec(trials=4), tmp_path / "sw", trial_fn=fake_trials, progress=False)
     assert "\n" not in str(e.value) and not list((tmp_path / "sw" / "chunks").iterdir())
 
 
