@@ -135,10 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             legs.append(leg("cpu_compare", "cpu", cpu_trials, workers=1, small=True, timeout=a.timeout))
     by = {lg["name"]: lg for lg in legs}
     ok = lambda name: name in by and by[name]["returncode"] == 0   # noqa: E731
-    ratio = None
-    if ok("gpu") and ok("cpu"):   # per trial, so that legs of different sizes compare
-        ratio = (by["cpu"]["wall_s"] / by["cpu"]["trials"]) / (by["gpu"]["wall_s"] / by["gpu"]["trials"])
-    large_ratio = large_leg_ratio(legs)
+    ratio, large_ratio = per_trial_ratio(legs, "gpu"), per_trial_ratio(legs, "gpu_large")
     res = {
         "config": {"mechanism": "kl", "mode": "sound", "clip_bound": 30.0, "epsilons": EPSILONS, "N": 40 if a.quick else 1000,
                    "K": 2 if a.quick else 5, "d": 2 if a.quick else 3, "defaults": "block size, memory budget, chunking",
@@ -193,19 +190,20 @@ def render(res: dict) -> str:
     return "\n".join(lines)
 
 
-def large_leg_ratio(legs: list[dict]) -> float | None:
-    """CPU seconds per trial over the GPU's per trial in its 10^6-trial leg (where the fixed start-up, imports, CUDA
-    context, probe block and figure, weighs less than in the 10^5 leg); None unless both legs finished."""
+def per_trial_ratio(legs: list[dict], gpu_leg: str) -> float | None:
+    """The CPU leg's seconds per trial over the GPU leg ``gpu_leg``'s (per trial, so that legs of different sizes
+    compare; in the 10^6-trial leg the fixed start-up, imports, CUDA context, probe block and figure, weighs less
+    than in the 10^5 leg); None unless both legs finished."""
     by = {lg["name"]: lg for lg in legs if lg["returncode"] == 0}
-    if "gpu_large" not in by or "cpu" not in by:
+    if gpu_leg not in by or "cpu" not in by:
         return None
-    return (by["cpu"]["wall_s"] / by["cpu"]["trials"]) / (by["gpu_large"]["wall_s"] / by["gpu_large"]["trials"])
+    return (by["cpu"]["wall_s"] / by["cpu"]["trials"]) / (by[gpu_leg]["wall_s"] / by[gpu_leg]["trials"])
 
 
 def derive(path: Path) -> None:
     """Add the derived fields of this version to a JSON an older version wrote (the measured legs unchanged)."""
     res = json.loads(path.read_text())
-    res["gpu_large_over_cpu_per_trial"] = large_leg_ratio(res["legs"])
+    res["gpu_large_over_cpu_per_trial"] = per_trial_ratio(res["legs"], "gpu_large")
     path.write_text(json.dumps(res, indent=2) + "\n")
 
 
