@@ -12,15 +12,16 @@ it is missing, and a mechanism that needs cvxpy is reported by the study as unav
 """
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import json
-import struct
 
 import numpy as np
 import pytest
 
 from torchdpgmm.experiments import available_studies
+
+# the tiny MNIST-format folder of the CPU pipeline tests (tests/ is on sys.path: pytest's rootdir import mode)
+from test_realdata import _write_idx_folder
 
 #: substrings of PyTorch's device errors (a tensor or a generator on the wrong device, numpy of a CUDA tensor)
 DEVICE_ERRORS = ("device type for generator", "Expected all tensors to be on the same device",
@@ -29,24 +30,6 @@ DEVICE_ERRORS = ("device type for generator", "Expected all tensors to be on the
 
 #: study -> extra flags (after --quick): the quickest settings each study has, and its data
 IMAGE_STUDIES = {"mnist", "mnist-mlp", "synthetic-classifier"}
-
-
-def _write_idx_folder(folder, n_train=600, n_test=200):
-    """A tiny MNIST-format folder: 28x28 uint8 images whose class lights a block of pixels."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for stem, n, seed in (("train", n_train, 0), ("t10k", n_test, 1)):
-        rng = np.random.default_rng(seed)
-        y = np.arange(n) % 10
-        rng.shuffle(y)
-        img = rng.uniform(0, 0.3, size=(n, 28, 28))
-        for k in range(10):
-            r, c = divmod(k, 4)
-            img[y == k, 7 * r:7 * r + 7, 7 * c:7 * c + 7] += 0.7
-        imgs, labs = (img * 255).clip(0, 255).astype(np.uint8), y.astype(np.uint8)
-        for name, arr in ((f"{stem}-images-idx3-ubyte.gz", imgs), (f"{stem}-labels-idx1-ubyte.gz", labs)):
-            head = bytes([0, 0, 8, arr.ndim]) + b"".join(struct.pack(">I", s) for s in arr.shape)
-            with gzip.open(folder / name, "wb") as fh:
-                fh.write(head + arr.tobytes())
 
 
 def study_argv(name: str, device: str, tmp_path) -> list[str]:
