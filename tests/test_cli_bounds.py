@@ -171,7 +171,8 @@ def test_truncated_gz_one_line_and_no_folder(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_synthesize_with_bounds_writes_user_units(tmp_path, capsys):
+def _ais_height_weight(tmp_path):
+    """AIS's Ht, Wt and sex columns as a CSV in ``tmp_path`` (the table the synthesize tests release)."""
     with open(AIS, newline="") as fh:
         rows = list(csv.DictReader(fh))
     data = tmp_path / "hw.csv"
@@ -179,6 +180,11 @@ def test_synthesize_with_bounds_writes_user_units(tmp_path, capsys):
         w = csv.writer(fh)
         w.writerow(["Ht", "Wt", "sex"])
         w.writerows([r["Ht"], r["Wt"], r["sex"]] for r in rows)
+    return data
+
+
+def test_synthesize_with_bounds_writes_user_units(tmp_path, capsys):
+    data = _ais_height_weight(tmp_path)
     out = tmp_path / "syn"
     assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
                  "--epsilon", "1", "--delta", "1e-5", "--image-transform", "none", "--bounds", BOUNDS,
@@ -254,13 +260,7 @@ def test_synthesize_rows_are_drawn_inside_the_bounds_never_on_them(tmp_path):
     of AIS's women) piled clipped rows on 160; the rows now come from the released model restricted to the bounds:
     every cell strictly inside, and the share of rows in the band next to the bound stays small, as it is for a
     density (a pile on the bound put ~10% of the rows there)."""
-    with open(AIS, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    data = tmp_path / "hw.csv"
-    with open(data, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["Ht", "Wt", "sex"])
-        w.writerows([r["Ht"], r["Wt"], r["sex"]] for r in rows)
+    data = _ais_height_weight(tmp_path)
     out = tmp_path / "syn"
     assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
                  "--epsilon", "2", "--delta", "1e-5", "--image-transform", "none", "--bounds", "Ht=160:210,Wt=30:150",
