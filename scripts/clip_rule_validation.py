@@ -473,21 +473,13 @@ def main(argv=None) -> None:
                     help="Gaussians per class on tables via the pipeline (-> components-per-class-tables.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    if a.components:
-        main_components(COMPONENTS_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
-        return
-    if a.pull:
-        main_pull(PULL_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
-        return
-    if a.radius:
-        main_radius(RADIUS_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
-        return
-    if a.centre:
-        main_centre(CENTRE_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
-        return
-    if a.pipeline:
-        main_pipeline(PIPELINE_OUT if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
-        return
+    studies = ((a.components, main_components, COMPONENTS_OUT), (a.pull, main_pull, PULL_OUT),
+               (a.radius, main_radius, RADIUS_OUT), (a.centre, main_centre, CENTRE_OUT),
+               (a.pipeline, main_pipeline, PIPELINE_OUT))
+    for chosen, study, default_out in studies:  # the first flag given, in this order, runs its study alone
+        if chosen:
+            study(default_out if a.out == OUT else a.out, [t for t in a.tables.split(",") if t])
+            return
     t0 = time.perf_counter()
     tabs = cv.tables()
     names = [t for t in a.tables.split(",") if t] or list(tabs)
