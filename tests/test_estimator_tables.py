@@ -358,6 +358,59 @@ def test_truncated_sample_is_the_gaussian_restricted_to_the_box():
     assert float((y3 == 0).double().mean()) > 0.999
 
 
+def test_gibbs_fallback_is_the_textbook_chain():
+    """The Gibbs fallback keeps ``P (x - mu)`` per row and brings it up to date once per block of coordinates: the
+    same chain as drawing each coordinate from ``N(mu_j - sum_{k != j} P_jk (x_k - mu_k) / P_jj, 1 / P_jj)``
+    truncated to the box, computed directly from ``P = inv(cov_y)`` per row (numpy) with the same uniforms in the
+    same order. Three classes, d = 37 (three blocks, the last partial), rows of each class interleaved."""
+    from torchdpgmm import bounds as B
+
+    rng = np.random.default_rng(3)
+    K, d, n = 3, 37, 50
+    A = rng.normal(size=(K, d, d))
+    cov = A @ np.swapaxes(A, 1, 2) / d + 0.1 * np.eye(d)
+    labels = rng.integers(0, K, n)
+    mu = rng.normal(scale=0.7, size=(K, d))[labels]
+    x0 = mu + rng.normal(size=(n, d))
+    lo, hi = np.zeros(d), np.ones(d)
+    t = lambda a: torch.as_tensor(a)  # noqa: E731
+    got = B._gibbs_inside(t(x0), t(mu), t(cov), t(lo), t(hi), torch.Generator().manual_seed(5), 3,
+                          labels=t(labels)).numpy()
+    P = np.linalg.inv(cov)[labels]
+    x = np.clip(x0, lo, hi)
+    g = torch.Generator().manual_seed(5)
+    for _ in range(3):
+        for j in range(d):
+            r = np.einsum("nk,nk->n", P[:, j, :], x - mu) - P[:, j, j] * (x[:, j] - mu[:, j])
+            m = mu[:, j] - r / P[:, j, j]
+            x[:, j] = B._truncated_normal(t(m), t(1 / np.sqrt(P[:, j, j])), t(np.zeros(n)), t(np.ones(n)), g).numpy()
+    np.testing.assert_allclose(got, x, rtol=0, atol=1e-9)
+    assert np.all((got > 0) & (got < 1))
+
+
+def test_rejection_gives_up_early_only_where_the_box_holds_almost_no_mass():
+    """A class with ~no mass in the box goes to the Gibbs fallback after few redraws (not all ``rounds``); one with
+    2% of its mass inside is sampled exactly by rejection (no fallback), every row inside."""
+    from torchdpgmm.bounds import truncated_sample
+    from torchdpgmm.mixture import LabeledGMM
+
+    mu = torch.tensor([[3.0, 0.5], [0.5, 0.5]], dtype=torch.float64)
+    cov = torch.diag_embed(torch.tensor([[0.2, 0.2], [1.0, 1.0]], dtype=torch.float64) ** 2)
+    model = LabeledGMM(torch.tensor([0.5, 0.5], dtype=torch.float64), mu, cov)
+    calls = []
+    orig = model.sample_counts
+    model.sample_counts = lambda c, g: (calls.append(int(c.sum())), orig(c, g))[1]  # noqa: E731
+    g = torch.Generator().manual_seed(0)
+    x, y, fb = truncated_sample(model, [0.0, 0.0], [1.0, 1.0], g, counts=torch.tensor([400, 0]), rounds=200)
+    assert fb == 400 and len(calls) <= 3 and np.all((x.numpy() > 0) & (x.numpy() < 1))
+    calls.clear()
+    # class 1: N(0.5, 2.8^2) per coordinate, P(inside) = (2 Phi(0.5 / 2.8) - 1)^2 = 0.020
+    model2 = LabeledGMM(torch.tensor([0.5, 0.5], dtype=torch.float64), mu,
+                        torch.diag_embed(torch.tensor([[0.2, 0.2], [2.8, 2.8]], dtype=torch.float64) ** 2))
+    x, y, fb = truncated_sample(model2, [0.0, 0.0], [1.0, 1.0], g, counts=torch.tensor([0, 300]), rounds=2000)
+    assert fb == 0 and np.all((x.numpy() >= 0) & (x.numpy() <= 1))
+
+
 def test_estimator_sample_puts_no_mass_on_the_bounds():
     """A class whose released mean sits near a bound: the old clipped rows put a large share of that column's cells
     exactly on the bound, the truncated sampler none, while the share of cells NEAR the bound stays that of the

@@ -515,7 +515,9 @@ def parse_discrete_text(text: str) -> list[Any]:
 
 #: rejection rounds of :func:`truncated_sample` before the Gibbs fallback, and the fallback's sweeps
 SAMPLE_ROUNDS = 200
-GIBBS_SWEEPS = 100
+GIBBS_SWEEPS = 30
+#: coordinates per block of :func:`_gibbs_inside`'s deferred updates
+GIBBS_BLOCK = 16
 
 
 def _truncated_normal(mean: torch.Tensor, std: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
@@ -539,22 +541,46 @@ def _truncated_normal(mean: torch.Tensor, std: torch.Tensor, lo: torch.Tensor, h
 
 def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
                   generator: torch.Generator | None, sweeps: int = GIBBS_SWEEPS, *,
-                  labels: torch.Tensor | None = None) -> torch.Tensor:
-    """Gibbs sweeps of the Gaussian ``N(means, cov)`` (per row) restricted to the box, from ``x`` clipped into it:
-    each coordinate drawn exactly from its 1-D truncated conditional. Approximate (a Markov chain): the fallback of
-    :func:`truncated_sample` for rows whose Gaussian puts almost no mass in the box. ``labels (n,)``: ``cov`` is one
-    matrix per class ``(K, d, d)``, inverted once per class and gathered per row and coordinate (not ``n``
-    inversions and an ``(n, d, d)`` precision)."""
+                  labels: torch.Tensor) -> torch.Tensor:
+    """Gibbs sweeps of the Gaussian ``N(means, cov[labels])`` (per row) restricted to the box, from ``x`` clipped into
+    it: each coordinate drawn exactly from its 1-D truncated conditional
+    ``x_j | x_-j ~ N(mu_j - (P (x - mu))_-j,j / P_jj, 1 / P_jj)``, ``P`` the class precision. Approximate (a Markov
+    chain): the fallback of :func:`truncated_sample` for rows whose Gaussian puts almost no mass in the box.
+
+    ``cov (K, d, d)`` is one matrix per class, ``labels (n,)`` each row's: ``P`` is inverted once per class. The
+    products ``s = P (x - mu)`` are kept per row and brought up to date once per block of :data:`GIBBS_BLOCK`
+    coordinates (one matrix product per class present); inside a block the changes of its earlier coordinates are
+    added from an ``(n, B, B)`` gather. So a step costs ``O(n B)`` and a sweep ``O(n d^2)`` in few large products,
+    not ``d`` gathers of ``(n, d)`` rows (the same chain: the same uniforms in the same order)."""
     P = torch.linalg.inv(cov)
+    P = 0.5 * (P + P.mT)
     x = torch.minimum(torch.maximum(x, lo), hi)  # a new tensor: updated in place below
-    d = x.shape[-1]
-    diag = torch.diagonal(P, dim1=-2, dim2=-1)
+    n, d = x.shape
+    z = x - means
+    diag = torch.diagonal(P, dim1=-2, dim2=-1)[labels]  # (n, d)
+    present = [int(c) for c in torch.unique(labels).tolist()]  # post-processing: host reads are harmless here
+    rows = {c: (labels == c).nonzero().squeeze(-1) for c in present}
+    s = torch.empty_like(z)
+    for c in present:
+        s[rows[c]] = z[rows[c]] @ P[c]
+    B = GIBBS_BLOCK
+    blocks = [(a, min(a + B, d)) for a in range(0, d, B)]
+    inner = [P[:, a:b, a:b][labels] for a, b in blocks]  # (n, b - a, b - a) per block
     for _ in range(sweeps):
-        for j in range(d):
-            row, pjj = (P[labels, j, :], diag[labels, j]) if labels is not None else (P[..., j, :], diag[..., j])
-            r = (row * (x - means)).sum(-1) - pjj * (x[..., j] - means[..., j])
-            m = means[..., j] - r / pjj
-            x[..., j] = _truncated_normal(m, pjj.rsqrt(), lo[j].expand_as(m), hi[j].expand_as(m), generator)
+        for (a, b), G in zip(blocks, inner):
+            delta = torch.zeros(n, b - a, dtype=z.dtype, device=z.device)  # this block's changes not yet in s
+            for i in range(b - a):
+                j = a + i
+                sj = s[:, j] + (delta * G[:, :, i]).sum(-1)  # (P z)_j with the block's earlier changes
+                pjj = diag[:, j]
+                m = means[:, j] - (sj - pjj * z[:, j]) / pjj
+                new = _truncated_normal(m, pjj.rsqrt(), lo[j].expand_as(m), hi[j].expand_as(m), generator)
+                zj = new - means[:, j]
+                delta[:, i] = zj - z[:, j]
+                z[:, j], x[:, j] = zj, new
+            for c in present:  # s += delta P[c][a:b, :] for the rows of class c
+                r = rows[c]
+                s.index_add_(0, r, delta[r] @ P[c, a:b, :])
     return x
 
 
@@ -569,9 +595,13 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
     box``); else ``n`` rows of the mixture restricted to the box (``(x, y) | x in box``: the class of a rejected row
     is drawn again too). Exact rejection sampling: every row is redrawn until it falls inside, for at most
     ``rounds`` rounds (only the rows still outside are redrawn); a row still outside then (probability ``(1 - p)^rounds``
-    for a Gaussian with mass ``p`` in the box: rare unless ``p`` is below a few percent) is drawn by :data:`GIBBS_SWEEPS` Gibbs sweeps of exact 1-D truncated conditionals
-    from its last draw clipped into the box (approximate; ``fallback`` counts these rows). No row is clipped onto a
-    bound: a continuous coordinate equals a bound with probability zero.
+    for a Gaussian with mass ``p`` in the box: rare unless ``p`` is below a few percent) is drawn by
+    :data:`GIBBS_SWEEPS` Gibbs sweeps of exact 1-D truncated conditionals from its last draw clipped into the box
+    (approximate; ``fallback`` counts these rows). Rejection stops early for a class (``counts``) or the mixture
+    (``n``) whose share of draws inside so far, ``(accepted + 1) / (drawn + 1)``, is below ``1 / rounds``: with that
+    mass most of its rows would reach the fallback anyway, after ``rounds`` futile redraws (a 64-column table's
+    class spent half its sampling time there). No row is clipped onto a bound: a continuous coordinate equals a
+    bound with probability zero.
 
     ``to_box``: an affine map of the model's rows to the box's coordinates (a model released in another space, e.g.
     a projection of lower rank); the rows are tested, and returned, mapped. A row still outside after ``rounds`` has
@@ -590,8 +620,15 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
     x, y = draw(counts, 0 if n is None else int(n))
     inside = lambda v: ((v >= lo) & (v <= hi)).all(-1)  # noqa: E731
     done = inside(x)
+    K = model.num_classes if fixed else 1
+    group = (lambda v: v) if fixed else (lambda v: torch.zeros_like(v))  # noqa: E731  (per class, or one group)
+    drawn = torch.bincount(group(y), minlength=K).to(torch.float64)
+    accepted = torch.bincount(group(y)[done], minlength=K).to(torch.float64)
     for _ in range(int(rounds) - 1):
-        todo = (~done).nonzero().squeeze(-1)  # post-processing of released values: host syncs are harmless here
+        pending = ~done
+        if to_box is None:  # a group whose box mass is estimated below 1/rounds goes straight to the Gibbs fallback
+            pending &= ((accepted + 1) / (drawn + 1) >= 1.0 / int(rounds))[group(y)]
+        todo = pending.nonzero().squeeze(-1)  # post-processing of released values: host syncs are harmless here
         if todo.numel() == 0:
             break
         if fixed:  # redraw the pending rows of each class (sample_counts returns them in class order)
@@ -605,6 +642,8 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
         x[todo] = torch.where(ok.unsqueeze(-1), xc, x[todo])
         y[todo] = torch.where(ok, yc, y[todo])
         done[todo] = ok
+        drawn += torch.bincount(group(yc), minlength=K)
+        accepted += torch.bincount(group(yc)[ok], minlength=K)
     rest = (~done).nonzero().squeeze(-1)
     if rest.numel() and to_box is not None:
         x[rest] = torch.minimum(torch.maximum(x[rest], lo), hi)
