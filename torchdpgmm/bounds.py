@@ -513,7 +513,10 @@ def parse_discrete_text(text: str) -> list[Any]:
     return out
 
 
-#: rejection rounds of :func:`truncated_sample` before the Gibbs fallback, and the fallback's sweeps
+#: rejection rounds of :func:`truncated_sample` before the Gibbs fallback, and the fallback's sweeps: on released
+#: models of 30- to 64-column tables, 5 to 100 sweeps differ from 300 no more than two runs of 300 differ from each
+#: other (column means, standard deviations, correlations at 10,000 chains: ``scripts/gibbs_mixing.py`` ->
+#: ``docs/results/gibbs-mixing.json``); 30 keeps a margin for more correlated models
 SAMPLE_ROUNDS = 200
 GIBBS_SWEEPS = 30
 #: coordinates per block of :func:`_gibbs_inside`'s deferred updates
