@@ -172,6 +172,7 @@ def targets_block(s: dict, bench: dict | None) -> str:
              f"same epsilon: {_word(nb['met'])}; below on {sum(x['met'] is False for x in nb['per_table_eps'])} of "
              f"{len(nb['per_table_eps'])} (table, epsilon) pairs"
              + (f", no GaussianNB row on {n_nb} ({missing})" if n_nb else "") + _nb_detail(nb) + "."]
+    lines += issue37_lines(tg)
     if bench is None:
         lines.append("- One release under 2 s on 2 cores at N = 20,000, d = 16: not measured yet "
                      "(benchmarks/bench_tabular_release.py).")
@@ -188,6 +189,43 @@ def targets_block(s: dict, bench: dict | None) -> str:
                      f"(benchmarks/results/bench_tabular_release.json).")
     return "\n".join(lines) + ("\n\nThe reasons in full, per table: `config.targets` of "
                                "docs/results/tabular/tabular.json.")
+
+
+def issue37_lines(tg: dict) -> list[str]:
+    """Issue 37's targets (a JSON written before they existed has none: no line)."""
+    if "auto_within_1_point_of_best_fixed" not in tg:
+        return []
+    up, mono, auto, bnd = (tg.get("eps1_1_point_above_best_peer"), tg["default_bayes_non_decreasing"],
+                           tg["auto_within_1_point_of_best_fixed"], tg["no_synthetic_cells_on_bounds"])
+    lines = []
+    if up is not None:
+        lines.append(f"- At epsilon = 1 our best synthetic-data classifier at least 1 point above the best DP peer on "
+                     f"at least {up['needed']} of {up['tables']} tables: {_word(up['met'])}; on "
+                     f"{up['above_by_1_point_on']}"
+                     + (f", no peer row on {up['tables_without_peer']}" if up["tables_without_peer"] else "") + ".")
+    down = [s for s in mono["steps"] if not s["met"]]
+    lines.append(f"- The default release's Bayes accuracy non-decreasing in epsilon on every table (mean over draws, "
+                 f"within one standard error of the difference): {_word(mono['met'])}; "
+                 + (f"down on {len(down)} of {len(mono['steps'])} steps ("
+                    + "; ".join(f"{s['table']} eps {s['from_epsilon']:g} -> {s['to_epsilon']:g}: "
+                                f"{_pct(s['from'])} -> {_pct(s['to'])}, tolerance {100 * s['tolerance']:.1f} points"
+                                for s in down) + ")" if down else f"every one of {len(mono['steps'])} steps") + ".")
+    below = [c for c in auto["per_table_eps"] if not c["met"]]
+    lines.append(f"- `auto` within 1 point of the best fixed covariance type on every table at every epsilon: "
+                 f"{_word(auto['met'])}; more than 1 point below on {len(below)} of {len(auto['per_table_eps'])} "
+                 f"(table, epsilon) cells"
+                 + (" (" + "; ".join(f"{c['table']} eps {c['epsilon']:g}: {_pct(c['default'])} vs "
+                                     f"{c['best_fixed_type']} {_pct(c['best_fixed'])}" for c in below) + ")"
+                    if below else "") + ".")
+    over = [c for c in bnd["per_table_method"] if not c["met"]]
+    worst = max(bnd["per_table_method"], key=lambda c: c["synthetic_on_bound"] - c["real_on_bound"], default=None)
+    lines.append(f"- No synthetic column with more than {100 * bnd['limit']:g}% of its cells on a bound unless the real "
+                 f"column has them: {_word(bnd['met'])}; "
+                 + (f"over on {len(over)} of {len(bnd['per_table_method'])} (table, method) pairs"
+                    if over else f"none of {len(bnd['per_table_method'])} (table, method) pairs")
+                 + (f"; the largest synthetic share is {100 * worst['synthetic_on_bound']:.2f}% ({worst['table']}, "
+                    f"{worst['method']}; real {100 * worst['real_on_bound']:.2f}%)" if worst else "") + ".")
+    return lines
 
 
 def _rewrite():
