@@ -24,6 +24,10 @@ is the rule without its step 0 (the counts floored at ``min_count`` only, not at
 ``count_floor_gain`` is the rule's accuracy minus that.
 
 Run: ``python scripts/covariance_rule_validation.py`` (writes docs/results/covariance-rule.json, a few minutes).
+``--sweep-class-to-pooled 0.3,0.6,1,1.5,2,3`` runs the whole validation once per ratio and writes only a summary per
+ratio (docs/results/class-to-pooled.json): the number of (table, eps) cells where ``auto`` is more than 1 point
+below the best fixed type, the worst such difference and the mean accuracy of ``auto`` over the cells (how
+:data:`torchdpgmm.release.covariance_rule.CLASS_TO_POOLED` was chosen).
 ``--class-to-pooled R`` / ``--counts-floor F`` / ``--noise-sds C`` (exploration only, not written unless
 ``--out``) evaluate the rule with another public ratio of the class blocks' precision to the pooled block's / another
 least share of the counts / another class-weight constant :data:`torchdpgmm.release.covariance_rule.NOISE_SDS`.
@@ -55,6 +59,7 @@ SEEDS = tuple(range(10))
 DELTA = 1e-5
 RULE_MEANS = covariance_rule.MEAN_SHRINKAGE
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "covariance-rule.json"
+SWEEP_OUT = OUT.with_name("class-to-pooled.json")
 
 
 def _letter_like(rng: np.random.Generator, n: int = 20000, K: int = 26, d: int = 16):
@@ -139,7 +144,11 @@ def main(argv=None) -> None:
     p.add_argument("--noise-sds", type=float, default=None, help="the class weight's constant (exploration)")
     p.add_argument("--tables", default=None, help="comma-separated subset (exploration)")
     p.add_argument("--out", default=None)
+    p.add_argument("--sweep-class-to-pooled", default=None, help="comma list of ratios: summary per ratio")
     args = p.parse_args(argv)
+    if args.sweep_class_to_pooled:
+        return sweep_class_to_pooled([float(r) for r in args.sweep_class_to_pooled.split(",")], args.tables,
+                                     pathlib.Path(args.out) if args.out else SWEEP_OUT)
     if args.class_to_pooled is not None:
         covariance_rule.CLASS_TO_POOLED = args.class_to_pooled
     if args.counts_floor is not None:
@@ -197,6 +206,40 @@ def main(argv=None) -> None:
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def sweep_class_to_pooled(ratios: list[float], only: str | None, out_path: pathlib.Path) -> None:
+    """The validation at each ratio of the class blocks' precision to the pooled block's; a summary per ratio."""
+    t0, keep, result = time.time(), covariance_rule.CLASS_TO_POOLED, []
+    data = {k: v for k, v in tables().items() if not only or k in only.split(",")}
+    try:
+        for r in ratios:
+            covariance_rule.CLASS_TO_POOLED = r
+            cells = []
+            for name, (X, y, pb) in data.items():
+                _, acc = score_table(X, y, pb)
+                for eps in EPS:
+                    m = {ct: float(np.mean(acc[(eps, ct)])) for ct in ("auto",) + FIXED}
+                    best = max(FIXED, key=lambda c: m[c])
+                    cells.append({"table": name, "epsilon": eps, "auto": m["auto"], "best_fixed": best,
+                                  "auto_minus_best_fixed": m["auto"] - m[best]})
+            gaps = [c["auto_minus_best_fixed"] for c in cells]
+            worst = min(cells, key=lambda c: c["auto_minus_best_fixed"])
+            row = {"class_to_pooled": r, "cells": len(cells),
+                   "cells_auto_more_than_1_point_below_best_fixed": int(sum(g < -0.01 for g in gaps)),
+                   "worst_auto_minus_best_fixed": worst, "mean_auto_accuracy": float(np.mean([c["auto"] for c in cells])),
+                   "per_cell": cells}
+            result.append(row)
+            print(f"ratio {r:g}: {row['cells_auto_more_than_1_point_below_best_fixed']} cells below best fixed - 1pt, "
+                  f"worst {worst['table']} eps {worst['epsilon']:g} {worst['auto_minus_best_fixed']:+.3f}, "
+                  f"mean auto {row['mean_auto_accuracy']:.4f}", flush=True)
+    finally:
+        covariance_rule.CLASS_TO_POOLED = keep
+    out = {"description": "covariance_rule_validation.py --sweep-class-to-pooled: " + (__doc__ or "").splitlines()[0],
+           "rule_class_to_pooled": keep, "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "ratios": result,
+           "runtime_s": time.time() - t0}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

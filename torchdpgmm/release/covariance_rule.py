@@ -113,8 +113,9 @@ __all__ = ["count_floor", "floored_counts", "CLASS_TO_POOLED", "COUNTS_FLOOR", "
 #: name of the pooled second-moment block in the record and the split
 POOLED = "pooled_second_moment"
 #: the class blocks' precision as a multiple of the pooled block's (a public constant of the rule): 1, chosen on
-#: validation splits with the two-stage release (``docs/results/covariance-rule.json``; the ratios 0.3, 0.6, 1, 1.5,
-#: 2 and 3 compared by the number of (table, eps) cells where ``auto`` is more than 1 point below the best fixed
+#: validation splits with the two-stage release (``docs/results/class-to-pooled.json``, written by
+#: ``scripts/covariance_rule_validation.py --sweep-class-to-pooled``: the ratios 0.3, 0.6, 1, 1.5, 2 and 3
+#: compared by the number of the 56 (table, eps) cells where ``auto`` is more than 1 point below the best fixed
 #: type, 14 / 10 / 8 / 8 / 9 / 10, and the mean accuracy, 0.745 / 0.749 / 0.748 / 0.748 / 0.745 / 0.741); 0.3 was
 #: chosen with the one-stage release. The image pipeline's :data:`~torchdpgmm.pipelines.class_mixture.PIPELINE_CLASS_TO_POOLED`
 #: is 1 too, chosen separately on Fashion-MNIST
