@@ -85,7 +85,14 @@ def _bounds(tab, Xtr):
 
 
 def _fit_predict(model, Xs, ys, Xte):
-    """Train a downstream model on synthetic rows; one synthetic class only gives that class everywhere."""
+    """Train a downstream model on synthetic rows; one synthetic class only gives that class everywhere. A class
+    with a single synthetic row (a noisy count rounded to 1 of ``n_synthetic``) is left out of the training rows:
+    HistGradientBoosting's early-stopping split is stratified and refuses it, and one row carries no usable
+    signal; the same rule for every downstream model."""
+    Xs, ys = np.asarray(Xs), np.asarray(ys)
+    cls, cnt = np.unique(ys, return_counts=True)
+    keep = np.isin(ys, cls[cnt >= 2]) if len(cls) > 1 else np.ones(len(ys), dtype=bool)
+    Xs, ys = Xs[keep], ys[keep]
     if len(np.unique(ys)) < 2:
         return np.full(len(Xte), ys[0])
     return model.fit(Xs, ys).predict(Xte)
