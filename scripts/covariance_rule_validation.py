@@ -15,7 +15,10 @@ into the unit box and released as the estimators release it by default
 mixture clipped to ``Bounds.centred_clip_bound`` about it, :mod:`torchdpgmm.release.centring`; earlier runs
 used one stage about the box's middle at ``Bounds.release_clip_bound``, and before that ``sqrt(d)/2``),
 add/remove, delta 1e-5, eps 0.5 / 1 / 2 / 5, 10 noise seeds (the default discrete noise and ``kl`` split);
-the score is the accuracy of the released model's Bayes classifier on the validation rows. ``auto`` is the
+the score is the accuracy of the released model's Bayes classifier on the validation rows, given to it as
+``DPGaussianMixture.predict`` gives them (:func:`estimator_rows`: ``auto`` and its variants on the rows pulled onto
+the ball the release clipped its records to, the fixed types on the rows as given; before 2026-11-27 every type
+was scored on the rows as given). ``auto`` is the
 rule as released; ``auto_mean_shrinkage_flipped`` is the same release (same noise draws) with
 :data:`torchdpgmm.release.covariance_rule.MEAN_SHRINKAGE` (the James-Stein weights of the class means, the
 rule's step 6) flipped from its value in the rule; the JSON's ``mean_shrinkage`` says which was the rule, and
@@ -114,6 +117,20 @@ def unit_split(X, y, public_bounds):
     return Utr, Uva, ytr, yva, b
 
 
+def estimator_rows(rel, U: torch.Tensor, covariance_type: str) -> torch.Tensor:
+    """Validation rows as ``DPGaussianMixture.predict`` gives them to the model: for the covariance types it pulls
+    (:data:`torchdpgmm.estimator.PULLED_COVARIANCE_TYPES`, ``auto``) onto the ball the release clipped its records to
+    (its released centre, its clip radius); the others as given."""
+    from torchdpgmm.estimator import PULLED_COVARIANCE_TYPES
+    from torchdpgmm.mechanisms import clip_records
+
+    if covariance_type.split("_")[0] not in PULLED_COVARIANCE_TYPES:
+        return U
+    c = torch.as_tensor(rel.extras["centre"], dtype=U.dtype)
+    R = float(rel.extras.get("clip_radius", rel.extras.get("clip_bound")))
+    return c + clip_records(U, R, center=c)
+
+
 def score_table(X, y, public_bounds) -> tuple[dict, dict]:
     Utr, Uva, ytr, yva, b = unit_split(X, y, public_bounds)
     K = int(y.max()) + 1
@@ -130,7 +147,7 @@ def score_table(X, y, public_bounds) -> tuple[dict, dict]:
                 rel = release_in_unit_box(Utr, ytr_t, K, eps, DELTA, b,
                                           covariance_type="auto" if ct.startswith("auto") else ct,
                                           generator=torch.Generator().manual_seed(seed))
-                a.append(float((rel.model.predict(Uva) == yva_t).double().mean()))
+                a.append(float((rel.model.predict(estimator_rows(rel, Uva, ct)) == yva_t).double().mean()))
             covariance_rule.MEAN_SHRINKAGE = RULE_MEANS
             covariance_rule.COUNT_FLOOR = True
             acc[(eps, ct)] = a

@@ -35,7 +35,7 @@ def _tiny_images(n=600, seed=0):
     return X.reshape(n, 784), y
 
 
-def _auto_fractions(class_to_pooled=1.0):
+def _auto_fractions(class_to_pooled=0.3):
     """The auto split of the stage's moment split, written out (counts .02, sums .18, class block
     class_to_pooled x .8, pooled .8, renormalised; then the counts raised to the rule's floor of 5% when below
     it, the other three scaled down together): fractions of the stage's mu^2."""

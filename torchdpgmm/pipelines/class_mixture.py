@@ -47,9 +47,8 @@ merged) ``"auto"`` with ratio 1 scores 79.04 / 80.88 / 82.76% at eps 0.5 / 1 / 2
 77.91 / 80.54 / 82.79%, and with the tables' ratio 0.3 it scores 78.41 / 80.29 / 82.97% (below ``"legacy"`` at
 eps 1: the class blocks then get too little of the budget). The rule's class weights against a grid of fixed
 weights on the same releases: ``docs/results/class-rule-diagnosis.json`` (``scripts/class_rule_diagnosis.py``, as
-of commit 8c5eeef, before the counts floor was merged). The tables' ratio was 0.3 with their one-stage release
-(ratio 1 lost there: ``docs/results/covariance-rule-weight-ratio1.json``) and is 1 since their two-stage release
-(``docs/results/covariance-rule.json``); the two constants stay separate because they are validated apart.
+of commit 8c5eeef, before the counts floor was merged). Ratio 1 loses on the tables
+(``docs/results/covariance-rule-weight-ratio1.json``), so it is the pipeline's constant, not the tables'.
 """
 from __future__ import annotations
 
@@ -74,8 +73,8 @@ COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 CLASS_RULES = ("auto", "legacy")
 DEFAULT_CLASS_RULE = "auto"
 #: the pipeline's class blocks' precision over the pooled block's (``PipelineConfig.class_to_pooled``): 1 on
-#: Fashion-MNIST's validation split (docs/results/synth-validation-class-rule.json), where 0.3 (then the tables'
-#: ratio) lost 0.25 points at eps 1; a public constant of the pipeline, like its other defaults
+#: Fashion-MNIST's validation split (docs/results/synth-validation-class-rule.json), where the tables' 0.3 lost
+#: 0.25 points at eps 1; a public constant of the pipeline, like its other defaults
 PIPELINE_CLASS_TO_POOLED = 1.0
 
 
