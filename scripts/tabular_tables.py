@@ -223,8 +223,8 @@ def issue37_lines(tg: dict) -> list[str]:
                  f"column has them: {_word(bnd['met'])}; "
                  + (f"over on {len(over)} of {len(bnd['per_table_method'])} (table, method) pairs"
                     if over else f"none of {len(bnd['per_table_method'])} (table, method) pairs")
-                 + (f"; the largest synthetic share is {100 * worst['synthetic_on_bound']:.2f}% ({worst['table']}, "
-                    f"{worst['method']}; real {100 * worst['real_on_bound']:.2f}%)" if worst else "") + ".")
+                 + (f"; the largest synthetic share is {100 * worst['synthetic_on_bound']:.2g}% ({worst['table']}, "
+                    f"{worst['method']}; real {100 * worst['real_on_bound']:.2g}%)" if worst else "") + ".")
     return lines
 
 
