@@ -603,8 +603,10 @@ def truncated_sample(model: Any, lower: Any, upper: Any, generator: torch.Genera
     (approximate; ``fallback`` counts these rows). Rejection stops early for a class (``counts``) or the mixture
     (``n``) whose share of draws inside so far, ``(accepted + 1) / (drawn + 1)``, is below ``1 / rounds``: with that
     mass most of its rows would reach the fallback anyway, after ``rounds`` futile redraws (a 64-column table's
-    class spent half its sampling time there). No row is clipped onto a bound: a continuous coordinate equals a
-    bound with probability zero.
+    class spent half its sampling time there). A row sent to the fallback keeps the class of its last draw: with
+    ``n``, the fallback's rows follow the released weights, not the weights conditioned on the box (the exact law
+    would favour the class with the most mass inside, however small). No row is clipped onto a bound: a continuous
+    coordinate equals a bound with probability zero.
 
     ``to_box``: an affine map of the model's rows to the box's coordinates (a model released in another space, e.g.
     a projection of lower rank); the rows are tested, and returned, mapped. A row still outside after ``rounds`` has
