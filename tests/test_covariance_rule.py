@@ -457,3 +457,51 @@ def test_mostly_noise_floor_follows_the_count_floor():
     assert not mostly_noise(counts, std, floor=floor)
     empty = _rel("auto", 1.0, X[:0], y[:0])
     assert mostly_noise(*sound_count_noise(empty)[:2], floor=sound_count_noise(empty)[2])
+
+
+def test_per_direction_class_shrinkage_matches_numpy(monkeypatch):
+    """Step 4 per direction: Sigma_k = P + D^1/2 (S_k - P) D^1/2, D = V diag(1 - w_k) V^T over the eigenvectors V of
+    the (diagonal-shrunk) pooled covariance P, w_ki = x/(1+x), x = (3 s_k / lambda_i)^2 with the floored eigenvalues;
+    numpy from the released moments, steps 1-3 written out (PER_DIRECTION on; off by default). With one weight for
+    every direction the form is (1 - l) S_k + l P (the scalar rule), and the result stays PSD when S_k is."""
+    from torchdpgmm.release import covariance_rule as cr
+
+    monkeypatch.setattr(cr, "PER_DIRECTION", True)
+    rng = np.random.default_rng(7)
+    K, d = 3, 5
+    n = np.array([40.0, 200.0, 900.0])
+    A = rng.normal(size=(K, d, d))
+    S = A @ np.swapaxes(A, 1, 2) / d + 0.2 * np.eye(d)
+    mu = rng.normal(size=(K, d))
+    sums = n[:, None] * mu
+    q = (n[:, None, None] - 1) * S + n[:, None, None] * mu[:, :, None] * mu[:, None, :]
+    p = q.sum(0) + rng.normal(scale=0.3, size=(d, d))
+    p = (p + p.T) / 2
+    sf, sp = 4.0, 2.0
+    got = cr.shrunk_covariances(*(torch.as_tensor(a) for a in (n, sums, q, p)), sf, sp)
+    # numpy: steps 1-3, then step 4 per direction
+    ratio = (sp / sf) ** 2
+    qa = q + ((p - q.sum(0)) / (K + ratio))[None]
+    v_p = 1 / (1 / sp ** 2 + 1 / (K * sf ** 2))
+    v_f = sf ** 2 * (1 - 1 / (ratio + K))
+    m = sums / n[:, None]
+    cov = (qa - n[:, None, None] * m[:, :, None] * m[:, None, :]) / (n - 1)[:, None, None]
+    w = n - 1
+    dof = w.sum()
+    pool = (w[:, None, None] * cov).sum(0) / dof
+    rho = float(cr.diagonal_weight(torch.as_tensor(pool), torch.as_tensor(dof), v_p))
+    pool = (1 - rho) * pool + rho * np.diag(np.diag(pool))
+    ev, V = np.linalg.eigh(pool)
+    lam = np.maximum(ev, math.sqrt(d * v_p) / dof)
+    want = []
+    for k in range(K):
+        x = 9 * v_f / w[k] ** 2 / lam ** 2
+        half = V @ np.diag(np.sqrt(1 / (1 + x))) @ V.T
+        want.append(pool + half @ (cov[k] - pool) @ half)
+        assert float(got["class_shrinkage"][k]) == pytest.approx(np.mean(x / (1 + x)), rel=1e-10)
+    np.testing.assert_allclose(got["covariances"].numpy(), np.array(want), rtol=1e-9, atol=1e-12)
+    assert np.linalg.eigvalsh(got["covariances"].numpy()).min() > 0
+    # one weight for every direction: the scalar form
+    l = 0.37
+    half = math.sqrt(1 - l) * np.eye(d)
+    np.testing.assert_allclose(pool + half @ (cov[0] - pool) @ half, (1 - l) * cov[0] + l * pool, atol=1e-12)

@@ -48,9 +48,17 @@ the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2
    ``rho = min(1, E||off(D^-1/2 N D^-1/2)||_F^2 / ||off(R)||_F^2)``,
    ``E||off(D^-1/2 N D^-1/2)||_F^2 = v_P ((sum_i 1/D_i)^2 - sum_i 1/D_i^2) / (2 m^2)``.
 4. Each class shrunk toward the (shrunk) pooled covariance, ``(1 - l_k) Sigma~_k + l_k Sigma~_pool``, with
-   ``l_k = (1/d) sum_i x_ki / (1 + x_ki)``, ``x_ki = (c s_k / lambda_i)^2``: per eigen-direction ``i`` of
-   ``Sigma~_pool`` (eigenvalue ``lambda_i``, floored at ``sqrt(d v_P) / m``), the noise variance over noise plus
-   signal variance, averaged over the d directions (each enters a Gaussian classifier's log-likelihood once).
+   ``l_k = (1/d) sum_i w_ki``, ``w_ki = x_ki / (1 + x_ki)``, ``x_ki = (c s_k / lambda_i)^2``: per eigen-direction
+   ``i`` of ``Sigma~_pool`` (eigenvalue ``lambda_i``, floored at ``sqrt(d v_P) / m``), the noise variance over
+   noise plus signal variance, averaged over the d directions (each enters a Gaussian classifier's
+   log-likelihood once). A per-direction form (:data:`PER_DIRECTION`, off) keeps the weights apart: with
+   ``Sigma~_pool = V diag(lambda) V^T`` and ``D_k = V diag(1 - w_ki) V^T``,
+   ``Sigma_k = Sigma~_pool + D_k^1/2 (Sigma~_k - Sigma~_pool) D_k^1/2`` (a swamped direction takes the pooled
+   variance, a resolved one keeps the class's; PSD where ``Sigma~_k`` is, since ``Sigma_k = D_k^1/2 Sigma~_k
+   D_k^1/2 + V diag(w_k lambda) V^T``; one weight for every direction gives the scalar form). On the tables'
+   validation splits it scores higher (``docs/results/covariance-rule.json``: column ``auto_per_direction``,
+   ``mean_per_direction_gain``), but the image pipeline's class stage shares this rule and was validated with the
+   scalar form, so it stays off until the tables' release can take it alone.
    ``s_k = sqrt(v_F) / (n_k - 1)`` is the noise std of a diagonal entry of ``Sigma~_k`` in any orthonormal basis
    (the noise's law is orthogonally invariant) and ``c = 3`` (:data:`NOISE_SDS`): a direction counts as
    noise-dominated when its variance is within three noise standard deviations, one public constant validated on
@@ -107,8 +115,8 @@ import math
 
 import torch
 
-__all__ = ["count_floor", "floored_counts", "CLASS_TO_POOLED", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "NOISE_SDS", "POOLED", "auto_split", "combine_second_moments",
-           "shrinkage_weights", "diagonal_weight", "shrunk_covariances", "mean_shrinkage_weights", "shrunk_means"]
+__all__ = ["count_floor", "floored_counts", "CLASS_TO_POOLED", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "NOISE_SDS", "POOLED",
+           "PER_DIRECTION", "auto_split", "combine_second_moments", "direction_weights", "shrinkage_weights", "diagonal_weight", "shrunk_covariances", "mean_shrinkage_weights", "shrunk_means"]
 
 #: name of the pooled second-moment block in the record and the split
 POOLED = "pooled_second_moment"
@@ -130,6 +138,9 @@ COUNTS_FLOOR = 0.05
 NOISE_SDS = 3.0
 #: step 0 on (the rule); the validation script flips it to measure its gain
 COUNT_FLOOR = True
+#: step 4 per eigen-direction (module docstring); off: one weight per class, the mean over the directions. The
+#: validation script flips it to compare
+PER_DIRECTION = False
 
 
 def count_floor(sigma_c: float, min_count: float) -> float:
@@ -199,12 +210,25 @@ def shrinkage_weights(pool: torch.Tensor, n_hat: torch.Tensor, v_f: float,
     eigenvalues of ``pool`` (floored at ``floor``) and ``s_k = sqrt(v_f) / (n_k - 1)`` the noise std of a
     diagonal entry of the class covariance in any orthonormal basis; ``n_hat (..., K)`` the floored noisy counts,
     ``v_f`` the per-entry (diagonal) noise variance of a class moment."""
+    x = _noise_ratio(torch.linalg.eigvalsh(pool), n_hat, v_f, floor)
+    return (x / (1 + x)).mean(-1)
+
+
+def _noise_ratio(evals: torch.Tensor, n_hat: torch.Tensor, v_f: float, floor: torch.Tensor | float) -> torch.Tensor:
+    """``x_ki = (NOISE_SDS s_k / lambda_i)^2`` (..., K, d) of step 4 from the pooled eigenvalues ``evals``."""
     w = torch.clamp(n_hat - 1, min=1.0)
-    evals = torch.linalg.eigvalsh(pool)
     floor = floor.unsqueeze(-1) if torch.is_tensor(floor) else torch.as_tensor(floor, dtype=evals.dtype)
     lam = torch.clamp(torch.maximum(evals, floor), min=1e-300)
-    x = NOISE_SDS ** 2 * v_f / (w * w).unsqueeze(-1) / (lam * lam).unsqueeze(-2)  # (..., K, d)
-    return (x / (1 + x)).mean(-1)
+    return NOISE_SDS ** 2 * v_f / (w * w).unsqueeze(-1) / (lam * lam).unsqueeze(-2)
+
+
+def direction_weights(pool: torch.Tensor, n_hat: torch.Tensor, v_f: float,
+                      floor: torch.Tensor | float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 4's per-direction weights (:data:`PER_DIRECTION`): ``(w (..., K, d), V (..., d, d))``, ``w_ki = x_ki /
+    (1 + x_ki)`` over the eigen-directions ``V`` of ``pool``; :func:`shrinkage_weights` is their mean."""
+    evals, V = torch.linalg.eigh(pool)
+    x = _noise_ratio(evals, n_hat, v_f, floor)
+    return x / (1 + x), V
 
 
 def shrunk_covariances(n_hat: torch.Tensor, sums: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
@@ -223,7 +247,15 @@ def shrunk_covariances(n_hat: torch.Tensor, sums: torch.Tensor, q: torch.Tensor,
     rho = diagonal_weight(pool, dof, v_p)[..., None, None]
     pool = (1 - rho) * pool + rho * torch.diag_embed(torch.diagonal(pool, dim1=-2, dim2=-1))
     lam = shrinkage_weights(pool, n_hat, v_f, floor=math.sqrt(d * v_p) / dof)
-    cov = (1 - lam[..., None, None]) * cov + lam[..., None, None] * pool.unsqueeze(-3)
+    if PER_DIRECTION:
+        wdir, V = direction_weights(pool, n_hat, v_f, floor=math.sqrt(d * v_p) / dof)
+        Vk = V.unsqueeze(-3)
+        half = Vk @ torch.diag_embed(torch.sqrt(1 - wdir)) @ Vk.mT  # D_k^1/2, (..., K, d, d)
+        poolk = pool.unsqueeze(-3)
+        cov = poolk + half @ (cov - poolk) @ half
+        cov = 0.5 * (cov + cov.mT)
+    else:
+        cov = (1 - lam[..., None, None]) * cov + lam[..., None, None] * pool.unsqueeze(-3)
     std = torch.sqrt((1 - lam) ** 2 * v_f / (w * w) + lam ** 2 * v_p / (dof * dof).unsqueeze(-1))
     return {"weights": weights, "means": means, "covariances": cov, "class_shrinkage": lam,
             "diag_shrinkage": rho[..., 0, 0], "noise_std": std}
