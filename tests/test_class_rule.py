@@ -291,3 +291,26 @@ def test_the_estimator_and_the_command_line_pass_the_class_rule_through(tmp_path
     rel = json.loads((out / "release.json").read_text())
     assert rel["config"]["class_rule"] == "auto"
     assert "class-pooled-second-moment" in {b["name"] for b in rel["privacy"]["blocks"]}
+
+
+def test_image_pipeline_class_stage_keeps_the_scalar_class_weight(monkeypatch):
+    """The tables' release shrinks each class per eigen-direction (covariance_rule.PER_DIRECTION); the image
+    pipeline's class stage passes class_weight="mean", the scalar form it was validated with: its release does not
+    change with the flag, while the tables' sound release does."""
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+    from torchdpgmm.release import covariance_rule
+    from torchdpgmm.release.sound import release_sound
+
+    U, y = _ball()
+    out = {}
+    for flag in (True, False):
+        monkeypatch.setattr(covariance_rule, "PER_DIRECTION", flag)
+        mix, _ = release_class_mixture(U, y, 3, mu=1.3, delta=1e-5, class_rule="auto",
+                                       generator=torch.Generator().manual_seed(0))
+        rel = release_sound(U[:, :6] * 0.1, y, 3, 2.0, 1e-5, clip_bound=1.0, covariance_type="auto",
+                            generator=torch.Generator().manual_seed(0))
+        out[flag] = (mix, rel.model.covariances)
+    assert torch.equal(out[True][0].covariances, out[False][0].covariances)
+    assert not torch.allclose(out[True][1], out[False][1])
+    with pytest.raises(ValueError, match="class_weight must be one of"):
+        release_sound(U[:, :6] * 0.1, y, 3, 2.0, 1e-5, clip_bound=1.0, covariance_type="auto", class_weight="x")

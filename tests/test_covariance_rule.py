@@ -462,8 +462,8 @@ def test_mostly_noise_floor_follows_the_count_floor():
 def test_per_direction_class_shrinkage_matches_numpy(monkeypatch):
     """Step 4 per direction: Sigma_k = P + D^1/2 (S_k - P) D^1/2, D = V diag(1 - w_k) V^T over the eigenvectors V of
     the (diagonal-shrunk) pooled covariance P, w_ki = x/(1+x), x = (3 s_k / lambda_i)^2 with the floored eigenvalues;
-    numpy from the released moments, steps 1-3 written out (PER_DIRECTION on; off by default). With one weight for
-    every direction the form is (1 - l) S_k + l P (the scalar rule), and the result stays PSD when S_k is."""
+    numpy from the released moments, steps 1-3 written out (PER_DIRECTION on, the tables' default). With one weight
+    for every direction the form is (1 - l) S_k + l P (the scalar rule), and the result stays PSD when S_k is."""
     from torchdpgmm.release import covariance_rule as cr
 
     monkeypatch.setattr(cr, "PER_DIRECTION", True)

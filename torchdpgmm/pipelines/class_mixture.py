@@ -225,7 +225,8 @@ def _sound_stage(data, labels, groups, mu_stage, name, blocks, *, delta, adjacen
 
     eps_s = gdp_epsilon(delta, mu_stage)
     stats, rec = sound_statistics(data, labels, groups, eps_s, delta, clip_bound=clip, generator=generator,
-                                  adjacency=adjacency, mechanism="gaussian", split=split, noise="continuous", **kw)
+                                  adjacency=adjacency, mechanism="gaussian", split=split, noise="continuous",
+                                  class_weight="mean", **kw)  # the scalar class weight it was validated with
     sq = None
     for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
         blocks.append(dataclasses.replace(b, name=f"{name}-{b.name.replace('_', '-')}"))

@@ -47,18 +47,20 @@ the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2
    ``R = D^-1/2 Sigma~_pool D^-1/2`` (``D`` its diagonal floored at ``sqrt(v_P) / m``, ``m = sum_k (n_k - 1)``):
    ``rho = min(1, E||off(D^-1/2 N D^-1/2)||_F^2 / ||off(R)||_F^2)``,
    ``E||off(D^-1/2 N D^-1/2)||_F^2 = v_P ((sum_i 1/D_i)^2 - sum_i 1/D_i^2) / (2 m^2)``.
-4. Each class shrunk toward the (shrunk) pooled covariance, ``(1 - l_k) Sigma~_k + l_k Sigma~_pool``, with
+4. Each class shrunk toward the (shrunk) pooled covariance. The scalar form (the image pipeline's class stage, and
+   the tables' rule before 2026-11-27) is ``(1 - l_k) Sigma~_k + l_k Sigma~_pool``, with
    ``l_k = (1/d) sum_i w_ki``, ``w_ki = x_ki / (1 + x_ki)``, ``x_ki = (c s_k / lambda_i)^2``: per eigen-direction
    ``i`` of ``Sigma~_pool`` (eigenvalue ``lambda_i``, floored at ``sqrt(d v_P) / m``), the noise variance over
    noise plus signal variance, averaged over the d directions (each enters a Gaussian classifier's
-   log-likelihood once). A per-direction form (:data:`PER_DIRECTION`, off) keeps the weights apart: with
+   log-likelihood once). The per-direction form (:data:`PER_DIRECTION`, the default) keeps the weights apart: with
    ``Sigma~_pool = V diag(lambda) V^T`` and ``D_k = V diag(1 - w_ki) V^T``,
    ``Sigma_k = Sigma~_pool + D_k^1/2 (Sigma~_k - Sigma~_pool) D_k^1/2`` (a swamped direction takes the pooled
    variance, a resolved one keeps the class's; PSD where ``Sigma~_k`` is, since ``Sigma_k = D_k^1/2 Sigma~_k
    D_k^1/2 + V diag(w_k lambda) V^T``; one weight for every direction gives the scalar form). On the tables'
-   validation splits it scores higher (``docs/results/covariance-rule.json``: column ``auto_per_direction``,
-   ``mean_per_direction_gain``), but the image pipeline's class stage shares this rule and was validated with the
-   scalar form, so it stays off until the tables' release can take it alone.
+   validation splits it scores higher (``docs/results/covariance-rule.json``: its columns ``auto`` (the rule) and
+   ``auto_one_class_weight`` (the scalar form), ``mean_per_direction_gain``), so the tables' release uses it
+   (:data:`PER_DIRECTION`); the image pipeline's class stage keeps the scalar form it was validated with
+   (``class_weight="mean"``).
    ``s_k = sqrt(v_F) / (n_k - 1)`` is the noise std of a diagonal entry of ``Sigma~_k`` in any orthonormal basis
    (the noise's law is orthogonally invariant) and ``c = 3`` (:data:`NOISE_SDS`): a direction counts as
    noise-dominated when its variance is within three noise standard deviations, one public constant validated on
@@ -138,9 +140,10 @@ COUNTS_FLOOR = 0.05
 NOISE_SDS = 3.0
 #: step 0 on (the rule); the validation script flips it to measure its gain
 COUNT_FLOOR = True
-#: step 4 per eigen-direction (module docstring); off: one weight per class, the mean over the directions. The
-#: validation script flips it to compare
-PER_DIRECTION = False
+#: step 4 per eigen-direction (module docstring) in the tables' release; off: one weight per class, the mean over the
+#: directions (the image pipeline's class stage passes ``class_weight="mean"`` to the sound release, validated so).
+#: The validation script flips it to compare
+PER_DIRECTION = True
 
 
 def count_floor(sigma_c: float, min_count: float) -> float:
@@ -232,7 +235,7 @@ def direction_weights(pool: torch.Tensor, n_hat: torch.Tensor, v_f: float,
 
 
 def shrunk_covariances(n_hat: torch.Tensor, sums: torch.Tensor, q: torch.Tensor, p: torch.Tensor,
-                       sigma_f: float, sigma_p: float) -> dict[str, torch.Tensor]:
+                       sigma_f: float, sigma_p: float, *, per_direction: bool | None = None) -> dict[str, torch.Tensor]:
     """Steps 1-4 of the module docstring from released values: returns ``weights``, ``means``,
     ``covariances`` (..., K, d, d), the weights ``class_shrinkage`` (..., K) and ``diag_shrinkage`` (...),
     and ``noise_std`` (..., K): the per-entry noise std of each returned covariance (for the PSD floor)."""
@@ -247,7 +250,7 @@ def shrunk_covariances(n_hat: torch.Tensor, sums: torch.Tensor, q: torch.Tensor,
     rho = diagonal_weight(pool, dof, v_p)[..., None, None]
     pool = (1 - rho) * pool + rho * torch.diag_embed(torch.diagonal(pool, dim1=-2, dim2=-1))
     lam = shrinkage_weights(pool, n_hat, v_f, floor=math.sqrt(d * v_p) / dof)
-    if PER_DIRECTION:
+    if PER_DIRECTION if per_direction is None else per_direction:  # public setting
         wdir, V = direction_weights(pool, n_hat, v_f, floor=math.sqrt(d * v_p) / dof)
         Vk = V.unsqueeze(-3)
         half = Vk @ torch.diag_embed(torch.sqrt(1 - wdir)) @ Vk.mT  # D_k^1/2, (..., K, d, d)

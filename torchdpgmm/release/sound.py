@@ -271,6 +271,10 @@ def kl_split(
 # the release: public checks, calibration, statistics, noise, estimates
 # ----------------------------------------------------------------------------------------------------
 
+#: step 4 of the ``"auto"`` rule (:func:`sound_settings`'s ``class_weight``)
+CLASS_WEIGHTS = ("direction", "mean")
+
+
 @dataclass(frozen=True)
 class SoundSettings:
     """The validated PUBLIC settings of one sound release (nothing here is computed from the data)."""
@@ -289,6 +293,7 @@ class SoundSettings:
     num_draws: int | None = None
     noise: str = "discrete"
     shrink: bool = False  # covariance_type="auto": the full release, shrunk toward the pooled covariance
+    class_weight: str = "direction"  # "auto"'s step 4: per eigen-direction or their mean (covariance_rule)
 
 
 def _positive(value: Any, name: str) -> float:
@@ -352,8 +357,14 @@ def sound_settings(
     noise_multiplier: float = 1.0,
     num_draws: int | None = None,
     noise: str = "discrete",
+    class_weight: str | None = None,
 ) -> SoundSettings:
-    """Check every public setting of a sound release (one-line ``ValueError``), before any data is touched."""
+    """Check every public setting of a sound release (one-line ``ValueError``), before any data is touched.
+
+    ``class_weight`` (``covariance_type="auto"`` only; post-processing): step 4 of
+    :mod:`torchdpgmm.release.covariance_rule` per eigen-direction (``"direction"``) or with one weight per class
+    (``"mean"``, the image pipeline's class stage); None: ``"direction"`` if
+    :data:`~torchdpgmm.release.covariance_rule.PER_DIRECTION` else ``"mean"``."""
     if clip_bound is None:
         raise ValueError(
             "clip_bound is required in sound mode: record-level DP needs a public bound B on ||x - center||_2 "
@@ -394,8 +405,14 @@ def sound_settings(
             split = dict(DEFAULT_SPLIT)
         if shrink:  # plus the class blocks (torchdpgmm.release.covariance_rule.auto_split)
             split = auto_split(split)
+    if class_weight is None:
+        from torchdpgmm.release import covariance_rule
+
+        class_weight = "direction" if covariance_rule.PER_DIRECTION else "mean"
+    if class_weight not in CLASS_WEIGHTS:
+        raise ValueError(f"class_weight must be one of {CLASS_WEIGHTS}, got {class_weight!r}")
     return SoundSettings(eps, dlt, B, adjacency, mechanism, covariance_type, split, center, min_count, eig_floor,
-                         noise_multiplier, num_draws, noise, shrink)
+                         noise_multiplier, num_draws, noise, shrink, class_weight)
 
 
 def check_schema(X: Any, y: Any, num_classes: Any, mask: Any = None) -> int:
@@ -600,7 +617,8 @@ def _estimate_parts(noisy, scales, st: SoundSettings, kind: str):
     q_std = scales["second_moments"] * lap
     rule = None
     if st.shrink:  # public flag
-        rule = shrunk_covariances(n_hat, s_n, q_n, pooled[0], q_std, scales[POOLED] * lap)
+        rule = shrunk_covariances(n_hat, s_n, q_n, pooled[0], q_std, scales[POOLED] * lap,
+                                  per_direction=st.class_weight == "direction")
         weights, means, cov = rule["weights"], rule["means"], rule["covariances"]
     else:
         weights, means, cov = moments_to_parameters(n_hat, s_n, q_n, covariance_type=st.covariance_type)
