@@ -228,8 +228,12 @@ def _noise_ratio(evals: torch.Tensor, n_hat: torch.Tensor, v_f: float, floor: to
 def direction_weights(pool: torch.Tensor, n_hat: torch.Tensor, v_f: float,
                       floor: torch.Tensor | float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Step 4's per-direction weights (:data:`PER_DIRECTION`): ``(w (..., K, d), V (..., d, d))``, ``w_ki = x_ki /
-    (1 + x_ki)`` over the eigen-directions ``V`` of ``pool``; :func:`shrinkage_weights` is their mean."""
-    evals, V = torch.linalg.eigh(pool)
+    (1 + x_ki)`` over the eigen-directions ``V`` of ``pool``; their mean is :func:`shrinkage_weights` (to rounding).
+    One decomposition, the sound release's (:func:`torchdpgmm.release.sound._eigh`: fixed Jacobi sweeps on an
+    accelerator for small d, no convergence check read back by the host)."""
+    from torchdpgmm.release.sound import _eigh
+
+    evals, V = _eigh(pool)
     x = _noise_ratio(evals, n_hat, v_f, floor)
     return x / (1 + x), V
 
@@ -249,15 +253,17 @@ def shrunk_covariances(n_hat: torch.Tensor, sums: torch.Tensor, q: torch.Tensor,
     pool = (w[..., None, None] * cov).sum(-3) / dof[..., None, None]
     rho = diagonal_weight(pool, dof, v_p)[..., None, None]
     pool = (1 - rho) * pool + rho * torch.diag_embed(torch.diagonal(pool, dim1=-2, dim2=-1))
-    lam = shrinkage_weights(pool, n_hat, v_f, floor=math.sqrt(d * v_p) / dof)
+    floor = math.sqrt(d * v_p) / dof
     if PER_DIRECTION if per_direction is None else per_direction:  # public setting
-        wdir, V = direction_weights(pool, n_hat, v_f, floor=math.sqrt(d * v_p) / dof)
+        wdir, V = direction_weights(pool, n_hat, v_f, floor=floor)
+        lam = wdir.mean(-1)  # the weights from the same decomposition, not a second one
         Vk = V.unsqueeze(-3)
         half = Vk @ torch.diag_embed(torch.sqrt(1 - wdir)) @ Vk.mT  # D_k^1/2, (..., K, d, d)
         poolk = pool.unsqueeze(-3)
         cov = poolk + half @ (cov - poolk) @ half
         cov = 0.5 * (cov + cov.mT)
     else:
+        lam = shrinkage_weights(pool, n_hat, v_f, floor=floor)
         cov = (1 - lam[..., None, None]) * cov + lam[..., None, None] * pool.unsqueeze(-3)
     std = torch.sqrt((1 - lam) ** 2 * v_f / (w * w) + lam ** 2 * v_p / (dof * dof).unsqueeze(-1))
     return {"weights": weights, "means": means, "covariances": cov, "class_shrinkage": lam,
