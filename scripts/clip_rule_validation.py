@@ -260,11 +260,7 @@ def _radius_key(cfg) -> str:
     return f"share {cfg[0]:g} / q {cfg[1]:g} / z {cfg[2]:g}"
 
 
-def pulled(U: torch.Tensor, centre: torch.Tensor, radius) -> torch.Tensor:
-    """The public map the release applied to its records: ``U`` pulled onto the ball about ``centre``."""
-    from torchdpgmm.mechanisms import clip_records
-
-    return centre + clip_records(U, radius, center=centre)
+pulled = cv.pulled  # the public map the release applied to its records (one home: covariance_rule_validation)
 
 
 def score_radius(X, y, public_bounds) -> tuple[dict, dict]:

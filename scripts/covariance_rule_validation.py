@@ -125,13 +125,18 @@ def estimator_rows(rel, U: torch.Tensor, covariance_type: str) -> torch.Tensor:
     (:data:`torchdpgmm.estimator.PULLED_COVARIANCE_TYPES`, ``auto``) onto the ball the release clipped its records to
     (its released centre, its clip radius); the others as given."""
     from torchdpgmm.estimator import PULLED_COVARIANCE_TYPES
-    from torchdpgmm.mechanisms import clip_records
 
     if covariance_type.split("_")[0] not in PULLED_COVARIANCE_TYPES:
         return U
     c = torch.as_tensor(rel.extras["centre"], dtype=U.dtype)
-    R = float(rel.extras.get("clip_radius", rel.extras.get("clip_bound")))
-    return c + clip_records(U, R, center=c)
+    return pulled(U, c, float(rel.extras.get("clip_radius", rel.extras.get("clip_bound"))))
+
+
+def pulled(U: torch.Tensor, centre: torch.Tensor, radius) -> torch.Tensor:
+    """The public map the release applied to its records: ``U`` pulled onto the ball about ``centre``."""
+    from torchdpgmm.mechanisms import clip_records
+
+    return centre + clip_records(U, radius, center=centre)
 
 
 def score_table(X, y, public_bounds) -> tuple[dict, dict]:
