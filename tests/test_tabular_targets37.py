@@ -46,7 +46,7 @@ def test_bound_cells_counts_cells_exactly_on_a_bound():
     assert out == {"synthetic_on_bound": 0.5, "real_on_bound": 0.0, "on_bound_column": 1}
 
 
-def test_eps1_one_point_above_the_best_peer_counts_tables():
+def test_eps1_one_point_above_the_best_peer_counts_tables(load_script):
     """At eps 1: our best synthetic-data mean at least 1 point above the best peer's, counted over tables (hand-made
     rows: 2 of 3 tables clear it, one is 0.5 point above), and the rendered line says so."""
     rows, peers = [], []
@@ -58,13 +58,7 @@ def test_eps1_one_point_above_the_best_peer_counts_tables():
     assert up["above_by_1_point_on"] == 2 and up["needed"] == 3 and up["met"] is False
     assert [t["eps1_synthetic_vs_best_peer"]["per_table"][k]["at_least_1_point_above"] for k in "abc"] == \
         [True, False, True]
-    from importlib import util
-    from pathlib import Path
-
-    spec = util.spec_from_file_location("_tt", Path(__file__).resolve().parents[1] / "scripts" / "tabular_tables.py")
-    mod = util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    text = "\n".join(mod.issue37_lines(t))
+    text = "\n".join(load_script("scripts/tabular_tables.py").issue37_lines(t))
     assert "at least 3 of 3 tables: **not met**; on 2." in text
 
 
