@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA device, as one prepared command for a lent GPU machine (issue 36): the core
-# cuda-marked tests, the sweep benchmark (GPU 10^5 and 10^6 trials, the same machine's CPU cores per trial),
-# the synchronisation/memory benchmark on the device, then every other cuda-marked test (every registered
-# study's quick mode). Each step is time-boxed so that a short lease still returns what finished; logs and JSON
+# cuda-marked tests, every other cuda-marked test (every registered study's quick mode), then the sweep benchmark
+# (GPU 10^5 and 10^6 trials, the same machine's CPU cores per trial) and the synchronisation/memory benchmark on
+# the device. Each step is time-boxed so that a short lease still returns what finished; logs and JSON
 # go to $OUT (default gpu-out/). Run from the repository root: bash scripts/gpu_checks.sh
 set -uo pipefail
 OUT=${OUT:-gpu-out}
@@ -11,7 +11,14 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 CORE="tests/test_hotpath.py tests/test_discrete_fixed_work.py tests/test_discrete_samplers.py tests/test_sweep_blocks.py tests/test_montecarlo.py tests/test_centring.py"
 { nvidia-smi -L; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"; date -u; } > "$OUT/gpu.txt" 2>&1
-timeout "${T_CORE:-70}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf $CORE 2>&1 | tee "$OUT/cuda-core.log"
+# a per-test limit where pytest-timeout is installed (the GPU image has it), and every test's duration
+PER_TEST=""; $PY -c "import pytest_timeout" 2>/dev/null && PER_TEST="--timeout ${T_TEST:-120}"
+timeout "${T_CORE:-70}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf --durations=0 $PER_TEST $CORE 2>&1 | tee "$OUT/cuda-core.log"
+# every other cuda-marked test (every registered study's quick mode), before the benchmarks: an earlier lease ran out
+# in this step when it came last
+DESELECT=""; for f in $CORE; do DESELECT="$DESELECT --deselect $f"; done
+timeout "${T_ALL:-360}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf --durations=0 $PER_TEST tests/ $DESELECT 2>&1 \
+  | tee "$OUT/cuda-all.log"
 timeout "${T_BENCH:-170}" $PY benchmarks/bench_sweep_gpu.py --timeout "${T_LEG:-55}" --cpu-trials "${CPU_TRIALS:-20000}" \
   --out "$OUT/bench_sweep_gpu.json" 2>&1 | tee "$OUT/bench-sweep.log"
 timeout "${T_SYNCS:-60}" $PY benchmarks/bench_syncs.py --device cuda --out "$OUT/bench_syncs_cuda.json" 2>&1 | tail -20 >> "$OUT/bench-sweep.log"
@@ -24,5 +31,3 @@ if [ -n "${MNIST_DIR:-}" ]; then  # issue 36's image target: a full MNIST IDX fo
     echo "synthetic-classifier mnist on $dev: exit $? after $(( $(date +%s) - start )) s (whole seconds)" >> "$OUT/bench-sweep.log"
   done
 fi
-DESELECT=""; for f in $CORE; do DESELECT="$DESELECT --deselect $f"; done
-timeout "${T_ALL:-600}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf tests/ $DESELECT 2>&1 | tee "$OUT/cuda-all.log"
