@@ -344,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(a.out if a.out != str(OUT) else OUT.with_name("bench_syncs_cuda.json"))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
-        print(json.dumps({k: [(r["trials"], r["syncs"], round(r["peak_bytes_per_trial"])) for r in v]
+        print(json.dumps({k: [(r["trials"], r["syncs"], round(r["peak_bytes_per_trial"])) if "syncs" in r
+                              else (r["trials"], "out of memory") for r in v]  # an out-of-memory stage: no counts
                           for k, v in res["releases"].items()}, indent=1))
         return 0
     torch.set_num_threads(1)

@@ -12,7 +12,8 @@ The JSON files are written by committed scripts and studies (named in each block
   tables by ``scripts/realdata_tables.py``;
 * docs/montecarlo.md: ``torchdpgmm experiment fig2`` (``scripts/figures_synthetic.sh``) and
   ``benchmarks/bench_sweep_memory.py``;
-* docs/gpu.md: ``benchmarks/bench_sweep_gpu.py`` (the KL sweep on a GPU and on the same machine's CPUs);
+* docs/gpu.md: ``benchmarks/bench_sweep_gpu.py`` (the KL sweep on a GPU and on the same machine's CPUs) and
+  ``benchmarks/bench_syncs.py --device cuda`` (host synchronisations and device bytes per trial);
 * docs/realdata.md: the iris, mnist, mnist-mlp and record-level studies, tables by ``scripts/realdata_tables.py``;
 * docs/decisions.md: ``scripts/synth_validation.py`` (the validation table behind the cells' defaults).
 
@@ -129,6 +130,30 @@ def gpu_sweep_table() -> str:
     return "\n\n".join(parts)
 
 
+def gpu_syncs_table() -> str:
+    """docs/gpu.md: benchmarks/bench_syncs.py --device cuda's JSON (synchronisations torch reports, peak device
+    bytes per trial, wall time per call, of each release, the sweep block and its stages)."""
+    path = ROOT / "benchmarks" / "results" / "bench_syncs_cuda.json"
+    if not path.exists():
+        return ("_No GPU measurement is committed yet: benchmarks/results/bench_syncs_cuda.json is written by "
+                "`python benchmarks/bench_syncs.py --device cuda` on a GPU machine._")
+    d = _json(path)
+    c = d["config"]
+    out = [f"_From {path.relative_to(ROOT)} (`python benchmarks/bench_syncs.py --device cuda`): N = 1000, K = 5, "
+           f"d = 3 per trial; synchronisations as torch reports them (`torch.cuda.set_sync_debug_mode`), peak device "
+           f"bytes above what was allocated before, plus the data, per trial; {c['device']}, torch {c['torch']}._", "",
+           "| call | trials | host synchronisations | peak device bytes per trial | wall time per call (ms) |",
+           "|---|---|---|---|---|"]
+    for name, runs in d["releases"].items():
+        for r in runs:
+            if "syncs" not in r:
+                out.append(f"| {name} | {r['trials']:,} | out of memory | | |")
+                continue
+            out.append(f"| {name} | {r['trials']:,} | {r['syncs']} | {r['peak_bytes_per_trial']:,.0f} | "
+                       f"{1000 * r['wall_s']:.1f} |")
+    return "\n".join(out)
+
+
 def _real(fn: str, name: str, path: Path, command: str) -> str:
     tables = _script("scripts/realdata_tables.py")
     d = _json(path)
@@ -152,6 +177,7 @@ def blocks() -> dict[str, tuple[Path, callable]]:
         "fig2-kl": (DOCS / "montecarlo.md", fig2_table),
         "sweep-scale": (DOCS / "montecarlo.md", sweep_scale_table),
         "gpu-sweep": (DOCS / "gpu.md", gpu_sweep_table),
+        "gpu-syncs": (DOCS / "gpu.md", gpu_syncs_table),
         "realdata-iris": (rd, lambda: _real("iris_table", "iris", REAL / "iris.json",
                                             "torchdpgmm experiment iris --threads 1")),
         "realdata-mnist": (rd, lambda: _real("mnist_table", "mnist", REAL / "mnist.json",
