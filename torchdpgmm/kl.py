@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from torchdpgmm.mixture import LabeledGMM
 
 __all__ = ["gaussian_kl", "kl_divergence", "mvdigamma", "log_mvgamma"]
@@ -31,7 +32,7 @@ def gaussian_kl(
     d = mean_p.shape[-1]
     Lp = torch.linalg.cholesky(cov_p)
     Lq = torch.linalg.cholesky(cov_q)
-    batch = torch.broadcast_shapes(Lp.shape[:-2], Lq.shape[:-2], mean_p.shape[:-1], mean_q.shape[:-1])
+    batch = broadcast_shapes(Lp.shape[:-2], Lq.shape[:-2], mean_p.shape[:-1], mean_q.shape[:-1])
     Lp = Lp.expand(*batch, d, d)
     Lq = Lq.expand(*batch, d, d)
     M = torch.linalg.solve_triangular(Lq, Lp, upper=False)          # Lq^{-1} Lp

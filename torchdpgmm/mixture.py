@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from torchdpgmm._validation import as_float_tensor, check_finite, check_labels
 
 __all__ = [
@@ -54,7 +55,7 @@ class LabeledGMM:
             raise ValueError(f"weights must have shape (..., {K}), got {tuple(weights.shape)}")
         if covariances.shape[-3:] != (K, d, d):
             raise ValueError(f"covariances must have shape (..., {K}, {d}, {d}), got {tuple(covariances.shape)}")
-        batch = torch.broadcast_shapes(weights.shape[:-1], means.shape[:-2], covariances.shape[:-3])
+        batch = broadcast_shapes(weights.shape[:-1], means.shape[:-2], covariances.shape[:-3])
         self.weights = weights.expand(*batch, K)
         self.means = means.expand(*batch, K, d)
         self.covariances = covariances.expand(*batch, K, d, d)

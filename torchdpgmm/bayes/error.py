@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
+
 __all__ = [
     "gaussian_class_log_prob",
     "standardised_eigh",
@@ -84,7 +86,7 @@ def sample_classes(
     diagonal of standard deviations: the Cholesky factor of ``Sigma_y`` computed in standardised
     coordinates); ``batch_shape`` adds leading trial dimensions."""
     w, mu, cov = _params(model)
-    batch = torch.broadcast_shapes(tuple(batch_shape), w.shape[:-1], mu.shape[:-2], cov.shape[:-3])
+    batch = broadcast_shapes(tuple(batch_shape), w.shape[:-1], mu.shape[:-2], cov.shape[:-3])
     K, d = mu.shape[-2], mu.shape[-1]
     probs = w.expand(batch + (K,)).reshape(-1, K)
     y = torch.multinomial(probs, n, replacement=True, generator=generator).reshape(batch + (n,))
@@ -113,7 +115,7 @@ def bayes_error_mc(
         raise ValueError(f"num_test must be a positive int, got {num_test!r}")
     tw, tm, tc = _params(true_model)
     pw, pm, pc = _params(plugin_model)
-    batch = torch.broadcast_shapes(tw.shape[:-1], tm.shape[:-2], tc.shape[:-3],
+    batch = broadcast_shapes(tw.shape[:-1], tm.shape[:-2], tc.shape[:-3],
                                    pw.shape[:-1], pm.shape[:-2], pc.shape[:-3])
     # eigendecompose the plug-in once (standardised coordinates), reuse across chunks
     sc, evals, evecs, logdet = standardised_eigh(pc)
@@ -165,7 +167,7 @@ def chernoff_bound(prior1, mean1, cov1, mean2, cov2, num_iter: int = 80) -> tupl
     The log of the bound is convex in ``s`` (a log-moment generating function), so a fixed number of
     golden-section steps, batched and branch-free, finds the minimiser. Returns ``(bound, s_star)``."""
     p1 = torch.as_tensor(prior1, dtype=mean1.dtype, device=mean1.device)
-    batch = torch.broadcast_shapes(p1.shape, mean1.shape[:-1], mean2.shape[:-1], cov1.shape[:-2], cov2.shape[:-2])
+    batch = broadcast_shapes(p1.shape, mean1.shape[:-1], mean2.shape[:-1], cov1.shape[:-2], cov2.shape[:-2])
 
     def f(s):
         return s * torch.log(p1) + (1 - s) * torch.log1p(-p1) - chernoff_exponent(s, mean1, cov1, mean2, cov2)

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from torchdpgmm._validation import check_epsilon, check_finite, check_labels
 from torchdpgmm.bayes._compat import laplace, xi_repair
 from torchdpgmm.mechanisms.psd import eigenvalue_floor, shift_psd
@@ -84,7 +85,7 @@ def truncation_box(means: torch.Tensor, covariances: torch.Tensor, k: float = 6.
 
 def _per_record(box: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Gather ``box (...,K,d)`` at labels ``y (...,N)`` -> ``(...,N,d)``."""
-    batch = torch.broadcast_shapes(box.shape[:-2], y.shape[:-1])
+    batch = broadcast_shapes(box.shape[:-2], y.shape[:-1])
     box = box.expand(batch + box.shape[-2:])
     y = y.expand(batch + y.shape[-1:])
     idx = y.unsqueeze(-1).expand(y.shape + box.shape[-1:])

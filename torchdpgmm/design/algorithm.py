@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from .._validation import check_delta, check_epsilon, check_finite, check_labels
 from ..mechanisms.mapping import mapping_pmf as _core_mapping_pmf
 from ..mechanisms.mapping import neighbour_counts
@@ -370,7 +371,7 @@ def _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver, max_iter=None
     eps = torch.as_tensor(epsilon, dtype=dtype, device=device)
     dl = torch.as_tensor(delta, dtype=dtype, device=device)
     batch = ctx["batch"]
-    out = torch.broadcast_shapes(eps.shape, dl.shape, batch)
+    out = broadcast_shapes(eps.shape, dl.shape, batch)
     K, d = ctx["K"], ctx["d"]
     eps = eps.expand(out)
     L = (2 * torch.log(2 / dl)).expand(out)

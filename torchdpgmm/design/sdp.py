@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
+
 __all__ = [
     "CoveringSDPResult",
     "label_flip_differences",
@@ -757,7 +759,7 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
     # always float64: a certified 1e-6 gap is out of reach in float32 (and feasibility is a privacy matter)
     V = V.to(torch.float64)
     A = A.to(torch.float64)
-    batch = torch.broadcast_shapes(V.shape[:-2], A.shape[:-2], mask.shape[:-1])
+    batch = broadcast_shapes(V.shape[:-2], A.shape[:-2], mask.shape[:-1])
     n, d = V.shape[-2:]
     V = V.expand(*batch, n, d)
     A = A.expand(*batch, d, d)

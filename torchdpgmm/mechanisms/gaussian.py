@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from torchdpgmm._validation import check_finite
 from torchdpgmm.mechanisms._common import as_param, check_nonneg_finite
 
@@ -44,6 +45,6 @@ def gaussian(mean: torch.Tensor, cov: torch.Tensor | float, generator: torch.Gen
     if cov.shape[-2:] != (d, d):
         raise ValueError(f"cov must have shape (..., {d}, {d}) to match mean, got {tuple(cov.shape)}")
     check_finite(cov, "cov")
-    batch = torch.broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
+    batch = broadcast_shapes(mean.shape[:-1], cov.shape[:-2])
     cov = cov.expand(*batch, d, d)
     return mean + gaussian_noise(cov, generator)

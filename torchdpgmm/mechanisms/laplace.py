@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from torchdpgmm._validation import check_finite
 from torchdpgmm.mechanisms._common import as_param, check_nonneg_finite
 
@@ -54,5 +55,5 @@ def laplace(x: torch.Tensor, scale: torch.Tensor | float, generator: torch.Gener
     check_finite(x, "x")
     scale = as_param(scale, x, "scale")
     check_nonneg_finite(scale, "scale")
-    shape = torch.broadcast_shapes(x.shape, scale.shape)
+    shape = broadcast_shapes(x.shape, scale.shape)
     return x + laplace_noise(shape, scale, generator, dtype=x.dtype, device=x.device)

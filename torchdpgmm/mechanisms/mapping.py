@@ -32,6 +32,7 @@ import math
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from torchdpgmm._validation import check_epsilon
 
 __all__ = [
@@ -75,7 +76,7 @@ def mapping_pmf(counts: torch.Tensor, eps0: torch.Tensor | float) -> torch.Tenso
     m = K * (K - 1)
     dtype = torch.float64 if not (torch.is_tensor(eps0) and eps0.dtype.is_floating_point) else eps0.dtype
     e = torch.as_tensor(eps0, dtype=dtype, device=counts.device)
-    batch = torch.broadcast_shapes(counts.shape[:-1], e.shape)
+    batch = broadcast_shapes(counts.shape[:-1], e.shape)
     # numerically safe: favoured = 1/(1 + m e^{-eps0}), others = e^{-eps0} * favoured
     fav = torch.sigmoid(e - math.log(m)) if m > 0 else torch.ones_like(e)
     other = (1 - fav) / max(m, 1)

@@ -38,6 +38,8 @@ from typing import Any
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
+
 __all__ = [
     "BASELINES",
     "BudgetSplit",
@@ -156,7 +158,7 @@ def _triu_mask(d: int, device, dtype=torch.bool) -> torch.Tensor:
 
 def _broadcast_param(p: Any, batch_shape, dtype, device) -> torch.Tensor:
     t = torch.as_tensor(p, dtype=dtype, device=device) if not torch.is_tensor(p) else p.to(dtype=dtype, device=device)
-    return torch.broadcast_to(t, torch.broadcast_shapes(t.shape, batch_shape))
+    return torch.broadcast_to(t, broadcast_shapes(t.shape, batch_shape))
 
 
 def colored_mean_noise_cov(

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from torchdpgmm._shapes import broadcast_shapes
 from torchdpgmm._validation import (REFUSE_DELTA, REFUSE_EPSILON, WARN_DELTA, WARN_EPSILON, WeakPrivacyWarning,
                                     check_delta, check_epsilon, check_finite, check_labels, check_privacy_strength)
 from torchdpgmm.release.result import Release
@@ -139,7 +140,7 @@ def _validate(X, y, num_classes, epsilon, delta, mask):
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if torch.is_tensor(v):
             try:
-                batch = torch.broadcast_shapes(v.shape, batch)
+                batch = broadcast_shapes(v.shape, batch)
             except RuntimeError:
                 raise ValueError(
                     f"{name} of shape {tuple(v.shape)} does not broadcast against the data batch shape "
@@ -174,7 +175,7 @@ def _expand_gmm(g, batch):
 
 def _expand_batch(v: Any, batch, dtype, device) -> torch.Tensor:
     t = torch.as_tensor(v, dtype=dtype, device=device) if not torch.is_tensor(v) else v.to(dtype=dtype, device=device)
-    return torch.broadcast_to(t, torch.broadcast_shapes(t.shape, batch))
+    return torch.broadcast_to(t, broadcast_shapes(t.shape, batch))
 
 
 def _check_design(design, fitted, eps_t, delta_t, variant, lam):
