@@ -142,7 +142,7 @@ def gpu_syncs_table() -> str:
     out = [f"_From {path.relative_to(ROOT)} (`python benchmarks/bench_syncs.py --device cuda`): N = 1000, K = 5, "
            f"d = 3 per trial; synchronisations as torch reports them (`torch.cuda.set_sync_debug_mode`), peak device "
            f"bytes above what was allocated before, plus the data, per trial; {c['device']}, torch {c['torch']}._", "",
-           "| call | trials | host synchronisations | peak device bytes per trial | wall time per call (ms) |",
+           "| call | trials | host synchronisations | peak device bytes per trial | wall time per call (s) |",
            "|---|---|---|---|---|"]
     for name, runs in d["releases"].items():
         for r in runs:
@@ -150,7 +150,7 @@ def gpu_syncs_table() -> str:
                 out.append(f"| {name} | {r['trials']:,} | out of memory | | |")
                 continue
             out.append(f"| {name} | {r['trials']:,} | {r['syncs']} | {r['peak_bytes_per_trial']:,.0f} | "
-                       f"{1000 * r['wall_s']:.1f} |")
+                       f"{r['wall_s']:.4f} |")
     return "\n".join(out)
 
 
