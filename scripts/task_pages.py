@@ -13,7 +13,8 @@ The JSON files are written by committed scripts and studies (named in each block
 * docs/montecarlo.md: ``torchdpgmm experiment fig2`` (``scripts/figures_synthetic.sh``) and
   ``benchmarks/bench_sweep_memory.py``;
 * docs/gpu.md: ``benchmarks/bench_sweep_gpu.py`` (the KL sweep on a GPU and on the same machine's CPUs) and
-  ``benchmarks/bench_syncs.py --device cuda`` (host synchronisations and device bytes per trial);
+  ``benchmarks/bench_syncs.py --device cuda`` (host synchronisations and device bytes per trial) and
+  ``benchmarks/bench_sweep_startup.py`` (the sweep's start-up, this tree against a baseline);
 * docs/realdata.md: the iris, mnist, mnist-mlp and record-level studies, tables by ``scripts/realdata_tables.py``;
 * docs/decisions.md: ``scripts/synth_validation.py`` (the validation table behind the cells' defaults).
 
@@ -154,6 +155,23 @@ def gpu_syncs_table() -> str:
     return "\n".join(out)
 
 
+def gpu_startup_table() -> str:
+    """docs/gpu.md: benchmarks/bench_sweep_startup.py's JSON (the sweep, this tree against a baseline, one machine)."""
+    path = ROOT / "benchmarks" / "results" / "bench_sweep_startup_h100.json"
+    if not path.exists():
+        return "_No like-for-like start-up measurement is committed yet (benchmarks/bench_sweep_startup.py)._"
+    d = _json(path)
+    out = [f"_From {path.relative_to(ROOT)} (`python benchmarks/bench_sweep_startup.py`): `{d['command']}`, "
+           f"{d['rounds']} rounds in fresh processes, the two trees alternating; {d['device']}, torch {d['torch']}._",
+           "", "| tree | seconds per round | median (s) |", "|---|---|---|"]
+    for key, label in (("baseline", f"baseline ({d.get('baseline_label') or d['baseline']})"),
+                       ("this tree", "this tree")):
+        out.append(f"| {label} | {', '.join(f'{v:.2f}' for v in d['seconds'][key])} | "
+                   f"{d['median_seconds'][key]:.2f} |")
+    out.append(f"\nMedian saved: {d['median_saved_seconds']:.2f} s per command.")
+    return "\n".join(out)
+
+
 def _real(fn: str, name: str, path: Path, command: str) -> str:
     tables = _script("scripts/realdata_tables.py")
     d = _json(path)
@@ -178,6 +196,7 @@ def blocks() -> dict[str, tuple[Path, callable]]:
         "sweep-scale": (DOCS / "montecarlo.md", sweep_scale_table),
         "gpu-sweep": (DOCS / "gpu.md", gpu_sweep_table),
         "gpu-syncs": (DOCS / "gpu.md", gpu_syncs_table),
+        "gpu-startup": (DOCS / "gpu.md", gpu_startup_table),
         "realdata-iris": (rd, lambda: _real("iris_table", "iris", REAL / "iris.json",
                                             "torchdpgmm experiment iris --threads 1")),
         "realdata-mnist": (rd, lambda: _real("mnist_table", "mnist", REAL / "mnist.json",

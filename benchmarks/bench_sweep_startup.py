@@ -1,0 +1,105 @@
+"""Benchmark: the issue-36 sweep end to end, this tree against a baseline tree, on one machine in one run.
+
+Issue 36's 10^5-trial GPU leg is bound by one command's fixed start-up (docs/gpu.md), and two GPU machines of the
+same kind differed by seconds on it (benchmarks/results/bench_sweep_gpu.json against its previous version), so a
+start-up change is only measured like for like: each round runs the same ``torchdpgmm sweep`` command in a fresh
+process with this tree and with the baseline tree (``git archive REV torchdpgmm`` unpacked into a temporary folder,
+or ``--baseline-tree`` for a folder holding a ``torchdpgmm`` package, imported through ``PYTHONPATH``), alternating
+which goes first; the 1-minute load average is recorded before and after.
+
+    PYTHONPATH=. python benchmarks/bench_sweep_startup.py --baseline 40db43c --device cuda \\
+        --out benchmarks/results/bench_sweep_startup_h100.json
+    # on a machine without git: git archive REV torchdpgmm | tar -x -C .ab/base here, carry .ab, then
+    python benchmarks/bench_sweep_startup.py --baseline-tree .ab/base --baseline-label REV --device cuda
+    python benchmarks/bench_sweep_startup.py --quick --baseline-tree .      # smoke run on CPU (tests)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EPSILONS = "0.1,0.2,0.5,1,2,5,10"
+
+
+def command(trials: int, device: str, out: Path) -> list[str]:
+    """The issue-36 sweep (docs/gpu.md) at ``trials``, progress bar off."""
+    return ["-m", "torchdpgmm.cli", "sweep", "--mechanisms", "kl", "--epsilons", EPSILONS, "--clip-bound", "30",
+            "--trials", str(trials), "--device", device, "--no-progress", "--out", str(out)]
+
+
+def run_once(tree: Path, trials: int, device: str, scratch: Path) -> float:
+    """Wall seconds of one sweep in a fresh process importing ``torchdpgmm`` from ``tree``."""
+    out = Path(tempfile.mkdtemp(dir=scratch))
+    env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, *command(trials, device, out / "sw")], env=env, cwd=tree,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
+def baseline_tree(rev: str, into: Path) -> Path:
+    tar = into / "base.tar"
+    with open(tar, "wb") as fh:
+        subprocess.run(["git", "-C", str(ROOT), "archive", rev, "torchdpgmm"], stdout=fh, check=True)
+    with tarfile.open(tar) as t:
+        t.extractall(into / "tree")
+    return into / "tree"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default=None, help="git revision to compare with")
+    ap.add_argument("--baseline-tree", type=Path, default=None, help="a folder holding the baseline torchdpgmm")
+    ap.add_argument("--baseline-label", default=None, help="what the baseline tree is (a revision), for the JSON")
+    ap.add_argument("--trials", type=int, default=100_000)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="smoke run on CPU: 64 trials, 1 round")
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    if (a.baseline is None) == (a.baseline_tree is None):
+        ap.error("give one of --baseline REV and --baseline-tree PATH")
+    if a.quick:
+        a.trials, a.device, a.rounds = 64, "cpu", 1
+    import torch
+
+    device_name = torch.cuda.get_device_name() if a.device == "cuda" else f"{platform.machine()}, {os.cpu_count()} CPUs"
+    times: dict[str, list[float]] = {"this tree": [], "baseline": []}
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = a.baseline_tree.resolve() if a.baseline_tree else baseline_tree(a.baseline, Path(tmp))
+        trees = {"this tree": ROOT, "baseline": base}
+        for r in range(a.rounds):
+            order = ("this tree", "baseline") if r % 2 == 0 else ("baseline", "this tree")
+            for name in order:
+                times[name].append(run_once(trees[name], a.trials, a.device, Path(tmp)))
+                print(f"round {r + 1}: {name} {times[name][-1]:.2f} s", flush=True)
+    payload = {
+        "benchmark": "bench_sweep_startup", "script": "benchmarks/bench_sweep_startup.py",
+        "command": "torchdpgmm " + " ".join(command(a.trials, a.device, Path("OUT"))[2:]),
+        "baseline": a.baseline or str(a.baseline_tree), "baseline_label": a.baseline_label or a.baseline, "device": device_name, "torch": torch.__version__,
+        "python": platform.python_version(), "trials": a.trials, "rounds": a.rounds, "quick": a.quick,
+        "date": time.strftime("%Y-%m-%d"), "load_1min_before": load_before, "load_1min_after": os.getloadavg()[0],
+        "seconds": times, "median_seconds": {k: statistics.median(v) for k, v in times.items()},
+        "min_seconds": {k: min(v) for k, v in times.items()},
+    }
+    payload["median_saved_seconds"] = payload["median_seconds"]["baseline"] - payload["median_seconds"]["this tree"]
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(payload, indent=1) + "\n")
+    print(json.dumps(payload["median_seconds"]))
+    return payload
+
+
+if __name__ == "__main__":
+    main()
