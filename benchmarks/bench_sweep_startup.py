@@ -22,7 +22,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -48,12 +47,13 @@ def run_once(tree: Path, trials: int, device: str, scratch: Path) -> float:
 
 
 def baseline_tree(rev: str, into: Path) -> Path:
-    tar = into / "base.tar"
-    with open(tar, "wb") as fh:
-        subprocess.run(["git", "-C", str(ROOT), "archive", rev, "torchdpgmm"], stdout=fh, check=True)
-    with tarfile.open(tar) as t:
-        t.extractall(into / "tree")
-    return into / "tree"
+    """``git archive REV torchdpgmm`` unpacked under ``into``: benchmarks/bench_startup.py's, loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_startup", ROOT / "benchmarks" / "bench_startup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod._baseline_tree(rev, into)
 
 
 def main(argv: list[str] | None = None) -> dict:
