@@ -152,13 +152,22 @@ def centre_table(data: dict) -> str:
         lines.append(f"| {c:g} | " + " | ".join(
             f"**{mean[key(c, r)]:.3f}**" if key(c, r) == s["rule"] else f"{mean[key(c, r)]:.3f}" for r in radii) + " |")
     syn = data["synthetic_summary"]
+    if "highest_mean" not in s or s["highest_mean"] == s["rule"]:
+        why = f"the highest mean over the {s['cells']} cells"
+    else:
+        why = (f"the default, kept: the highest mean, {s['highest_mean']}, is {s['highest_mean_minus_default']:+.4f} "
+               f"above it (standard error of the paired difference over the cells {s['highest_mean_minus_default_se']:.4f}), "
+               f"not more than {s['margin_se']:g} standard errors; over the {s['cells']} cells")
     lines += ["", f"About the box's middle (the previous default): {mean[box]:.3f}. The rule (bold): a share of "
-                  f"{share:g} for the centre and r = {_radius_label((s['rule_radius_kind'], s['rule_radius']))}, the "
-                  f"highest mean over the {s['cells']} cells: {s['mean_gain_vs_box']:+.3f} against the box's middle, below "
+                  f"{share:g} for the centre and r = {_radius_label((s['rule_radius_kind'], s['rule_radius']))}, "
+                  f"{why}: {s['mean_gain_vs_box']:+.3f} against the box's middle, below "
                   f"it on {s['cells_below_box']} cells, the worst {s['worst_cell']} ({s['worst_gain_vs_box']:+.3f}). "
                   f"Logistic regression on synthetic rows at eps = 1 (mean over the tables): {syn[box]:.3f} -> "
                   f"{syn[s['rule']]:.3f}. {data['seeds']} noise seeds per cell ({data['synthetic_seeds']} for the "
-                  f"synthetic rows, {data['n_synthetic']} rows each)."]
+                  f"synthetic rows, {data['n_synthetic']} rows each). "
+                  + ("Scored as `predict` scores: each release's validation rows pulled onto the ball it clipped its "
+                     "records to." if str(data.get("scoring", "raw")).startswith("pulled") else
+                     "Scored on the validation rows as given (not pulled as `predict` pulls them).")]
     return "\n".join(lines)
 
 
