@@ -191,8 +191,8 @@ def _centre_rows(rel, Uva, b, name: str):
     onto its ball about the box's middle, a centred release onto its ball about the released centre."""
     if CENTRE_SCORING == "raw":
         return Uva
-    if name == BOX:
-        return cv.pulled(Uva, b.unit_center.to(Uva.dtype), float(b.unit_clip_bound) * 0.5)
+    if name == BOX:  # a one-stage release about the box's middle, at the clip bound it records
+        return cv.pulled(Uva, b.unit_center.to(Uva.dtype), float(rel.extras["clip_bound"]))
     return cv.estimator_rows(rel, Uva, "auto")
 
 

@@ -12,7 +12,7 @@ The JSON files are written by committed scripts and studies (named in each block
   tables by ``scripts/realdata_tables.py``;
 * docs/montecarlo.md: ``torchdpgmm experiment fig2`` (``scripts/figures_synthetic.sh``) and
   ``benchmarks/bench_sweep_memory.py``;
-* docs/gpu.md: ``benchmarks/bench_sweep_gpu.py`` (the KL sweep on a GPU and on the same machine's CPUs) and
+* docs/gpu.md: ``benchmarks/bench_sweep_gpu.py`` (the KL sweep on a GPU and on the same machine's CPUs),
   ``benchmarks/bench_syncs.py --device cuda`` (host synchronisations and device bytes per trial) and
   ``benchmarks/bench_sweep_startup.py`` (the sweep's start-up, this tree against a baseline);
 * docs/realdata.md: the iris, mnist, mnist-mlp and record-level studies, tables by ``scripts/realdata_tables.py``;
