@@ -29,12 +29,16 @@ form (one weight per class, the mean over the directions: :data:`torchdpgmm.rele
 off): ``per_direction_gain`` is the rule's accuracy minus that.
 
 Run: ``python scripts/covariance_rule_validation.py`` (writes docs/results/covariance-rule.json, a few minutes).
-``--sweep-class-to-pooled 0.3,0.6,1,1.5,2,3`` runs the whole validation once per ratio and writes only a summary per
-ratio (docs/results/class-to-pooled.json): the number of (table, eps) cells where ``auto`` is more than 1 point
+``--sweep-class-to-pooled rule,0.3,0.6,1,1.5,2,3,rule:0.08/16,rule:0.12/16,rule:0.1/12,rule:0.1/24,rule:0.1/32``
+scores ``auto`` once per setting of the class blocks' precision over the pooled block's (a number: one ratio for every
+table; ``rule``: :func:`torchdpgmm.release.covariance_rule.class_to_pooled_ratio` of each table's K and d as
+released; ``rule:A/D``: that form with A per class and D dimensions) and writes only a summary per setting
+(docs/results/class-to-pooled.json): the number of (table, eps) cells where ``auto`` is more than 1 point
 below the best fixed type, the worst such difference and the mean accuracy of ``auto`` over the cells (how
-:data:`torchdpgmm.release.covariance_rule.CLASS_TO_POOLED` was chosen).
+the ratio rule was chosen; the fixed types are scored once).
 ``--class-to-pooled R`` / ``--counts-floor F`` / ``--noise-sds C`` (exploration only, not written unless
-``--out``) evaluate the rule with another public ratio of the class blocks' precision to the pooled block's / another
+``--out``) evaluate the rule with one public ratio R of the class blocks' precision to the pooled block's for every
+table / another
 least share of the counts / another class-weight constant :data:`torchdpgmm.release.covariance_rule.NOISE_SDS`.
 """
 from __future__ import annotations
@@ -139,15 +143,16 @@ def pulled(U: torch.Tensor, centre: torch.Tensor, radius) -> torch.Tensor:
     return centre + clip_records(U, radius, center=centre)
 
 
-def score_table(X, y, public_bounds) -> tuple[dict, dict]:
+def score_table(X, y, public_bounds, types: tuple[str, ...] = TYPES) -> tuple[dict, dict]:
     Utr, Uva, ytr, yva, b = unit_split(X, y, public_bounds)
     K = int(y.max()) + 1
     ytr_t, yva_t = torch.as_tensor(ytr), torch.as_tensor(yva)
     info = {"n_train": int(len(ytr)), "n_val": int(len(yva)), "d": int(X.shape[1]), "K": K,
+            "class_to_pooled": covariance_rule.class_to_pooled_ratio(K, int(X.shape[1])),
             "majority_class_accuracy": float(np.mean(yva == np.bincount(ytr).argmax()))}
     acc = {}
     for eps in EPS:
-        for ct in TYPES:
+        for ct in types:
             a = []
             covariance_rule.MEAN_SHRINKAGE = RULE_MEANS != (ct == AUTO_NM)
             covariance_rule.COUNT_FLOOR = ct != AUTO_NC
@@ -171,13 +176,15 @@ def main(argv=None) -> None:
     p.add_argument("--noise-sds", type=float, default=None, help="the class weight's constant (exploration)")
     p.add_argument("--tables", default=None, help="comma-separated subset (exploration)")
     p.add_argument("--out", default=None)
-    p.add_argument("--sweep-class-to-pooled", default=None, help="comma list of ratios: summary per ratio")
+    p.add_argument("--sweep-class-to-pooled", default=None,
+                   help="comma list of ratios (one for every table), 'rule' (as released) or 'rule:A/D' (A per class, "
+                        "D dimensions): summary per setting")
     args = p.parse_args(argv)
     if args.sweep_class_to_pooled:
-        return sweep_class_to_pooled([float(r) for r in args.sweep_class_to_pooled.split(",")], args.tables,
+        return sweep_class_to_pooled(args.sweep_class_to_pooled.split(","), args.tables,
                                      pathlib.Path(args.out) if args.out else SWEEP_OUT)
-    if args.class_to_pooled is not None:
-        covariance_rule.CLASS_TO_POOLED = args.class_to_pooled
+    if args.class_to_pooled is not None:  # one ratio for every table
+        covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS = args.class_to_pooled, 0.0
     if args.counts_floor is not None:
         covariance_rule.COUNTS_FLOOR = args.counts_floor
     if args.noise_sds is not None:
@@ -212,7 +219,10 @@ def main(argv=None) -> None:
     worst_means = min(cells, key=lambda c: c[2]["mean_shrinkage_gain"])
     worst_floor = min(cells, key=lambda c: c[2]["count_floor_gain"])
     out = {"description": __doc__, "epsilons": EPS, "delta": DELTA, "adjacency": "add-remove", "seeds": SEEDS,
-           "class_to_pooled": covariance_rule.CLASS_TO_POOLED, "counts_floor": covariance_rule.COUNTS_FLOOR,
+           "class_to_pooled": {"least": covariance_rule.CLASS_TO_POOLED,
+                               "per_class": covariance_rule.CLASS_TO_POOLED_PER_CLASS,
+                               "dim": covariance_rule.CLASS_TO_POOLED_DIM},
+           "counts_floor": covariance_rule.COUNTS_FLOOR,
            "mean_shrinkage": RULE_MEANS,
            "split": "study's 80/20 (random_state=0, test part unread), then 75/25 train/validation of its training "
                     "part (stratified, random_state=0)",
@@ -241,36 +251,60 @@ def main(argv=None) -> None:
         out_path.write_text(json.dumps(out, indent=1) + "\n")
 
 
-def sweep_class_to_pooled(ratios: list[float], only: str | None, out_path: pathlib.Path) -> None:
-    """The validation at each ratio of the class blocks' precision to the pooled block's; a summary per ratio."""
-    t0, keep, result = time.time(), covariance_rule.CLASS_TO_POOLED, []
+def _ratio_setting(spec: str, rule: tuple[float, float, float]) -> dict:
+    """A sweep entry: a number is one ratio for every table; ``rule`` is
+    :func:`torchdpgmm.release.covariance_rule.class_to_pooled_ratio` as released; ``rule:A/D`` the same form with
+    ``A`` per class and ``D`` dimensions (the least ratio kept). ``rule``: the released (least, per class, dim)."""
+    if spec == "rule" or spec.startswith("rule:"):
+        a, _, dd = spec[5:].partition("/")
+        return {"spec": spec, "least": rule[0], "per_class": float(a) if a else rule[1],
+                "dim": float(dd) if dd else rule[2]}
+    return {"spec": spec, "least": float(spec), "per_class": 0.0, "dim": rule[2]}
+
+
+def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.Path) -> None:
+    """The validation at each setting of the class blocks' precision over the pooled block's (:func:`_ratio_setting`:
+    one ratio for every table, or the rule of K and d); a summary per setting. The fixed types do not depend on it
+    and are scored once."""
+    t0 = time.time()
+    keep = (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
+            covariance_rule.CLASS_TO_POOLED_DIM)
     data = {k: v for k, v in tables().items() if not only or k in only.split(",")}
+    fixed = {name: score_table(X, y, pb, FIXED)[1] for name, (X, y, pb) in data.items()}
+    result = []
     try:
-        for r in ratios:
-            covariance_rule.CLASS_TO_POOLED = r
+        for spec in specs:
+            st = _ratio_setting(spec, keep)
+            (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
+             covariance_rule.CLASS_TO_POOLED_DIM) = st["least"], st["per_class"], st["dim"]
             cells = []
             for name, (X, y, pb) in data.items():
-                _, acc = score_table(X, y, pb)
+                info, acc = score_table(X, y, pb, ("auto",))
                 for eps in EPS:
-                    m = {ct: float(np.mean(acc[(eps, ct)])) for ct in ("auto",) + FIXED}
+                    m = {"auto": float(np.mean(acc[(eps, "auto")])),
+                         **{ct: float(np.mean(fixed[name][(eps, ct)])) for ct in FIXED}}
                     best = max(FIXED, key=lambda c: m[c])
-                    cells.append({"table": name, "epsilon": eps, "auto": m["auto"], "best_fixed": best,
+                    cells.append({"table": name, "epsilon": eps, "class_to_pooled": info["class_to_pooled"],
+                                  "auto": m["auto"], "best_fixed": best, "best_fixed_accuracy": m[best],
                                   "auto_minus_best_fixed": m["auto"] - m[best]})
             gaps = [c["auto_minus_best_fixed"] for c in cells]
             worst = min(cells, key=lambda c: c["auto_minus_best_fixed"])
-            row = {"class_to_pooled": r, "cells": len(cells),
+            row = {"class_to_pooled": float(spec) if st["per_class"] == 0.0 else spec, "setting": st,
+                   "cells": len(cells),
                    "cells_auto_more_than_1_point_below_best_fixed": int(sum(g < -0.01 for g in gaps)),
                    "worst_auto_minus_best_fixed": worst, "mean_auto_accuracy": float(np.mean([c["auto"] for c in cells])),
                    "per_cell": cells}
             result.append(row)
-            print(f"ratio {r:g}: {row['cells_auto_more_than_1_point_below_best_fixed']} cells below best fixed - 1pt, "
+            print(f"{spec}: {row['cells_auto_more_than_1_point_below_best_fixed']} cells below best fixed - 1pt, "
                   f"worst {worst['table']} eps {worst['epsilon']:g} {worst['auto_minus_best_fixed']:+.3f}, "
                   f"mean auto {row['mean_auto_accuracy']:.4f}", flush=True)
     finally:
-        covariance_rule.CLASS_TO_POOLED = keep
+        (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
+         covariance_rule.CLASS_TO_POOLED_DIM) = keep
     out = {"description": "covariance_rule_validation.py --sweep-class-to-pooled: " + (__doc__ or "").splitlines()[0],
-           "rule_class_to_pooled": keep, "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "ratios": result,
-           "runtime_s": time.time() - t0}
+           "rule": {"least": keep[0], "per_class": keep[1], "dim": keep[2],
+                    "form": "max(least, per_class * K * min(1, dim / d))"},
+           "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "ratios": result, "runtime_s": time.time() - t0}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(out, indent=1) + "\n")
 

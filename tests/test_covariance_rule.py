@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchdpgmm.release.covariance_rule import (CLASS_TO_POOLED, COUNTS_FLOOR, POOLED, auto_split,
+from torchdpgmm.release.covariance_rule import (CLASS_TO_POOLED, COUNTS_FLOOR, POOLED, auto_split, class_to_pooled_ratio,
                                                combine_second_moments, diagonal_weight, shrinkage_weights)
 from torchdpgmm.release.sound import joint_mu, kl_split, release_sound, sensitivities
 
@@ -138,6 +138,32 @@ def test_auto_split_is_public_and_gives_the_class_block_the_pooled_share():
     assert auto_split(base) == auto_split(base, CLASS_TO_POOLED)
     assert sp["sums"] / sp["counts"] == pytest.approx(base["sums"] / base["counts"])
     assert sum(sp.values()) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("K, d, ratio", [(2, 8, 0.3), (3, 4, 0.3), (6, 9, 0.6), (26, 16, 2.6), (11, 10, 1.1),
+                                         (10, 64, 0.3), (26, 32, 1.3), (100, 1000, 0.3)])
+def test_class_to_pooled_ratio_grows_with_the_classes_and_falls_with_the_dimension(K, d, ratio):
+    """r = max(0.3, 0.1 K min(1, 16/d)): the values written out by hand from the formula."""
+    assert class_to_pooled_ratio(K, d) == pytest.approx(ratio, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True, None])
+def test_class_to_pooled_ratio_refuses_what_is_not_a_count(bad):
+    with pytest.raises(ValueError, match="positive int"):
+        class_to_pooled_ratio(bad, 4)
+    with pytest.raises(ValueError, match="positive int"):
+        class_to_pooled_ratio(4, bad)
+
+
+def test_auto_release_splits_by_the_ratio_of_its_classes_and_dimension():
+    """The sound release's "auto" split is auto_split of the tied KL split at class_to_pooled_ratio(K, d)."""
+    from torchdpgmm.release.sound import sound_settings
+
+    for K, d in ((2, 5), (26, 16), (10, 40)):
+        st = sound_settings(d, K, 1.0, 1e-5, clip_bound=1.0, covariance_type="auto")
+        base = kl_split(1.0, d, covariance_type="tied", num_classes=K)
+        assert st.split == pytest.approx(auto_split(base, class_to_pooled_ratio(K, d)), rel=1e-12)
+        assert st.split["second_moments"] / st.split[POOLED] == pytest.approx(class_to_pooled_ratio(K, d), rel=1e-12)
 
 
 def test_auto_split_floors_the_counts_share():

@@ -40,7 +40,7 @@ second moment ``sum_n z z^T`` is released beside the class blocks inside the sam
 moments are combined with it by generalised least squares, the pooled covariance is shrunk toward its diagonal
 (Ledoit & Wolf 2004) and each class toward the pooled one with the rule's per-direction weight; the cells are
 shrunk toward these class covariances as above. ``"legacy"`` is the older rule above. ``class_to_pooled`` (None:
-the tables' :data:`~torchdpgmm.release.covariance_rule.CLASS_TO_POOLED`) sets the class blocks' precision over the
+the tables' :func:`~torchdpgmm.release.covariance_rule.class_to_pooled_ratio`) sets the class blocks' precision over the
 pooled block's; the pipeline passes :data:`PIPELINE_CLASS_TO_POOLED`. On Fashion-MNIST's validation split
 (``docs/results/synth-validation-class-rule.json``, ``scripts/synth_validation.py``, 4 release seeds, the rule as
 merged) ``"auto"`` with ratio 1 scores 79.04 / 80.88 / 82.76% at eps 0.5 / 1 / 2 against ``"legacy"``'s
@@ -244,10 +244,11 @@ def _class_stage(U, y, K, d, mu_class, blocks, *, class_rule, mom, shrink, min_s
     :func:`~torchdpgmm.release.covariance_rule.auto_split` of ``mom``), combined and shrunk by
     :func:`~torchdpgmm.release.covariance_rule.shrunk_covariances` (GLS, Ledoit-Wolf pooled -> diagonal, classes
     toward pooled with the rule's per-direction weight); ``class_to_pooled`` (None: the rule's
-    :data:`~torchdpgmm.release.covariance_rule.CLASS_TO_POOLED`) is the class blocks' precision over the pooled
+    :func:`~torchdpgmm.release.covariance_rule.class_to_pooled_ratio`) is the class blocks' precision over the pooled
     block's."""
     if class_rule == "auto":
-        cls, _ = _sound_stage(U, y, K, mu_class, "class", blocks, split=auto_split(mom, class_to_pooled),
+        split = auto_split(mom, class_to_pooled, num_classes=K, dim=d)
+        cls, _ = _sound_stage(U, y, K, mu_class, "class", blocks, split=split,
                               covariance_type="auto", **kw)
         return cls, cls["covariances"], {"class_counts": cls["counts"]}  # released (noisy, floored)
     cls, sq_cls = _sound_stage(U, y, K, mu_class, "class", blocks, split=mom, **kw)
@@ -271,7 +272,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     ``{"class", "lloyd", "cells"}`` (ignored when ``m = 1``: everything goes to the class stage).
     ``class_rule`` (:data:`CLASS_RULES`): how the class stage estimates the class covariances
     (:func:`_class_stage`); with ``"auto"``, ``shrink`` and ``min_shrinkage`` act on the cells only, and
-    ``class_to_pooled`` (a finite number > 0, or None for the rule's constant) splits the class stage's moment
+    ``class_to_pooled`` (a finite number > 0, or None for the rule's ratio of K and d) splits the class stage's moment
     budget between the class blocks and the pooled block (:func:`~torchdpgmm.release.covariance_rule.auto_split`).
     """
     adjacency = parse_adjacency(adjacency)

@@ -44,7 +44,7 @@ class PipelineConfig:
     ``"legacy"`` the older ``eta / (eta + tau)`` shrinkage toward the pooled class covariance; with ``"auto"``,
     ``shrink``, ``mixture_shrink`` and ``min_shrinkage`` act on the cells only, and ``class_to_pooled`` (default
     :data:`~torchdpgmm.pipelines.class_mixture.PIPELINE_CLASS_TO_POOLED`; None: the tables'
-    :data:`~torchdpgmm.release.covariance_rule.CLASS_TO_POOLED`) is the class blocks' precision over the pooled
+    :func:`~torchdpgmm.release.covariance_rule.class_to_pooled_ratio`) is the class blocks' precision over the pooled
     block's. ``"auto"`` with ratio 1 is the default: on Fashion-MNIST's validation split it scored 79.04 / 80.88 /
     82.76% at eps 0.5 / 1 / 2 against ``"legacy"``'s 77.91 / 80.54 / 82.79%
     (``docs/results/synth-validation-class-rule.json``)."""
