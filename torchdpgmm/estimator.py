@@ -169,8 +169,9 @@ def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
 
 #: the covariance types whose ``predict`` / ``predict_proba`` / ``score`` pull rows onto the release's clipping ball
 #: first (:meth:`DPGaussianMixture._x_released`). On validation splits (``docs/results/pull-rule.json``,
-#: ``scripts/clip_rule_validation.py --pull``) pulling is even with raw rows for ``"auto"`` (which the issue-37
-#: held-out tables need: raw rows there lost accuracy as epsilon grew) and far below them for ``"full"`` (whose
+#: ``scripts/clip_rule_validation.py --pull``) pulling costs ``"auto"`` a few tenths of a point on average against raw
+#: rows, and is kept for it (the issue-37 held-out tables need it: raw rows there lost accuracy as epsilon grew), and
+#: is far below them for ``"full"`` (whose
 #: Gaussians of records on the ball's sphere collapse in the noise), so only ``"auto"`` pulls.
 PULLED_COVARIANCE_TYPES = ("auto",)
 
