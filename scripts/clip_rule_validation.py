@@ -378,6 +378,7 @@ def main_pull(out: pathlib.Path, names: list[str]) -> None:
     """The consistent classifier (validation rows pulled onto the release's ball, what DPGaussianMixture.predict does)
     against raw validation rows, for the default release (private centre, fixed radius 1/2) with covariance_type auto
     and full, same splits and epsilons, PULL_SEEDS seeds -> docs/results/pull-rule.json."""
+    from torchdpgmm.bounds import CENTRED_CLIP_RADIUS
     from torchdpgmm.release.centring import release_centred
 
     t0 = time.perf_counter()
@@ -392,10 +393,11 @@ def main_pull(out: pathlib.Path, names: list[str]) -> None:
             for ct in PULL_TYPES:
                 acc = {"pulled": [], "raw": []}
                 for seed in PULL_SEEDS:
-                    rel = release_centred(Utr, torch.as_tensor(ytr), K, eps, DELTA, clip_bound=0.5,
+                    rel = release_centred(Utr, torch.as_tensor(ytr), K, eps, DELTA, clip_bound=CENTRED_CLIP_RADIUS,
                                           ball_center=b.unit_center, ball_radius=float(b.unit_clip_bound),
                                           covariance_type=ct, generator=torch.Generator().manual_seed(seed))
-                    acc["pulled"].append(float((rel.model.predict(pulled(Uva, rel.extras["centre"], 0.5)) == yv)
+                    radius = float(rel.extras.get("clip_radius", rel.extras.get("clip_bound")))  # the release's own
+                    acc["pulled"].append(float((rel.model.predict(pulled(Uva, rel.extras["centre"], radius)) == yv)
                                                .double().mean()))
                     acc["raw"].append(float((rel.model.predict(Uva) == yv).double().mean()))
                 cell[ct] = {k: float(np.mean(v)) for k, v in acc.items()}
