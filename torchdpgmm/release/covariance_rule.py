@@ -243,12 +243,8 @@ def shrinkage_weights(pool: torch.Tensor, n_hat: torch.Tensor, v_f: float,
     ``l_k = (1/d) sum_i x_ki / (1 + x_ki)``, ``x_ki = (NOISE_SDS s_k / lambda_i)^2``, with ``lambda_i`` the
     eigenvalues of ``pool`` (floored at ``floor``) and ``s_k = sqrt(v_f) / (n_k - 1)`` the noise std of a
     diagonal entry of the class covariance in any orthonormal basis; ``n_hat (..., K)`` the floored noisy counts,
-    ``v_f`` the per-entry (diagonal) noise variance of a class moment. The eigenvalues come from the sound release's
-    decomposition (:func:`torchdpgmm.release.sound._eigh`, as :func:`direction_weights`): on an accelerator fixed Jacobi
-    sweeps for small d, where ``torch.linalg.eigvalsh`` would read its convergence flag back to the host."""
-    from torchdpgmm.release.sound import _eigh
-
-    x = _noise_ratio(_eigh(pool)[0], n_hat, v_f, floor)
+    ``v_f`` the per-entry (diagonal) noise variance of a class moment."""
+    x = _noise_ratio(torch.linalg.eigvalsh(pool), n_hat, v_f, floor)
     return (x / (1 + x)).mean(-1)
 
 
