@@ -167,11 +167,13 @@ def floored_counts(counts: torch.Tensor, sigma_c: float, min_count: float) -> to
 def class_to_pooled_ratio(num_classes: int, dim: int) -> float:
     """The class blocks' precision over the pooled block's in the ``"auto"`` split, from public facts only:
     ``r = max(CLASS_TO_POOLED, CLASS_TO_POOLED_PER_CLASS * K * min(1, CLASS_TO_POOLED_DIM / d))``
-    (0.3, 0.1 and 16), so ``r = 0.3`` up to three classes and ``K / 10`` for ten or more classes in up to 16 dimensions.
+    (0.3, 0.1 and 16), so ``r = 0.3`` up to three classes, ``K / 10`` beyond in up to 16 dimensions, and
+    ``1.6 K / d`` (at least 0.3) above 16 dimensions.
 
     Why K: the pooled block serves all K classes, each class block one; in the GLS combination (step 1) the class
-    blocks add ``r / K`` of the pooled block's precision to the pooled moment, so a ratio that grows with K keeps
-    each class's covariance resolvable as classes multiply, at no loss to the pooled one. Why ``1/d`` above 16: a
+    blocks add ``r / K`` of the pooled block's precision to the pooled moment. With ``r = K / 10`` that contribution
+    stays a tenth while each class's own block keeps pace as classes multiply; the pooled block pays for it, which
+    costs most at small eps (below). Why ``1/d`` above 16: a
     class covariance's eigenvalues shrink with d while its noise does not, so in many dimensions the class blocks
     are swamped (step 4 gives them to the pooled covariance) and their budget is better spent on the pooled block.
     Chosen on the tables' validation splits (``docs/results/class-to-pooled.json``,
