@@ -410,3 +410,31 @@ def test_release_centred_applies_the_one_budget_rule_once():
     X = U.numpy() * 10
     got = weak(lambda: DPGaussianMixture(50.0, 1e-2, classes=[0, 1], bounds=(0.0, 10.0)).fit(X, y.numpy()))
     assert len(got) == 2 and sum("epsilon" in m for m in got) == 1  # one epsilon warning, one delta warning
+
+
+@pytest.mark.parametrize("mechanism, noise", [("kl", "discrete"), ("kl", "continuous"), ("laplace", "discrete")])
+def test_private_radius_reports_its_noise_in_the_data_units(mechanism, noise):
+    """With the private radius the mixture stage releases records scaled by 1/R; extras["noise"] is nonetheless in
+    the data's units: equal to what the sound release itself calibrates at clip bound R with the mixture stage's
+    epsilon (sums scale with R, second moments with R^2, counts not), so the moments' diagnostics read it right."""
+    from torchdpgmm.release.sound import release_sound
+
+    rng = np.random.default_rng(2)
+    yy = rng.integers(0, 2, 4000)
+    U = torch.as_tensor(np.clip(0.5 + 0.3 * rng.normal(size=(4000, 6)) + 0.1 * yy[:, None], 0, 1))
+    y = torch.as_tensor(yy)
+    c0 = torch.full((6,), 0.5, dtype=torch.float64)
+    rel = release_centred(U, y, 2, 5.0, DELTA, clip_bound=None, ball_center=c0, ball_radius=math.sqrt(6) / 2,
+                          covariance_type="auto", mechanism=mechanism, noise=noise,
+                          generator=torch.Generator().manual_seed(0))
+    R = float(rel.extras["clip_radius"])
+    assert R > 0.5  # the radius left its floor, so units matter
+    ref = release_sound(U, y, 2, rel.extras["stage_epsilons"][1], DELTA, clip_bound=R, center=rel.extras["centre"],
+                        covariance_type="auto", mechanism=mechanism, noise=noise,
+                        generator=torch.Generator().manual_seed(0)).extras["noise"]
+    got = rel.extras["noise"]
+    scale_keys = [k for k in ref if k.startswith(("sigma_", "laplace_scale_", "grid_")) and ref[k] is not None]
+    assert {k.split("_")[-1] for k in scale_keys} >= {"counts", "sums", "moment"}
+    for k in scale_keys:
+        assert float(got[k]) == pytest.approx(float(ref[k]), rel=1e-9), k
+    assert float(rel.extras["noise_scaled"][scale_keys[0]]) > 0

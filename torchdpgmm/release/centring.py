@@ -44,8 +44,9 @@ the smallest grid radius beyond which the noisy tail count, less :data:`RADIUS_Z
 most ``1 - RADIUS_QUANTILE`` of the noisy total, never below ``floor`` (a small table, whose tail counts are mostly
 noise, keeps the floor). The mixture stage then releases the records scaled by ``1/R`` about ``c`` with clip bound 1
 (identical to clipping at ``R`` with the noise scaled by ``R``, but ``R`` may differ across a batch), and the model is
-mapped back (``mu = c + R (mu_s - c)``, ``Sigma = R^2 Sigma_s``). The released radius is ``extras["clip_radius"]``;
-the share of clipped records is never released. Budget: centre ``fraction``, radius ``radius_fraction``, mixture the
+mapped back (``mu = c + R (mu_s - c)``, ``Sigma = R^2 Sigma_s``), and so is the public noise summary
+``extras["noise"]`` (:func:`noise_in_data_units`; the mixture stage's own is ``extras["noise_scaled"]``). The released
+radius is ``extras["clip_radius"]``; the share of clipped records is never released. Budget: centre ``fraction``, radius ``radius_fraction``, mixture the
 rest, composed as above.
 
 Nothing here raises, branches, loops or prints on a private value: the stage budgets are functions of
@@ -64,7 +65,7 @@ from torchdpgmm.privacy.calibration import gdp_epsilon, gdp_mu, zcdp_epsilon, zc
 
 __all__ = ["CENTRE_FRACTION", "RADIUS_FRACTION", "RADIUS_QUANTILE", "RADIUS_Z", "RADIUS_STEPS_PER_OCTAVE",
            "release_centred", "stage_epsilons", "shrunk_centre", "radius_grid", "distance_histogram",
-           "radius_from_histogram", "radius_noise"]
+           "radius_from_histogram", "radius_noise", "noise_in_data_units"]
 
 #: share of the budget spent on the centre stage (of rho, of mu^2, or of epsilon for Laplace)
 CENTRE_FRACTION = 0.1
@@ -316,8 +317,28 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
         "centre": centre, "centre_weight": weight, "centre_fraction": float(fraction), "clip_bound": R,
         "clip_radius": R, "radius_fraction": float(radius_fraction), "radius_quantile": float(radius_quantile),
         "radius_edges": edges, "radius_histogram": noisy, "stage_epsilons": (eps1, eps2),
-        "centre_noise": dict(noise1), "noise_units": "the mixture stage's noise scales are in units of clip_radius"}
+        "centre_noise": dict(noise1), "noise": noise_in_data_units(second.extras["noise"], R),
+        "noise_scaled": second.extras["noise"],
+        "noise_units": "noise: the data's units (the mixture stage's scales times clip_radius, squared for second "
+                       "moments); noise_scaled: the mixture stage's own, in units of clip_radius"}
     return Release(model=model, privacy=record, extras=extras)
+
+
+#: the power of the clip radius that maps each block's noise from the scaled records to the data's units
+_RADIUS_POWER = {"counts": 0, "sums": 1, "second_moments": 2, "pooled_second_moment": 2}
+
+
+def noise_in_data_units(noise: dict[str, Any], R: torch.Tensor) -> dict[str, Any]:
+    """A sound release's public noise summary (``extras["noise"]``) of records scaled by ``1/R`` about the centre,
+    in the data's units: each block's ``sigma_`` / ``laplace_scale_`` / ``grid_`` entry times ``R`` to the power of
+    :data:`_RADIUS_POWER` (a count is a count, a sum scales with ``R``, a second moment with ``R^2``); ``R (...)``
+    is the released radius (a tensor, one per trial, on the release's device); other entries are kept."""
+    out = {}
+    for key, value in noise.items():
+        prefix, _, block = key.partition("_scale_") if key.startswith("laplace_scale_") else key.partition("_")
+        power = _RADIUS_POWER.get(block) if prefix in ("sigma", "laplace", "grid") else None
+        out[key] = value if power is None or value is None else value * R ** power
+    return out
 
 
 @functools.lru_cache(maxsize=256)
