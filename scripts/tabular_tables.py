@@ -215,8 +215,11 @@ def issue37_lines(tg: dict) -> list[str]:
                  f"{_word(auto['met'])}; more than 1 point below on {len(below)} of {len(auto['per_table_eps'])} "
                  f"(table, epsilon) cells"
                  + (" (" + "; ".join(f"{c['table']} eps {c['epsilon']:g}: {_pct(c['default'])} vs "
-                                     f"{c['best_fixed_type']} {_pct(c['best_fixed'])}" for c in below) + ")"
-                    if below else "") + ".")
+                                     f"{c['best_fixed_type']} {_pct(c['best_fixed'])}" + _se_points(c)
+                                     for c in below) + ")"
+                    if below else "")
+                 + (", each with the standard error of the difference over draws in points"
+                    if any(c.get("difference_se") is not None for c in below) else "") + ".")
     over = [c for c in bnd["per_table_method"] if not c["met"]]
     worst = max(bnd["per_table_method"], key=lambda c: c["synthetic_on_bound"] - c["real_on_bound"], default=None)
     lines.append(f"- No synthetic column with more than {100 * bnd['limit']:g}% of its cells on a bound unless the real "
@@ -226,6 +229,12 @@ def issue37_lines(tg: dict) -> list[str]:
                  + (f"; the largest synthetic share is {100 * worst['synthetic_on_bound']:.2g}% ({worst['table']}, "
                     f"{worst['method']}; real {100 * worst['real_on_bound']:.2g}%)" if worst else "") + ".")
     return lines
+
+
+def _se_points(cell: dict) -> str:
+    """`` (± x.x)``: a cell's standard error of the difference in points (nothing for a JSON written without it)."""
+    se = cell.get("difference_se")
+    return "" if se is None else f" (± {100 * se:.1f})"
 
 
 def _rewrite():

@@ -38,6 +38,20 @@ def test_monotone_auto_and_bound_targets_follow_from_the_rows():
     assert tabular.issue37_targets(rows)["no_synthetic_cells_on_bounds"]["met"] is False
 
 
+def test_auto_cells_carry_the_standard_error_of_their_difference():
+    """Each (table, eps) cell of the auto target carries hypot of the two means' standard errors over draws (numpy),
+    None where the best fixed type has a single draw; the verdict is the 1-point rule alone."""
+    rows = [_row(D, a, 1.0, draw=i) for i, a in enumerate((0.70, 0.74, 0.72))]
+    rows += [_row("DPGaussianMixture[tied]", a, 1.0, draw=i) for i, a in enumerate((0.75, 0.71, 0.76))]
+    rows += [_row("DPGaussianMixture[full]", 0.60, 1.0), _row(D, 0.8, 2.0), _row(D, 0.81, 2.0, draw=1),
+             _row("DPGaussianMixture[full]", 0.9, 2.0)]
+    cells = tabular.issue37_targets(rows)["auto_within_1_point_of_best_fixed"]["per_table_eps"]
+    se = lambda a: np.std(a, ddof=1) / np.sqrt(len(a))  # noqa: E731
+    assert cells[0]["best_fixed_type"] == "tied" and cells[0]["met"] is False  # 0.72 vs 0.74: 2 points below
+    assert cells[0]["difference_se"] == pytest.approx(np.hypot(se([0.70, 0.74, 0.72]), se([0.75, 0.71, 0.76])))
+    assert cells[1]["difference_se"] is None and cells[1]["met"] is False
+
+
 def test_bound_cells_counts_cells_exactly_on_a_bound():
     b = Bounds([0.0, -1.0], [1.0, 1.0])
     Xs = np.array([[0.0, 0.5], [0.5, 1.0], [1.0, 1.0], [0.3, 0.2]])

@@ -386,7 +386,8 @@ def issue37_targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
     * ``default_bayes_non_decreasing``: per table, the default release's Bayes accuracy at each epsilon (ascending)
       is at least the previous one less one standard error of their difference;
     * ``auto_within_1_point_of_best_fixed``: per (table, eps), the default (``auto``) Bayes accuracy at most 1 point
-      below the best fixed covariance type's;
+      below the best fixed covariance type's (each cell also carries the standard error of that difference,
+      ``difference_se``: the two means' standard errors over draws combined, for the reader; the verdict ignores it);
     * ``no_synthetic_cells_on_bounds``: per (table, method), the mean over draws of the worst column's share of
       synthetic cells on a bound is at most :data:`ON_BOUND_LIMIT` unless the real column's share is above it."""
     default = next((r["method"] for r in rows if r.get("default")), None)
@@ -412,7 +413,9 @@ def issue37_targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
             if m is not None and fixed:
                 c = max(fixed, key=fixed.get)
                 ok = m >= fixed[c] - 0.01 - TIE
+                se_c = _se(rows, table=t, epsilon=eps, method=f"DPGaussianMixture[{c}]", downstream="bayes")
                 auto.append({"table": t, "epsilon": eps, "default": m, "best_fixed": fixed[c], "best_fixed_type": c,
+                             "difference_se": None if se is None or se_c is None else float(np.hypot(se, se_c)),
                              "met": ok})
                 vals_a[f"{t} eps={eps:g}"] = ok
     bounds, vals_b = [], {}
