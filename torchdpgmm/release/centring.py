@@ -317,11 +317,16 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
         "centre": centre, "centre_weight": weight, "centre_fraction": float(fraction), "clip_bound": R,
         "clip_radius": R, "radius_fraction": float(radius_fraction), "radius_quantile": float(radius_quantile),
         "radius_edges": edges, "radius_histogram": noisy, "stage_epsilons": (eps1, eps2),
-        "centre_noise": dict(noise1), "noise": noise_in_data_units(second.extras["noise"], R),
-        "noise_scaled": second.extras["noise"],
-        "noise_units": "noise: the data's units (the mixture stage's scales times clip_radius, squared for second "
-                       "moments); noise_scaled: the mixture stage's own, in units of clip_radius"}
+        "centre_noise": dict(noise1)} | _scaled_noise_extras(second.extras["noise"], R)
     return Release(model=model, privacy=record, extras=extras)
+
+
+def _scaled_noise_extras(noise: dict[str, Any], R: torch.Tensor) -> dict[str, Any]:
+    """The private radius's noise entries of ``extras``: ``noise`` in the data's units, ``noise_scaled`` the mixture
+    stage's own (records scaled by ``1/R``), and ``noise_units`` saying so."""
+    return {"noise": noise_in_data_units(noise, R), "noise_scaled": noise,
+            "noise_units": "noise: the data's units (the mixture stage's scales times clip_radius, squared for "
+                           "second moments); noise_scaled: the mixture stage's own, in units of clip_radius"}
 
 
 #: the power of the clip radius that maps each block's noise from the scaled records to the data's units
