@@ -145,6 +145,8 @@ def test_auto_split_is_public_and_gives_the_class_block_the_pooled_share():
 def test_class_to_pooled_ratio_grows_with_the_classes_and_falls_with_the_dimension(K, d, ratio):
     """r = max(0.3, 0.1 K min(1, 16/d)): the values written out by hand from the formula."""
     assert class_to_pooled_ratio(K, d) == pytest.approx(ratio, rel=1e-12)
+    if ratio == 0.3:  # the floor itself, exactly (0.1 * 3 in floating point is 0.30000000000000004)
+        assert class_to_pooled_ratio(K, d) == CLASS_TO_POOLED
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.0, True, None])

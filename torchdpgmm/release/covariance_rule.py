@@ -186,7 +186,8 @@ def class_to_pooled_ratio(num_classes: int, dim: int) -> float:
     for name, v in (("num_classes", num_classes), ("dim", dim)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
-    return max(CLASS_TO_POOLED, CLASS_TO_POOLED_PER_CLASS * num_classes * min(1.0, CLASS_TO_POOLED_DIM / dim))
+    # rounded to 12 decimals: 0.1 * 3 is the floor 0.3 itself, not 0.30000000000000004 (which moves the noise scales)
+    return round(max(CLASS_TO_POOLED, CLASS_TO_POOLED_PER_CLASS * num_classes * min(1.0, CLASS_TO_POOLED_DIM / dim)), 12)
 
 
 def auto_split(base: dict[str, float], class_to_pooled: float | None = None, *, num_classes: int | None = None,
