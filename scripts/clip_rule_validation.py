@@ -396,8 +396,7 @@ def main_pull(out: pathlib.Path, names: list[str]) -> None:
                     rel = release_centred(Utr, torch.as_tensor(ytr), K, eps, DELTA, clip_bound=CENTRED_CLIP_RADIUS,
                                           ball_center=b.unit_center, ball_radius=float(b.unit_clip_bound),
                                           covariance_type=ct, generator=torch.Generator().manual_seed(seed))
-                    radius = float(rel.extras.get("clip_radius", rel.extras.get("clip_bound")))  # the release's own
-                    acc["pulled"].append(float((rel.model.predict(pulled(Uva, rel.extras["centre"], radius)) == yv)
+                    acc["pulled"].append(float((rel.model.predict(cv.pulled_onto_release(Uva, rel)) == yv)
                                                .double().mean()))
                     acc["raw"].append(float((rel.model.predict(Uva) == yv).double().mean()))
                 cell[ct] = {k: float(np.mean(v)) for k, v in acc.items()}

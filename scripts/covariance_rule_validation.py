@@ -132,6 +132,12 @@ def estimator_rows(rel, U: torch.Tensor, covariance_type: str) -> torch.Tensor:
 
     if covariance_type.split("_")[0] not in PULLED_COVARIANCE_TYPES:
         return U
+    return pulled_onto_release(U, rel)
+
+
+def pulled_onto_release(U: torch.Tensor, rel) -> torch.Tensor:
+    """``U`` pulled onto the ball a centred release clipped its records to: its released centre, the clip radius it
+    records (``clip_radius``, or ``clip_bound`` where no private radius was released)."""
     c = torch.as_tensor(rel.extras["centre"], dtype=U.dtype)
     return pulled(U, c, float(rel.extras.get("clip_radius", rel.extras.get("clip_bound"))))
 

@@ -46,8 +46,8 @@ noise, keeps the floor). The mixture stage then releases the records scaled by `
 (identical to clipping at ``R`` with the noise scaled by ``R``, but ``R`` may differ across a batch), and the model is
 mapped back (``mu = c + R (mu_s - c)``, ``Sigma = R^2 Sigma_s``), and so is the public noise summary
 ``extras["noise"]`` (:func:`noise_in_data_units`; the mixture stage's own is ``extras["noise_scaled"]``). The released
-radius is ``extras["clip_radius"]``; the share of clipped records is never released. Budget: centre ``fraction``, radius ``radius_fraction``, mixture the
-rest, composed as above.
+radius is ``extras["clip_radius"]``; the share of clipped records is never released. Budget: centre ``fraction``,
+radius ``radius_fraction``, mixture the rest, composed as above.
 
 Nothing here raises, branches, loops or prints on a private value: the stage budgets are functions of
 ``(epsilon, delta, fraction)``, the centre a torch function of released values.
@@ -331,6 +331,8 @@ def _scaled_noise_extras(noise: dict[str, Any], R: torch.Tensor) -> dict[str, An
 
 #: the power of the clip radius that maps each block's noise from the scaled records to the data's units
 _RADIUS_POWER = {"counts": 0, "sums": 1, "second_moments": 2, "pooled_second_moment": 2}
+#: the prefixes of a block's entries in a sound release's noise summary (torchdpgmm.release.sound._noise_summary)
+_SCALE_PREFIXES = ("sigma_", "laplace_scale_", "grid_")
 
 
 def noise_in_data_units(noise: dict[str, Any], R: torch.Tensor) -> dict[str, Any]:
@@ -338,11 +340,11 @@ def noise_in_data_units(noise: dict[str, Any], R: torch.Tensor) -> dict[str, Any
     in the data's units: each block's ``sigma_`` / ``laplace_scale_`` / ``grid_`` entry times ``R`` to the power of
     :data:`_RADIUS_POWER` (a count is a count, a sum scales with ``R``, a second moment with ``R^2``); ``R (...)``
     is the released radius (a tensor, one per trial, on the release's device); other entries are kept."""
-    out = {}
+    out = dict(noise)
     for key, value in noise.items():
-        prefix, _, block = key.partition("_scale_") if key.startswith("laplace_scale_") else key.partition("_")
-        power = _RADIUS_POWER.get(block) if prefix in ("sigma", "laplace", "grid") else None
-        out[key] = value if power is None or value is None else value * R ** power
+        block = next((key[len(p):] for p in _SCALE_PREFIXES if key.startswith(p)), None)
+        if _RADIUS_POWER.get(block) and value is not None:
+            out[key] = value * R ** _RADIUS_POWER[block]
     return out
 
 
