@@ -53,9 +53,9 @@ def _noisy_blocks(U, y, K, mu, generator):
     """The auto class stage's four noisy blocks (counts, sums, class and pooled second moments) and their scales."""
     from torchdpgmm.mechanisms import add_noise
     from torchdpgmm.mixture import class_moments
-    from torchdpgmm.release.covariance_rule import auto_split
+    from torchdpgmm.release.covariance_rule import CLASS_TO_POOLED, auto_split
 
-    w = auto_split({"counts": 0.02, "sums": 0.18, "second_moments": 0.8})
+    w = auto_split({"counts": 0.02, "sums": 0.18, "second_moments": 0.8}, CLASS_TO_POOLED)
     sig = {k: 1.0 / (mu * math.sqrt(v)) for k, v in w.items()}
     n, s, q = class_moments(U, y, K)
     stats = {"counts": n, "sums": s, "second_moments": q, "pooled_second_moment": q.sum(0)}

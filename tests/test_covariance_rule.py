@@ -135,7 +135,9 @@ def test_auto_split_is_public_and_gives_the_class_block_the_pooled_share():
     assert base["counts"] > COUNTS_FLOOR  # the floor does not bind here
     sp = auto_split(base, 0.5)
     assert sp["second_moments"] == pytest.approx(0.5 * sp[POOLED])
-    assert auto_split(base) == auto_split(base, CLASS_TO_POOLED)
+    assert auto_split(base, num_classes=5, dim=4) == auto_split(base, class_to_pooled_ratio(5, 4))
+    with pytest.raises(TypeError, match="num_classes and dim"):  # no silent default ratio
+        auto_split(base, num_classes=5)
     assert sp["sums"] / sp["counts"] == pytest.approx(base["sums"] / base["counts"])
     assert sum(sp.values()) == pytest.approx(1.0)
 

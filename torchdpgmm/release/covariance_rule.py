@@ -196,13 +196,14 @@ def auto_split(base: dict[str, float], class_to_pooled: float | None = None, *, 
 
     ``base`` maps counts, sums, second_moments (the pooled block) to fractions; the class block
     ``second_moments`` gets ``class_to_pooled`` times the pooled block's share, then all are renormalised.
-    Public facts only; ``class_to_pooled`` defaults to :func:`class_to_pooled_ratio` of ``num_classes`` and ``dim``
-    when both are given, else to :data:`CLASS_TO_POOLED`. The counts get at least :data:`COUNTS_FLOOR` (the other
-    three blocks scaled down together).
+    Public facts only; without ``class_to_pooled`` it is :func:`class_to_pooled_ratio` of ``num_classes`` and
+    ``dim``, which are then required (a caller that forgot them would otherwise get another table's ratio
+    silently). The counts get at least :data:`COUNTS_FLOOR` (the other three blocks scaled down together).
     """
     if class_to_pooled is None:
-        class_to_pooled = (class_to_pooled_ratio(num_classes, dim) if num_classes is not None and dim is not None
-                           else CLASS_TO_POOLED)
+        if num_classes is None or dim is None:
+            raise TypeError("auto_split needs class_to_pooled, or num_classes and dim for class_to_pooled_ratio")
+        class_to_pooled = class_to_pooled_ratio(num_classes, dim)
     raw = {"counts": base["counts"], "sums": base["sums"], "second_moments": class_to_pooled * base["second_moments"],
            POOLED: base["second_moments"]}
     tot = sum(raw.values())
