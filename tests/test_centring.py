@@ -195,6 +195,18 @@ def test_batched_centred_release_on_cuda():
     assert float((rel.extras["centre"] - 0.2).abs().max()) < 0.1
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_release_refuses_a_non_finite_user_centre_on_every_device(device):
+    """A user's centre is public and read back at the front door on any device (release_sound checks host centres
+    only, so that a first stage's released centre on an accelerator is never waited for)."""
+    from torchdpgmm import release
+
+    U, y = _table(n=50)
+    bad = torch.full((U.shape[-1],), float("nan"), dtype=torch.float64, device=device)
+    with pytest.raises(ValueError, match="center must be a finite tensor"):
+        release(U.to(device), y.to(device), 2, 1.0, 1e-5, clip_bound=0.3, center=bad)
+
+
 def test_block_noise_std_reads_gaussian_sigma_and_laplace_scale():
     """The noise std of a block from a sound release's public summary: sigma for Gaussian noise, sqrt(2) b for a
     Laplace scale b (the Laplace variance 2 b^2), None when the summary has neither."""
