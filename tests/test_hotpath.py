@@ -82,6 +82,14 @@ def test_batched_epsilons_equal_scalar_releases_discrete(bench):
         rel.at_epsilon(3)
     with pytest.raises(ValueError, match="epsilon must be finite"):
         release(X, y, 5, [1.0, -1.0], 1e-5, **kw)
+    # a 1-D tensor is a batch like a list, one epsilon included; a 0-d tensor is one epsilon like a number
+    one_list = release(X, y, 5, [1.0], 1e-5, generator=torch.Generator().manual_seed(4), **kw)
+    one_vec = release(X, y, 5, torch.tensor([1.0]), 1e-5, generator=torch.Generator().manual_seed(4), **kw)
+    assert tuple(one_vec.model.batch_shape) == tuple(one_list.model.batch_shape) == (1, 6)
+    assert torch.equal(one_vec.model.means, one_list.model.means) and not one_vec.privacy.covered
+    assert release(X, y, 5, torch.tensor(1.0), 1e-5, **kw).privacy.covered
+    with pytest.raises(ValueError, match="epsilon is empty"):
+        release(X, y, 5, torch.tensor([]), 1e-5, **kw)
 
 
 def test_batched_epsilons_continuous_noise_has_each_epsilons_scale():

@@ -805,13 +805,14 @@ def bytes_per_trial(n: int, num_classes: int, dim: int, *, epsilons: int = 1) ->
 
 
 def _epsilon_batch(epsilon: Any) -> list[Any] | None:
-    """The E public epsilons of a batched release (a 1-D tensor of two or more values, or a list / tuple), or None
-    for one epsilon. Read on the host once (a public input)."""
-    if isinstance(epsilon, (list, tuple)):
-        if not epsilon:
+    """The E public epsilons of a batched release (a 1-D tensor or a list / tuple, E >= 1: ``[1.0]`` and
+    ``tensor([1.0])`` are both a batch of one), or None for one epsilon (a number or a 0-d tensor). Read on the host
+    once (a public input)."""
+    if isinstance(epsilon, (list, tuple)) or (torch.is_tensor(epsilon) and epsilon.dim() == 1 and not len(epsilon)):
+        if not len(epsilon):
             raise ValueError("epsilon is empty")
         return [float(e) if torch.is_tensor(e) and e.numel() == 1 else e for e in epsilon]
-    if torch.is_tensor(epsilon) and epsilon.dim() == 1 and epsilon.numel() > 1:
+    if torch.is_tensor(epsilon) and epsilon.dim() == 1:
         return [float(e) for e in epsilon.detach().to("cpu", torch.float64).tolist()]
     return None
 
