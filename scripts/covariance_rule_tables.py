@@ -8,7 +8,7 @@ The block between ``<!-- generated: covariance-rule -->`` and ``<!-- /generated 
 rendered the same way from docs/results/covariance-rule-gaussiannb.json (``scripts/gaussiannb_validation.py``), and
 ``clip-rule`` from docs/results/clip-rule.json (``scripts/clip_rule_validation.py``), ``clip-rule-pipeline`` from
 docs/results/clip-rule-pipeline.json (its ``--pipeline``), ``centre-rule`` from docs/results/centre-rule.json (its
-``--centre``).
+``--centre``), ``split-stability`` from docs/results/split-stability.json (``scripts/split_stability.py``).
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ PIPE = ROOT / "docs" / "results" / "clip-rule-pipeline.json"
 PIPE_NAME = "clip-rule-pipeline"
 CENTRE = ROOT / "docs" / "results" / "centre-rule.json"
 CENTRE_NAME = "centre-rule"
+SPLITS = ROOT / "docs" / "results" / "split-stability.json"
+SPLITS_NAME = "split-stability"
 
 
 def table(data: dict) -> str:
@@ -171,6 +173,33 @@ def centre_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def split_table(data: dict) -> str:
+    """``auto`` minus the best fixed type per (table, eps), mean over the 80/20 splits, and the default's mean."""
+    eps = data["epsilons"]
+    head = "| table (test rows, d, K) | " + " | ".join(f"epsilon {e:g}" for e in eps) + " | `auto` by epsilon |"
+    lines = [head, "| --- | " + " | ".join("---" for _ in eps) + " | --- |"]
+    for name, t in data["tables"].items():
+        cells = {c["epsilon"]: c for c in t["cells"]}
+        row = [f"{name} ({t['n_test']}, {t['d']}, {t['classes']})"]
+        for e in eps:
+            c = cells[e]
+            mark = "**" if c["mean_auto_minus_best_fixed"] < -data["margin"] else ""
+            row.append(f"{mark}{c['mean_auto_minus_best_fixed']:+.3f}{mark} \u00b1 {c['se_over_splits']:.3f} "
+                       f"({c['splits_within_margin']}/{c['splits']})")
+        row.append(" / ".join(f"{cells[e]['auto_mean']:.3f}" for e in eps))
+        lines.append("| " + " | ".join(row) + " |")
+    s = data["summary"]
+    lines += ["", f"{data['splits']} stratified 80/20 splits (split 0 is the study's), {data['draws']} noise draws "
+              f"each; a cell: `auto` minus the best fixed type's mean accuracy, mean \u00b1 standard error over "
+              f"splits, and in brackets the splits where `auto` is within {100 * data['margin']:g} point (bold: "
+              f"more than {100 * data['margin']:g} point below on average). Within the point: "
+              f"{s['cells_within_margin_on_split_0']} of {s['cells']} cells on split 0, "
+              f"{s['cells_within_margin_on_mean_over_splits']} on the mean over splits, "
+              f"{s['cells_within_margin_on_every_split']} on every split; the best fixed type changes between "
+              f"splits in {s['cells_whose_best_fixed_type_changes_between_splits']} cells."]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the docs block is out of date")
@@ -190,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         new = rewrite(new, PIPE_NAME, pipeline_clip_table(json.loads(PIPE.read_text())))
     if CENTRE.exists():
         new = rewrite(new, CENTRE_NAME, centre_table(json.loads(CENTRE.read_text())))
+    if SPLITS.exists():
+        new = rewrite(new, SPLITS_NAME, split_table(json.loads(SPLITS.read_text())))
     if new == old:
         return 0
     if a.check:

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VALIDATION_BLOCKS = ("covariance-rule", "covariance-rule-gaussiannb", "clip-rule", "clip-rule-pipeline", "centre-rule")
+VALIDATION_BLOCKS = ("covariance-rule", "covariance-rule-gaussiannb", "clip-rule", "clip-rule-pipeline", "centre-rule",
+                     "split-stability")
 TASK_BLOCKS = ("tabular-overview", "tabular-epsilon", "tabular-targets", "tabular-peer-wins")
 
 
@@ -29,7 +30,7 @@ def test_validation_page_holds_the_validation_blocks_up_to_date(load_script):
     assert mod.PAGE == ROOT / "docs" / "tables-validation.md"
     assert mod.main(["--check"]) == 0, "run: python scripts/covariance_rule_tables.py"
     # every JSON a block is rendered from is cited on the page (tests/test_docs_numbers.py looks there)
-    for json_path in (mod.JSON, mod.GNB, mod.CLIP, mod.PIPE, mod.CENTRE):
+    for json_path in (mod.JSON, mod.GNB, mod.CLIP, mod.PIPE, mod.CENTRE, mod.SPLITS):
         assert str(json_path.relative_to(ROOT)) in text
 
 

@@ -90,3 +90,31 @@ def test_downstream_fit_leaves_out_a_class_with_one_synthetic_row():
     pred = tabular._fit_predict(HistGradientBoostingClassifier(early_stopping=True, random_state=0), Xs, ys, Xte)
     assert list(pred[:2]) == [0, 1] and 2 not in pred
     assert list(tabular._fit_predict(None, Xs[:301], ys[:301], Xte)) == [0, 0, 0]  # one class with 2+ rows left
+
+
+def test_split_stability_cell_from_hand_made_accuracies(load_script):
+    """scripts/split_stability.py's per-cell summary against hand arithmetic: two splits, auto 0.80 / 0.70, the best
+    fixed type 0.805 (full) on the first and 0.75 (tied) on the second."""
+    mod = load_script("scripts/split_stability.py")
+    per_split = [{(1.0, "auto"): [0.79, 0.81], (1.0, "full"): [0.805], (1.0, "tied"): [0.5], (1.0, "diag"): [0.6]},
+                 {(1.0, "auto"): [0.70], (1.0, "full"): [0.6], (1.0, "tied"): [0.74, 0.76], (1.0, "diag"): [0.7]}]
+    c = mod._cell(per_split, 1.0)
+    assert c["auto_minus_best_fixed"] == pytest.approx([-0.005, -0.05])
+    assert c["best_fixed_type"] == ["full", "tied"] and c["distinct_best_types"] == 2
+    assert c["mean_auto_minus_best_fixed"] == pytest.approx(-0.0275)
+    assert c["se_over_splits"] == pytest.approx(0.045 / 2)  # sd of (-0.005, -0.05) is 0.045 / sqrt 2, over sqrt 2
+    assert c["splits_within_margin"] == 1 and c["auto_mean"] == pytest.approx(0.75)
+
+
+def test_split_stability_smoke(load_script, tmp_path):
+    import json
+
+    mod = load_script("scripts/split_stability.py")
+    out = tmp_path / "s.json"
+    assert mod.main(["--splits", "2", "--draws", "1", "--tables", "wine", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    cells = d["tables"]["wine"]["cells"]
+    assert [c["epsilon"] for c in cells] == list(mod.EPSILONS) and all(c["splits"] == 2 for c in cells)
+    assert d["summary"]["cells"] == 4 and all(0 <= v <= 1 for v in d["tables"]["wine"]["split0_means"].values())
+    with pytest.raises(SystemExit):
+        mod.main(["--splits", "1"])
