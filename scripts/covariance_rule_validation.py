@@ -29,10 +29,11 @@ form (one weight per class, the mean over the directions: :data:`torchdpgmm.rele
 off): ``per_direction_gain`` is the rule's accuracy minus that.
 
 Run: ``python scripts/covariance_rule_validation.py`` (writes docs/results/covariance-rule.json, a few minutes).
-``--sweep-class-to-pooled rule,0.3,0.6,1,1.5,2,3,rule:0.08/16,rule:0.12/16,rule:0.1/12,rule:0.1/24,rule:0.1/32``
+``--sweep-class-to-pooled rule,rule:0.1/16/inf,0.3,0.6,1,1.5,2,3,rule:0.08/16,rule:0.12/16,rule:0.1/12,rule:0.1/24,rule:0.1/32,rule:0.1/16/1,rule:0.1/16/3``
 scores ``auto`` once per setting of the class blocks' precision over the pooled block's (a number: one ratio for every
-table; ``rule``: :func:`torchdpgmm.release.covariance_rule.class_to_pooled_ratio` of each table's K and d as
-released; ``rule:A/D``: that form with A per class and D dimensions) and writes only a summary per setting
+table; ``rule``: :func:`torchdpgmm.release.covariance_rule.class_to_pooled_ratio` of each table's K, d and epsilon as
+released; ``rule:A/D`` or ``rule:A/D/E``: that form with A per class, D dimensions and growth with epsilon from E on,
+``inf`` for none) and writes only a summary per setting
 (docs/results/class-to-pooled.json): the number of (table, eps) cells where ``auto`` is more than 1 point
 below the best fixed type, the worst such difference and the mean accuracy of ``auto`` over the cells (how
 the ratio rule was chosen; the fixed types are scored once).
@@ -57,6 +58,7 @@ from torchdpgmm.release import covariance_rule
 from torchdpgmm.bounds import Bounds
 from torchdpgmm.data.tables import available_tables, load_table
 from torchdpgmm.bounds import release_in_unit_box
+from torchdpgmm.release.centring import CENTRE_FRACTION, stage_epsilons
 
 EPS = (0.5, 1.0, 2.0, 5.0)
 FIXED = ("full", "tied", "diag")
@@ -154,7 +156,8 @@ def score_table(X, y, public_bounds, types: tuple[str, ...] = TYPES) -> tuple[di
     K = int(y.max()) + 1
     ytr_t, yva_t = torch.as_tensor(ytr), torch.as_tensor(yva)
     info = {"n_train": int(len(ytr)), "n_val": int(len(yva)), "d": int(X.shape[1]), "K": K,
-            "class_to_pooled": covariance_rule.class_to_pooled_ratio(K, int(X.shape[1])),
+            # the ratio up to epsilon 2 (above it the rule's ratio grows with the release's epsilon)
+            "class_to_pooled": covariance_rule.class_to_pooled_ratio(K, int(X.shape[1]), 1.0),
             "majority_class_accuracy": float(np.mean(yva == np.bincount(ytr).argmax()))}
     acc = {}
     for eps in EPS:
@@ -183,8 +186,8 @@ def main(argv=None) -> None:
     p.add_argument("--tables", default=None, help="comma-separated subset (exploration)")
     p.add_argument("--out", default=None)
     p.add_argument("--sweep-class-to-pooled", default=None,
-                   help="comma list of ratios (one for every table), 'rule' (as released) or 'rule:A/D' (A per class, "
-                        "D dimensions): summary per setting")
+                   help="comma list of ratios (one for every table), 'rule' (as released) or 'rule:A/D[/E]' (A per "
+                        "class, D dimensions, growth with epsilon from E on, inf: none): summary per setting")
     args = p.parse_args(argv)
     if args.sweep_class_to_pooled:
         return sweep_class_to_pooled(args.sweep_class_to_pooled.split(","), args.tables,
@@ -227,7 +230,9 @@ def main(argv=None) -> None:
     out = {"description": __doc__, "epsilons": EPS, "delta": DELTA, "adjacency": "add-remove", "seeds": SEEDS,
            "class_to_pooled": {"least": covariance_rule.CLASS_TO_POOLED,
                                "per_class": covariance_rule.CLASS_TO_POOLED_PER_CLASS,
-                               "dim": covariance_rule.CLASS_TO_POOLED_DIM},
+                               "dim": covariance_rule.CLASS_TO_POOLED_DIM,
+                               "epsilon": covariance_rule.CLASS_TO_POOLED_EPSILON,
+                               "epsilon_max": covariance_rule.CLASS_TO_POOLED_EPSILON_MAX},
            "counts_floor": covariance_rule.COUNTS_FLOOR,
            "mean_shrinkage": RULE_MEANS,
            "split": "study's 80/20 (random_state=0, test part unread), then 75/25 train/validation of its training "
@@ -259,13 +264,15 @@ def main(argv=None) -> None:
 
 def _ratio_setting(spec: str, rule: tuple[float, float, float]) -> dict:
     """A sweep entry: a number is one ratio for every table; ``rule`` is
-    :func:`torchdpgmm.release.covariance_rule.class_to_pooled_ratio` as released; ``rule:A/D`` the same form with
-    ``A`` per class and ``D`` dimensions (the least ratio kept). ``rule``: the released (least, per class, dim)."""
+    :func:`torchdpgmm.release.covariance_rule.class_to_pooled_ratio` as released; ``rule:A/D`` or ``rule:A/D/E`` the
+    same form with ``A`` per class, ``D`` dimensions and growth with epsilon from ``E`` (``inf``: none) on (the least
+    ratio kept). ``rule``: the released (least, per class, dim, epsilon)."""
     if spec == "rule" or spec.startswith("rule:"):
-        a, _, dd = spec[5:].partition("/")
+        a, _, rest = spec[5:].partition("/")
+        dd, _, e = rest.partition("/")
         return {"spec": spec, "least": rule[0], "per_class": float(a) if a else rule[1],
-                "dim": float(dd) if dd else rule[2]}
-    return {"spec": spec, "least": float(spec), "per_class": 0.0, "dim": rule[2]}
+                "dim": float(dd) if dd else rule[2], "epsilon": float(e) if e else rule[3]}
+    return {"spec": spec, "least": float(spec), "per_class": 0.0, "dim": rule[2], "epsilon": rule[3]}
 
 
 def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.Path) -> None:
@@ -274,7 +281,7 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
     and are scored once."""
     t0 = time.time()
     keep = (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
-            covariance_rule.CLASS_TO_POOLED_DIM)
+            covariance_rule.CLASS_TO_POOLED_DIM, covariance_rule.CLASS_TO_POOLED_EPSILON)
     data = {k: v for k, v in tables().items() if not only or k in only.split(",")}
     fixed = {name: score_table(X, y, pb, FIXED)[1] for name, (X, y, pb) in data.items()}
     result = []
@@ -282,7 +289,8 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
         for spec in specs:
             st = _ratio_setting(spec, keep)
             (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
-             covariance_rule.CLASS_TO_POOLED_DIM) = st["least"], st["per_class"], st["dim"]
+             covariance_rule.CLASS_TO_POOLED_DIM, covariance_rule.CLASS_TO_POOLED_EPSILON) = (
+                st["least"], st["per_class"], st["dim"], st["epsilon"])
             cells = []
             for name, (X, y, pb) in data.items():
                 info, acc = score_table(X, y, pb, ("auto",))
@@ -290,7 +298,10 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
                     m = {"auto": float(np.mean(acc[(eps, "auto")])),
                          **{ct: float(np.mean(fixed[name][(eps, ct)])) for ct in FIXED}}
                     best = max(FIXED, key=lambda c: m[c])
-                    cells.append({"table": name, "epsilon": eps, "class_to_pooled": info["class_to_pooled"],
+                    # the ratio the release used: of the mixture stage's epsilon (the centre takes a share first)
+                    eps2 = stage_epsilons(eps, DELTA, CENTRE_FRACTION)[1]
+                    ratio = covariance_rule.class_to_pooled_ratio(info["K"], info["d"], eps2)
+                    cells.append({"table": name, "epsilon": eps, "class_to_pooled": ratio,
                                   "auto": m["auto"], "best_fixed": best, "best_fixed_accuracy": m[best],
                                   "auto_minus_best_fixed": m["auto"] - m[best]})
             gaps = [c["auto_minus_best_fixed"] for c in cells]
@@ -306,10 +317,12 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
                   f"mean auto {row['mean_auto_accuracy']:.4f}", flush=True)
     finally:
         (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
-         covariance_rule.CLASS_TO_POOLED_DIM) = keep
+         covariance_rule.CLASS_TO_POOLED_DIM, covariance_rule.CLASS_TO_POOLED_EPSILON) = keep
     out = {"description": "covariance_rule_validation.py --sweep-class-to-pooled: " + (__doc__ or "").splitlines()[0],
-           "rule": {"least": keep[0], "per_class": keep[1], "dim": keep[2],
-                    "form": "max(least, per_class * K * min(1, dim / d))"},
+           "rule": {"least": keep[0], "per_class": keep[1], "dim": keep[2], "epsilon": keep[3],
+                    "epsilon_max": covariance_rule.CLASS_TO_POOLED_EPSILON_MAX,
+                    "form": "max(least, per_class * K * min(1, dim / d) * max(1, min(eps, epsilon_max) / epsilon)), "
+                            "eps the mixture stage's epsilon"},
            "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "ratios": result, "runtime_s": time.time() - t0}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(out, indent=1) + "\n")

@@ -56,7 +56,14 @@ def test_auto_class_stage_blocks_and_mu_match_an_independent_computation():
     mu = 1.3
     _, blocks = release_class_mixture(U, y, 3, mu=mu, delta=1e-5, class_rule="auto",
                                       generator=torch.Generator().manual_seed(0))
-    w = _auto_fractions()
+    # the rule's ratio at the stage's epsilon, by hand: mu-GDP's epsilon at delta 1e-5 (scipy root of the GDP delta
+    # curve, Dong, Roth & Su 2022), then max(0.3, 0.1 K min(1, 16/d) max(1, min(eps, 5)/2)) with K = 3, d = 4
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    eps = brentq(lambda e: norm.cdf(-e / mu + mu / 2) - math.exp(e) * norm.cdf(-e / mu - mu / 2) - 1e-5, 0, 50)
+    assert eps > 2  # the stage's epsilon is where the ratio grows
+    w = _auto_fractions(max(0.3, 0.1 * 3 * max(1.0, min(eps, 5.0) / 2)))
     assert [b.name for b in blocks] == [f"class-{k}" for k in w]
     for b in blocks:
         assert b.mechanism == "gaussian" and b.sensitivity == pytest.approx(1.0, rel=1e-12)

@@ -135,39 +135,51 @@ def test_auto_split_is_public_and_gives_the_class_block_the_pooled_share():
     assert base["counts"] > COUNTS_FLOOR  # the floor does not bind here
     sp = auto_split(base, 0.5)
     assert sp["second_moments"] == pytest.approx(0.5 * sp[POOLED])
-    assert auto_split(base, num_classes=5, dim=4) == auto_split(base, class_to_pooled_ratio(5, 4))
-    with pytest.raises(TypeError, match="num_classes and dim"):  # no silent default ratio
-        auto_split(base, num_classes=5)
+    assert auto_split(base, num_classes=5, dim=4, epsilon=3.0) == auto_split(base, class_to_pooled_ratio(5, 4, 3.0))
+    with pytest.raises(TypeError, match="num_classes, dim and epsilon"):  # no silent default ratio
+        auto_split(base, num_classes=5, dim=4)
     assert sp["sums"] / sp["counts"] == pytest.approx(base["sums"] / base["counts"])
     assert sum(sp.values()) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("K, d, ratio", [(2, 8, 0.3), (3, 4, 0.3), (6, 9, 0.6), (26, 16, 2.6), (11, 10, 1.1),
-                                         (10, 64, 0.3), (26, 32, 1.3), (100, 1000, 0.3)])
-def test_class_to_pooled_ratio_grows_with_the_classes_and_falls_with_the_dimension(K, d, ratio):
-    """r = max(0.3, 0.1 K min(1, 16/d)): the values written out by hand from the formula."""
-    assert class_to_pooled_ratio(K, d) == pytest.approx(ratio, rel=1e-12)
+@pytest.mark.parametrize("K, d, eps, ratio", [(2, 8, 1.0, 0.3), (3, 4, 0.5, 0.3), (6, 9, 2.0, 0.6), (26, 16, 1.0, 2.6),
+                                              (11, 10, 0.1, 1.1), (10, 64, 1.0, 0.3), (26, 32, 2.0, 1.3),
+                                              (100, 1000, 1.0, 0.3), (11, 10, 5.0, 2.75), (26, 16, 4.0, 5.2),
+                                              (2, 8, 5.0, 0.5), (2, 8, 3.0, 0.3), (10, 64, 8.0, 0.625),
+                                              (26, 16, 1e6, 6.5)])
+def test_class_to_pooled_ratio_grows_with_classes_and_epsilon_and_falls_with_dimension(K, d, eps, ratio):
+    """r = max(0.3, 0.1 K min(1, 16/d) max(1, min(eps, 5)/2)): the values written out by hand from the formula."""
+    assert class_to_pooled_ratio(K, d, eps) == pytest.approx(ratio, rel=1e-12)
     if ratio == 0.3:  # the floor itself, exactly (0.1 * 3 in floating point is 0.30000000000000004)
-        assert class_to_pooled_ratio(K, d) == CLASS_TO_POOLED
+        assert class_to_pooled_ratio(K, d, eps) == CLASS_TO_POOLED
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.0, True, None])
 def test_class_to_pooled_ratio_refuses_what_is_not_a_count(bad):
     with pytest.raises(ValueError, match="positive int"):
-        class_to_pooled_ratio(bad, 4)
+        class_to_pooled_ratio(bad, 4, 1.0)
     with pytest.raises(ValueError, match="positive int"):
-        class_to_pooled_ratio(4, bad)
+        class_to_pooled_ratio(4, bad, 1.0)
 
 
-def test_auto_release_splits_by_the_ratio_of_its_classes_and_dimension():
-    """The sound release's "auto" split is auto_split of the tied KL split at class_to_pooled_ratio(K, d)."""
-    from torchdpgmm.release.sound import sound_settings
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), True, None, "1"])
+def test_class_to_pooled_ratio_refuses_an_epsilon_that_is_not_a_positive_number(bad):
+    with pytest.raises(ValueError, match="epsilon must be a finite number > 0"):
+        class_to_pooled_ratio(4, 4, bad)
 
-    for K, d in ((2, 5), (26, 16), (10, 40)):
-        st = sound_settings(d, K, 1.0, 1e-5, clip_bound=1.0, covariance_type="auto")
-        base = kl_split(1.0, d, covariance_type="tied", num_classes=K)
-        assert st.split == pytest.approx(auto_split(base, class_to_pooled_ratio(K, d)), rel=1e-12)
-        assert st.split["second_moments"] / st.split[POOLED] == pytest.approx(class_to_pooled_ratio(K, d), rel=1e-12)
+
+@pytest.mark.parametrize("mechanism, delta", [("kl", 1e-5), ("laplace", None)])
+def test_auto_release_splits_by_the_ratio_of_its_classes_dimension_and_epsilon(mechanism, delta):
+    """The sound release's "auto" split is auto_split of its base split at class_to_pooled_ratio(K, d, eps) of the
+    epsilon it is given."""
+    from torchdpgmm.release.sound import DEFAULT_SPLIT, sound_settings
+
+    for K, d, eps in ((2, 5, 1.0), (26, 16, 1.0), (10, 40, 1.0), (11, 10, 5.0), (2, 4, 8.0)):
+        st = sound_settings(d, K, eps, delta, clip_bound=1.0, covariance_type="auto", mechanism=mechanism)
+        base = kl_split(1.0, d, covariance_type="tied", num_classes=K) if mechanism == "kl" else dict(DEFAULT_SPLIT)
+        r = class_to_pooled_ratio(K, d, eps)
+        assert st.split == pytest.approx(auto_split(base, r), rel=1e-12)
+        assert st.split["second_moments"] / st.split[POOLED] == pytest.approx(r, rel=1e-12)
 
 
 def test_auto_split_floors_the_counts_share():

@@ -247,7 +247,8 @@ def _class_stage(U, y, K, d, mu_class, blocks, *, class_rule, mom, shrink, min_s
     :func:`~torchdpgmm.release.covariance_rule.class_to_pooled_ratio`) is the class blocks' precision over the pooled
     block's."""
     if class_rule == "auto":
-        split = auto_split(mom, class_to_pooled, num_classes=K, dim=d)
+        eps = None if class_to_pooled is not None else float(gdp_epsilon(kw["delta"], mu_class))  # the stage's
+        split = auto_split(mom, class_to_pooled, num_classes=K, dim=d, epsilon=eps)
         cls, _ = _sound_stage(U, y, K, mu_class, "class", blocks, split=split,
                               covariance_type="auto", **kw)
         return cls, cls["covariances"], {"class_counts": cls["counts"]}  # released (noisy, floored)

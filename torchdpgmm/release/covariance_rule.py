@@ -13,8 +13,8 @@ wants a covariance per class (``"full"``). This rule releases both and lets the 
 with a budget split fixed from public facts only (:func:`auto_split`): the first-order KL split of Liu,
 Scaglione & Peisert (2025) / :func:`torchdpgmm.release.sound.kl_split` for counts, sums and the pooled block (as for
 ``"tied"``), plus a class block whose precision ``1/sigma_F^2`` is a public multiple ``r`` of the pooled block's
-(:func:`class_to_pooled_ratio`: ``r = max(0.3, 0.1 K min(1, 16 / d))`` from the public number of classes K and
-dimension d); the counts then get at least :data:`COUNTS_FLOOR` of ``mu^2``
+(:func:`class_to_pooled_ratio`: ``r = max(0.3, 0.1 K min(1, 16 / d) max(1, min(eps, 5) / 2))`` from the public
+number of classes K, dimension d and the release's epsilon); the counts then get at least :data:`COUNTS_FLOOR` of ``mu^2``
 (the other blocks keep their ratios). The KL split prices count noise by the weights' KL only
 (``Delta_c^2 / 2``), which leaves the counts under 1% of the budget when d is large (Ionosphere, Sonar,
 Parkinsons, breast cancer, digits): on a small table the released counts are then pure noise, yet they set
@@ -119,7 +119,8 @@ import math
 import torch
 
 __all__ = ["count_floor", "floored_counts", "CLASS_TO_POOLED", "CLASS_TO_POOLED_PER_CLASS", "CLASS_TO_POOLED_DIM",
-           "class_to_pooled_ratio", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "NOISE_SDS", "POOLED",
+           "class_to_pooled_ratio", "CLASS_TO_POOLED_EPSILON",
+           "CLASS_TO_POOLED_EPSILON_MAX", "COUNTS_FLOOR", "MEAN_SHRINKAGE", "NOISE_SDS", "POOLED",
            "PER_DIRECTION", "auto_split", "combine_second_moments", "direction_weights", "shrinkage_weights", "diagonal_weight", "shrunk_covariances", "mean_shrinkage_weights", "shrunk_means"]
 
 #: name of the pooled second-moment block in the record and the split
@@ -134,6 +135,12 @@ CLASS_TO_POOLED = 0.3
 CLASS_TO_POOLED_PER_CLASS = 0.1
 #: the dimension above which the ratio's growth per class falls as ``1/d`` (:func:`class_to_pooled_ratio`)
 CLASS_TO_POOLED_DIM = 16
+#: the release's epsilon above which the ratio's growth per class rises in proportion to epsilon
+#: (:func:`class_to_pooled_ratio`; ``math.inf``: no growth with epsilon)
+CLASS_TO_POOLED_EPSILON = 2.0
+#: the epsilon at which that growth stops (the largest epsilon it was validated at; beyond it the class blocks would
+#: take the sums' and counts' budget without evidence that it pays)
+CLASS_TO_POOLED_EPSILON_MAX = 5.0
 #: step 6's James-Stein weights of the means (off in the rule: they lost on validation); ``False`` keeps the
 #: released means, projected onto the clipping ball. The validation script flips it to compare
 MEAN_SHRINKAGE = False
@@ -164,11 +171,15 @@ def floored_counts(counts: torch.Tensor, sigma_c: float, min_count: float) -> to
     return torch.clamp(counts, min=count_floor(sigma_c, min_count))
 
 
-def class_to_pooled_ratio(num_classes: int, dim: int) -> float:
+def class_to_pooled_ratio(num_classes: int, dim: int, epsilon: float) -> float:
     """The class blocks' precision over the pooled block's in the ``"auto"`` split, from public facts only:
-    ``r = max(CLASS_TO_POOLED, CLASS_TO_POOLED_PER_CLASS * K * min(1, CLASS_TO_POOLED_DIM / d))``
-    (0.3, 0.1 and 16), so ``r = 0.3`` up to three classes, ``K / 10`` beyond in up to 16 dimensions, and
-    ``1.6 K / d`` (at least 0.3) above 16 dimensions.
+    ``r = max(CLASS_TO_POOLED, CLASS_TO_POOLED_PER_CLASS * K * min(1, CLASS_TO_POOLED_DIM / d) * g)`` with
+    ``g = max(1, min(epsilon, CLASS_TO_POOLED_EPSILON_MAX) / CLASS_TO_POOLED_EPSILON)`` (0.3, 0.1, 16, 5 and 2), so
+    up to epsilon 2 ``r = 0.3`` up to three classes, ``K / 10`` beyond in up to 16 dimensions, and ``1.6 K / d`` (at
+    least 0.3) above 16 dimensions; from epsilon 2 to 5 the part that grows with K grows in proportion to epsilon,
+    and stays at 2.5 times beyond. ``epsilon`` is the epsilon of the
+    release that spends the split (the mixture stage's own in the two-stage release of
+    :mod:`torchdpgmm.release.centring`).
 
     Why K: the pooled block serves all K classes, each class block one; in the GLS combination (step 1) the class
     blocks add ``r / K`` of the pooled block's precision to the pooled moment. With ``r = K / 10`` that contribution
@@ -176,34 +187,41 @@ def class_to_pooled_ratio(num_classes: int, dim: int) -> float:
     costs most at small eps (below). Why ``1/d`` above 16: a
     class covariance's eigenvalues shrink with d while its noise does not, so in many dimensions the class blocks
     are swamped (step 4 gives them to the pooled covariance) and their budget is better spent on the pooled block.
+    Why epsilon: the class blocks' noise falls as epsilon grows, so more of their directions are resolved (step 4
+    keeps the class's variance there) and worth the budget, while the pooled block's gain from more budget saturates.
     Chosen on the tables' validation splits (``docs/results/class-to-pooled.json``,
     ``scripts/covariance_rule_validation.py --sweep-class-to-pooled``): against the one ratio 0.3 for every table,
-    the mean accuracy over the 56 (table, eps) cells rises from 0.742 to 0.746, 26-class letter gains 3 to 5 points
-    from eps 1 and the cells more than 1 point below the best fixed type fall from 12 to 6 (nearby constants: 0.08 or
-    0.12 per class, 12, 24 or 32 dimensions, give 6 or 7); the cost is at small eps where the pooled block needed
-    the budget (digits pooled to 16 columns -2.6 points at eps 0.5, Vowel -1.4 at eps 1). Two- and three-class tables
-    keep 0.3."""
+    the mean accuracy over the 56 (table, eps) cells rises from 0.742 to 0.747 and the cells more than 1 point below
+    the best fixed type fall from 12 to 4; the growth with epsilon (against the same rule without it) changes only
+    the epsilon-5 cells, gains up to 1.7 points there (Vowel, letter) and loses none by more than 0.3. The cost of the
+    K part is at small eps where the pooled block needed the budget (digits pooled to 16 columns -2.6 points at eps
+    0.5, Vowel -1.4 at eps 1). Two- and three-class tables keep 0.3 up to epsilon 2."""
     for name, v in (("num_classes", num_classes), ("dim", dim)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0 < epsilon < math.inf:
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    grow = max(1.0, min(epsilon, CLASS_TO_POOLED_EPSILON_MAX) / CLASS_TO_POOLED_EPSILON)
     # rounded to 12 decimals: 0.1 * 3 is the floor 0.3 itself, not 0.30000000000000004 (which moves the noise scales)
-    return round(max(CLASS_TO_POOLED, CLASS_TO_POOLED_PER_CLASS * num_classes * min(1.0, CLASS_TO_POOLED_DIM / dim)), 12)
+    return round(max(CLASS_TO_POOLED, CLASS_TO_POOLED_PER_CLASS * num_classes * min(1.0, CLASS_TO_POOLED_DIM / dim)
+                     * grow), 12)
 
 
 def auto_split(base: dict[str, float], class_to_pooled: float | None = None, *, num_classes: int | None = None,
-               dim: int | None = None) -> dict[str, float]:
+               dim: int | None = None, epsilon: float | None = None) -> dict[str, float]:
     """Budget fractions (of mu^2) of the four blocks from the three-block split ``base`` of ``"tied"``.
 
     ``base`` maps counts, sums, second_moments (the pooled block) to fractions; the class block
     ``second_moments`` gets ``class_to_pooled`` times the pooled block's share, then all are renormalised.
-    Public facts only; without ``class_to_pooled`` it is :func:`class_to_pooled_ratio` of ``num_classes`` and
-    ``dim``, which are then required (a caller that forgot them would otherwise get another table's ratio
+    Public facts only; without ``class_to_pooled`` it is :func:`class_to_pooled_ratio` of ``num_classes``, ``dim``
+    and ``epsilon``, which are then required (a caller that forgot them would otherwise get another table's ratio
     silently). The counts get at least :data:`COUNTS_FLOOR` (the other three blocks scaled down together).
     """
     if class_to_pooled is None:
-        if num_classes is None or dim is None:
-            raise TypeError("auto_split needs class_to_pooled, or num_classes and dim for class_to_pooled_ratio")
-        class_to_pooled = class_to_pooled_ratio(num_classes, dim)
+        if num_classes is None or dim is None or epsilon is None:
+            raise TypeError("auto_split needs class_to_pooled, or num_classes, dim and epsilon for "
+                            "class_to_pooled_ratio")
+        class_to_pooled = class_to_pooled_ratio(num_classes, dim, epsilon)
     raw = {"counts": base["counts"], "sums": base["sums"], "second_moments": class_to_pooled * base["second_moments"],
            POOLED: base["second_moments"]}
     tot = sum(raw.values())

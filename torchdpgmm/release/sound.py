@@ -404,7 +404,7 @@ def sound_settings(
         else:
             split = dict(DEFAULT_SPLIT)
         if shrink:  # plus the class blocks (torchdpgmm.release.covariance_rule.auto_split)
-            split = auto_split(split, num_classes=num_classes, dim=dim)
+            split = auto_split(split, num_classes=num_classes, dim=dim, epsilon=eps)
     if class_weight is None:
         from torchdpgmm.release import covariance_rule
 
