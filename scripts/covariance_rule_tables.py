@@ -193,7 +193,8 @@ def split_table(data: dict) -> str:
               f"each; a cell: `auto` minus the best fixed type's mean accuracy, mean \u00b1 standard error over "
               f"splits, and in brackets the splits where `auto` is within {100 * data['margin']:g} point (bold: "
               f"more than {100 * data['margin']:g} point below on average). Within the point: "
-              f"{s['cells_within_margin_on_split_0']} of {s['cells']} cells on split 0, "
+              f"{s['cells_within_margin_on_split_0']} of {s['cells']} cells on split 0 with these draws (the study's "
+              f"own count is over its own draws), "
               f"{s['cells_within_margin_on_mean_over_splits']} on the mean over splits, "
               f"{s['cells_within_margin_on_every_split']} on every split; the best fixed type changes between "
               f"splits in {s['cells_whose_best_fixed_type_changes_between_splits']} cells."]
