@@ -808,11 +808,12 @@ def _epsilon_batch(epsilon: Any) -> list[Any] | None:
     """The E public epsilons of a batched release (a 1-D tensor or a list / tuple, E >= 1: ``[1.0]`` and
     ``tensor([1.0])`` are both a batch of one), or None for one epsilon (a number or a 0-d tensor). Read on the host
     once (a public input)."""
-    if isinstance(epsilon, (list, tuple)) or (torch.is_tensor(epsilon) and epsilon.dim() == 1 and not len(epsilon)):
-        if not len(epsilon):
-            raise ValueError("epsilon is empty")
+    batch = isinstance(epsilon, (list, tuple)) or (torch.is_tensor(epsilon) and epsilon.dim() == 1)
+    if batch and not len(epsilon):
+        raise ValueError("epsilon is empty")
+    if isinstance(epsilon, (list, tuple)):
         return [float(e) if torch.is_tensor(e) and e.numel() == 1 else e for e in epsilon]
-    if torch.is_tensor(epsilon) and epsilon.dim() == 1:
+    if batch:
         return [float(e) for e in epsilon.detach().to("cpu", torch.float64).tolist()]
     return None
 
