@@ -268,9 +268,8 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     sound_settings(d, 1, epsilon, delta, clip_bound=ball_radius, center=ball_center, adjacency=adjacency,
                    noise=noise, covariance_type="spherical", mechanism=centre_mechanism)
     eps1 = stage_epsilons(epsilon, delta, fraction, mechanism=mechanism, noise=noise)[0]
-    # the mixture gets what the centre (and the radius, when private) leave: 1 - fraction (- radius_fraction)
     eps2 = stage_epsilons(epsilon, delta, float(fraction) + (float(radius_fraction) if private_radius else 0.0),
-                          mechanism=mechanism, noise=noise)[1]
+                          mechanism=mechanism, noise=noise)[1]  # what the centre (and a private radius) leave
     if private_radius:
         r_kind, r_scale, r_block = radius_noise(radius_fraction, epsilon, delta, mechanism=mechanism, noise=noise,
                                                 adjacency=adjacency)
