@@ -207,6 +207,19 @@ def test_release_refuses_a_non_finite_user_centre_on_every_device(device):
         release(U.to(device), y.to(device), 2, 1.0, 1e-5, clip_bound=0.3, center=bad)
 
 
+def test_check_center_reads_host_centres_and_leaves_released_device_centres_unread():
+    """One check for every centre: host values are read (NaN refused), the last dimension must be d, and a centre
+    on another device is not read back unless asked (the meta device stands in for an accelerator here)."""
+    from torchdpgmm.release.sound import check_center
+
+    assert torch.equal(check_center([0.5, 0.5], 2), torch.tensor([0.5, 0.5], dtype=torch.float64))
+    with pytest.raises(ValueError, match="center must be a finite tensor with last dimension d=2"):
+        check_center([0.5, float("nan")], 2)
+    with pytest.raises(ValueError, match="last dimension d=3"):
+        check_center([0.5, 0.5], 3)
+    assert check_center(torch.empty(2, device="meta"), 2).device.type == "meta"  # not read back
+
+
 def test_block_noise_std_reads_gaussian_sigma_and_laplace_scale():
     """The noise std of a block from a sound release's public summary: sigma for Gaussian noise, sqrt(2) b for a
     Laplace scale b (the Laplace variance 2 b^2), None when the summary has neither."""

@@ -420,15 +420,12 @@ class SoundMechanism(Mechanism):
     noised_blocks = ("counts", "sums", "second_moments")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
-        from torchdpgmm.release.sound import release_sound
+        from torchdpgmm.release.sound import check_center, release_sound
 
         o = self.bind(options)
         c = o.get("center")
-        # the user's centre is public: read back once here on any device (release_sound checks it on the host only,
-        # so that a centre released on an accelerator by a first stage is never waited for); a NaN centre would
-        # otherwise drop every row, and only the noise warning would say so
-        if torch.is_tensor(c) and c.device.type != "cpu" and not bool(torch.isfinite(c).all()):
-            raise ValueError(f"center must be a finite tensor with last dimension d={X.shape[-1]}")
+        if torch.is_tensor(c) and c.device.type != "cpu":  # the user's public centre: read back here, once
+            check_center(c, X.shape[-1], read_device=True)  # (a host centre is checked by release_sound)
         return release_sound(X, y, num_classes, epsilon, delta, generator=generator, mask=mask,
                              mechanism=self.name, **o)
 

@@ -116,6 +116,7 @@ __all__ = [
     "gdp_epsilon",
     "kl_split",
     "sound_settings",
+    "check_center",
     "check_schema",
     "SoundSettings",
     "NOISES",
@@ -306,6 +307,20 @@ def _positive(value: Any, name: str) -> float:
     return v
 
 
+def check_center(center: Any, dim: int, *, read_device: bool = False) -> torch.Tensor:
+    """A public clipping centre as float64 with last dimension ``dim``; ``ValueError`` (one line) otherwise.
+
+    Finiteness is checked on the host. A centre already on an accelerator is read back only with ``read_device``
+    (the user's centre, at the front door: :class:`torchdpgmm.release.dispatch.SoundMechanism`); a centre released
+    there by a first stage (:mod:`torchdpgmm.release.centring`) is not waited for. A non-finite centre would make
+    every clipped row non-finite, so every row would be dropped."""
+    center = torch.as_tensor(center, dtype=torch.float64)
+    read = read_device or center.device.type == "cpu"
+    if center.shape[-1:] != (dim,) or (read and not bool(torch.isfinite(center).all())):
+        raise ValueError(f"center must be a finite tensor with last dimension d={dim}")
+    return center
+
+
 def _check_privacy(epsilon: Any, delta: Any, mechanism: str) -> tuple[float, float | None]:
     for name, v in (("epsilon", epsilon), ("delta", delta)):
         if torch.is_tensor(v) and v.numel() != 1:
@@ -376,12 +391,7 @@ def sound_settings(
     shrink = covariance_type == "auto"  # the released blocks are the full ones; only post-processing differs
     covariance_type = _check_covariance_type(covariance_type)
     if center is not None:
-        center = torch.as_tensor(center, dtype=torch.float64)
-        # a public value, checked on the host; a centre already on an accelerator (e.g. released by a first stage,
-        # torchdpgmm.release.centring) is not read back (that would wait for the device): a non-finite one makes
-        # every clipped row non-finite, so every row is dropped
-        if center.shape[-1:] != (dim,) or (center.device.type == "cpu" and not bool(torch.isfinite(center).all())):
-            raise ValueError(f"center must be a finite tensor with last dimension d={dim}")
+        center = check_center(center, dim)
     if not (isinstance(min_count, (int, float)) and 1 <= min_count < math.inf):
         raise ValueError(f"min_count must be a finite number >= 1, got {min_count!r}")
     if eig_floor is not None:  # float("-inf") switches the PSD repair off (audits read the blocks back)
