@@ -118,3 +118,33 @@ def test_split_stability_smoke(load_script, tmp_path):
     assert d["summary"]["cells"] == 4 and all(0 <= v <= 1 for v in d["tables"]["wine"]["split0_means"].values())
     with pytest.raises(SystemExit):
         mod.main(["--splits", "1"])
+
+
+def test_tied_view_is_the_weighted_mean_covariance(load_script):
+    """scripts/tied_selection_validation.py's tied view against hand arithmetic: weights 1/4, 3/4 and covariances
+    diag(1, 2), diag(3, 4) give diag(2.5, 3.5) for both classes; weights and means are kept."""
+    import torch
+
+    from torchdpgmm.mixture import LabeledGMM
+
+    mod = load_script("scripts/tied_selection_validation.py")
+    m = LabeledGMM(torch.tensor([0.25, 0.75], dtype=torch.float64), torch.tensor([[0.0, 1.0], [2.0, 3.0]]).double(),
+                   torch.stack([torch.diag(torch.tensor([1.0, 2.0])), torch.diag(torch.tensor([3.0, 4.0]))]).double())
+    t = mod.tied_view(m)
+    want = torch.diag(torch.tensor([2.5, 3.5], dtype=torch.float64))
+    assert torch.allclose(t.covariances, torch.stack([want, want]))
+    assert torch.equal(t.weights, m.weights) and torch.equal(t.means, m.means)
+
+
+def test_tied_selection_smoke(load_script, tmp_path):
+    import json
+
+    mod = load_script("scripts/tied_selection_validation.py")
+    mod.SEEDS = (10,)
+    out = tmp_path / "t.json"
+    assert mod.main(["--only", "iris", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert [c["epsilon"] for c in d["cells"]] == [0.5, 1.0, 2.0, 5.0]
+    assert set(d["summary"]) == set(mod.settings())
+    assert all(0 <= v <= 1 for c in d["cells"] for v in c["accuracy"].values())
+    assert d["summary"]["auto"]["mean_gain_vs_auto"] == 0.0
