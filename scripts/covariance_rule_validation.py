@@ -61,7 +61,6 @@ from torchdpgmm.release import covariance_rule
 from torchdpgmm.bounds import Bounds
 from torchdpgmm.data.tables import available_tables, load_table
 from torchdpgmm.bounds import release_in_unit_box
-from torchdpgmm.release.centring import CENTRE_FRACTION, stage_epsilons
 
 EPS = (0.5, 1.0, 2.0, 5.0)
 FIXED = ("full", "tied", "diag")
@@ -154,6 +153,14 @@ def pulled(U: torch.Tensor, centre: torch.Tensor, radius) -> torch.Tensor:
     return centre + clip_records(U, radius, center=centre)
 
 
+def released_ratio(rel) -> float:
+    """The class blocks' precision over the pooled block's that an ``auto`` release spent, read from its record's
+    budget split (the record is the one home of what was released; the counts' floor scales both blocks alike)."""
+    split = rel.privacy.split
+    pre = "mixture_" if "mixture_second_moments" in split else ""  # two-stage release, or one stage
+    return split[pre + "second_moments"] / split[pre + covariance_rule.POOLED]
+
+
 def score_table(X, y, public_bounds, types: tuple[str, ...] = TYPES) -> tuple[dict, dict]:
     Utr, Uva, ytr, yva, b = unit_split(X, y, public_bounds)
     K = int(y.max()) + 1
@@ -161,7 +168,8 @@ def score_table(X, y, public_bounds, types: tuple[str, ...] = TYPES) -> tuple[di
     info = {"n_train": int(len(ytr)), "n_val": int(len(yva)), "d": int(X.shape[1]), "K": K,
             # the ratio up to epsilon 2 (above it the rule's ratio grows with the release's epsilon)
             "class_to_pooled": covariance_rule.class_to_pooled_ratio(K, int(X.shape[1]), 1.0),
-            "majority_class_accuracy": float(np.mean(yva == np.bincount(ytr).argmax()))}
+            "majority_class_accuracy": float(np.mean(yva == np.bincount(ytr).argmax())),
+            "released_class_to_pooled": {}}
     acc = {}
     for eps in EPS:
         for ct in types:
@@ -174,6 +182,8 @@ def score_table(X, y, public_bounds, types: tuple[str, ...] = TYPES) -> tuple[di
                                           covariance_type="auto" if ct.startswith("auto") else ct,
                                           generator=torch.Generator().manual_seed(seed))
                 a.append(float((rel.model.predict(estimator_rows(rel, Uva, ct)) == yva_t).double().mean()))
+            if ct == "auto":
+                info["released_class_to_pooled"][eps] = released_ratio(rel)
             covariance_rule.MEAN_SHRINKAGE = RULE_MEANS
             covariance_rule.COUNT_FLOOR = True
             covariance_rule.PER_DIRECTION = True
@@ -310,9 +320,7 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
                     m = {"auto": float(np.mean(acc[(eps, "auto")])),
                          **{ct: float(np.mean(fixed[name][(eps, ct)])) for ct in FIXED}}
                     best = max(FIXED, key=lambda c: m[c])
-                    # the ratio the release used: of the mixture stage's epsilon (the centre takes a share first)
-                    eps2 = stage_epsilons(eps, DELTA, CENTRE_FRACTION)[1]
-                    ratio = covariance_rule.class_to_pooled_ratio(info["K"], info["d"], eps2)
+                    ratio = info["released_class_to_pooled"][eps]  # as the release recorded it
                     cells.append({"table": name, "epsilon": eps, "class_to_pooled": ratio,
                                   "auto": m["auto"], "best_fixed": best, "best_fixed_accuracy": m[best],
                                   "auto_minus_best_fixed": m["auto"] - m[best]})
