@@ -7,7 +7,9 @@ see it. This script simulates the cheapest such choice before anyone builds it i
 1. release ``auto`` as the estimators do (:func:`torchdpgmm.bounds.release_in_unit_box`, add/remove, delta 1e-5), at
    the part ``1 - s`` of the budget: GDP ``mu_main = mu sqrt(1 - s)`` with ``mu`` the user's
    (:func:`torchdpgmm.privacy.calibration.gdp_mu`), so that with the choice's ``mu_sel = mu sqrt(s)`` the two
-   compose to ``mu`` exactly (``mu_main^2 + mu_sel^2 = mu^2``);
+   compose to ``mu`` exactly (``mu_main^2 + mu_sel^2 = mu^2``). The default discrete release accounts in zCDP, and
+   the epsilon this gives it leaves it the same share ``1 - s`` of the zCDP budget ``rho`` to within 0.1%, so the
+   simulated budget cost is the one a built choice would pay;
 2. its **tied view**, post-processing of the released model: every class covariance replaced by
    ``sum_k pi_k Sigma_k`` (the released weights and covariances);
 3. the paired count ``D = sum_i [auto correct at x_i] - [tied view correct at x_i]`` over the release's own clipped
