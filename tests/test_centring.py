@@ -463,3 +463,23 @@ def test_private_radius_reports_its_noise_in_the_data_units(mechanism, noise):
     for k in scale_keys:
         assert float(got[k]) == pytest.approx(float(ref[k]), rel=1e-9), k
     assert float(rel.extras["noise_scaled"][scale_keys[0]]) > 0
+
+
+def test_radius_histogram_keeps_the_mixture_stages_rows():
+    """The radius histogram counts exactly the rows the mixture stage keeps (one filter, ``sound.kept_rows``), against
+    a numpy reference: a NaN feature, an infinite one, a finite row that overflows once centred, a label outside the
+    classes and a masked-out row are dropped; the rest are counted once."""
+    from torchdpgmm.release.centring import distance_histogram, radius_grid
+    from torchdpgmm.release.sound import kept_rows
+
+    X = np.array([[0.1, 0.2], [np.nan, 0.3], [np.inf, 0.0], [1.7e308, 0.4], [0.5, 0.5], [0.9, 0.1], [0.3, 0.3]])
+    y = np.array([0, 1, 0, 1, 2, 1, 0])
+    mask = np.array([True, True, True, True, True, True, False])
+    c = np.array([-1e308, 0.5])
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.isfinite(X - c).all(1) & (y >= 0) & (y < 2) & mask
+    assert want.tolist() == [True, False, False, False, False, True, False]
+    Xt, yt, ct, mt = (torch.as_tensor(a) for a in (X, y, c, mask))
+    assert kept_rows(Xt - ct, yt, 2, mt).tolist() == want.tolist()
+    h = distance_histogram(Xt, yt, 2, ct, torch.as_tensor(radius_grid(0.2, 1.4)), mt)
+    assert int(h.sum()) == int(want.sum())

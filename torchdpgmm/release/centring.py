@@ -147,21 +147,17 @@ def radius_grid(floor: float, top: float, *, steps_per_octave: int = RADIUS_STEP
     return [lo * (hi / lo) ** (j / n) for j in range(n + 1)]
 
 
-def _valid_rows(X: torch.Tensor, y: torch.Tensor, num_classes: int, centre: torch.Tensor,
-                mask: torch.Tensor | None) -> torch.Tensor:
-    """The rows every stage keeps (branch-free): finite features (also once centred), a label in range, the mask."""
-    valid = torch.isfinite(X).all(-1) & torch.isfinite(X - centre.unsqueeze(-2)).all(-1) & (y >= 0) & (y < num_classes)
-    return valid if mask is None else valid & mask
-
-
 def distance_histogram(X: torch.Tensor, y: torch.Tensor, num_classes: int, centre: torch.Tensor, edges: torch.Tensor,
                        mask: torch.Tensor | None = None) -> torch.Tensor:
     """How many kept records (finite, label in ``range(num_classes)``, ``mask``) lie at distance ``||x - centre||``
     in each bin ``[0, e_0), [e_0, e_1), ..., [e_n, inf)`` of the public ``edges (n+1,)``: int64 ``(..., n+2)``.
     Each record adds 1 to exactly one bin (the histogram the radius stage noises); fixed work, no branch."""
+    from torchdpgmm.release.sound import kept_rows
+
     X = X.to(torch.float64)
-    valid = _valid_rows(X, y, num_classes, centre, mask)
-    Z = torch.where(valid.unsqueeze(-1), X - centre.unsqueeze(-2), torch.zeros((), dtype=X.dtype, device=X.device))
+    Z = X - centre.unsqueeze(-2)
+    valid = kept_rows(Z, y, num_classes, mask)  # the rows the mixture stage keeps: the same filter
+    Z = torch.where(valid.unsqueeze(-1), Z, torch.zeros((), dtype=X.dtype, device=X.device))
     dist = Z.norm(dim=-1)
     e = edges.to(dtype=torch.float64, device=X.device)
     bins = (dist.unsqueeze(-1) >= e).sum(-1)  # 0 .. n+1

@@ -108,6 +108,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "release_sound",
+    "kept_rows",
     "sound_statistics",
     "sensitivities",
     "joint_mu",
@@ -712,6 +713,15 @@ def _auto_means(out, scales, st: SoundSettings, lap: float, rule) -> dict[str, A
                                           "pooled_to_diagonal": rule["diag_shrinkage"], "class_means": lam}}
 
 
+def kept_rows(Z: torch.Tensor, y: torch.Tensor, num_classes: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The rows every stage of a sound release keeps, as a ``(..., N)`` bool (branch-free, no host read): a finite
+    record ``Z (..., N, d)`` (the row as that stage maps it: centred, clipped), a label ``y`` in
+    ``[0, num_classes)``, and ``mask`` where given. A row is finite iff its largest ``|z_i|`` is (NaN propagates):
+    no ``(..., N, d)`` temporary, unlike ``isfinite(Z)``."""
+    valid = torch.isfinite(row_abs_max(Z).squeeze(-1)) & (y >= 0) & (y < num_classes)
+    return valid if mask is None else valid & mask
+
+
 def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     """float64 cast, clipping, branch-free row filter (mask, label range, finite clipped features), moments.
 
@@ -723,10 +733,7 @@ def _clipped_statistics(X, y, num_classes, st: SoundSettings, mask):
     center = None if st.center is None else _on_device(st.center, X.device)
     Z = clip_records(X.to(torch.float64), st.clip_bound, center=center)  # a fresh (..., N, d) array
     yl = y.long()
-    # a row is finite iff its largest |z_i| is (NaN propagates): no (..., N, d) temporary, unlike isfinite(Z)
-    valid = torch.isfinite(row_abs_max(Z).squeeze(-1)) & (yl >= 0) & (yl < num_classes)
-    if mask is not None:
-        valid = valid & mask
+    valid = kept_rows(Z, yl, num_classes, mask)
     Z.masked_fill_(~valid.unsqueeze(-1), 0.0)
     stats = _moments(Z, yl, valid, num_classes, st.covariance_type)
     del Z
