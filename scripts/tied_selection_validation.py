@@ -27,7 +27,15 @@ the noiseless choice (an upper bound: it reads the data without paying). ``auto 
 alone, so it separates the budget's cost from the choice's gain. The choice's noise is drawn with numpy
 (simulation only; nothing here is a release).
 
-Run: ``python scripts/tied_selection_validation.py`` (writes docs/results/tied-selection.json; ~4 minutes on 2 cores).
+``--alternative raw`` simulates the same choice between ``auto``'s two ways of reading a row instead: as
+``predict`` reads it (pulled onto the release's ball, the consistent classifier of issue 37) or as given (the rows the
+fixed types are scored on). Step 2's alternative is then the same released model applied to rows as given, and step
+3 counts on the training records as given (clipped into the box only) against the same records pulled: one record
+still moves ``D`` by at most 1. It asks whether a data-driven choice could recover what pulling costs on the tables
+where records far outside the ball carry the class in their distance (Ionosphere, Parkinsons).
+
+Run: ``python scripts/tied_selection_validation.py`` (writes docs/results/tied-selection.json; ~4 minutes on 2 cores);
+``--alternative raw`` writes docs/results/pull-selection.json.
 """
 from __future__ import annotations
 
@@ -48,7 +56,9 @@ from torchdpgmm.bounds import release_in_unit_box  # noqa: E402
 from torchdpgmm.mixture import LabeledGMM  # noqa: E402
 from torchdpgmm.privacy.calibration import gdp_epsilon, gdp_mu  # noqa: E402
 
-OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "tied-selection.json"
+RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
+OUT = RESULTS / "tied-selection.json"
+OUTS = {"tied": OUT, "raw": RESULTS / "pull-selection.json"}
 SHARES = (0.02, 0.05)
 TAUS = (0.0, 1.0)
 SEEDS = tuple(range(10, 30))
@@ -61,30 +71,42 @@ def tied_view(model: LabeledGMM) -> LabeledGMM:
     return LabeledGMM(model.weights, model.means, cov.contiguous(), validate_args=False)
 
 
-def settings() -> list[str]:
-    out = ["auto", "noiseless choice"]
+def alternative_view(which: str, rel, Utr: torch.Tensor, Uva: torch.Tensor):
+    """``(model, training rows, validation rows)`` of the alternative to ``auto`` as ``predict`` reads rows: ``"tied"``
+    its tied view on the pulled rows, ``"raw"`` the same model on the rows as given."""
+    if which == "tied":
+        return tied_view(rel.model), V.pulled_onto_release(Utr, rel), V.pulled_onto_release(Uva, rel)
+    if which == "raw":
+        return rel.model, Utr, Uva
+    raise ValueError(f"alternative must be 'tied' or 'raw', got {which!r}")
+
+
+def settings(alternative: str = "tied") -> list[str]:
+    out = ["auto", "noiseless choice"] + ([] if alternative == "tied" else [f"{alternative} alone"])
     for s in SHARES:
         out.append(f"auto at 1-{s}")
         out += [f"choice s={s} tau={t:g}" for t in TAUS]
     return out
 
 
-def score_cell(Utr, Uva, ytr, yva, b, K: int, eps: float) -> dict[str, list[float]]:
+def score_cell(Utr, Uva, ytr, yva, b, K: int, eps: float, alternative: str = "tied") -> dict[str, list[float]]:
     """Accuracy per seed of each setting of :func:`settings` in one (table, eps) cell."""
-    acc: dict[str, list[float]] = {k: [] for k in settings()}
+    acc: dict[str, list[float]] = {k: [] for k in settings(alternative)}
     mu = float(gdp_mu(eps, V.DELTA))
     for seed in SEEDS:
         for s in (0.0,) + SHARES:
             eps_main = eps if s == 0 else float(gdp_epsilon(V.DELTA, mu * math.sqrt(1 - s)))
             rel = release_in_unit_box(Utr, ytr, K, eps_main, V.DELTA, b, covariance_type="auto",
                                       generator=torch.Generator().manual_seed(seed))
-            m, t = rel.model, tied_view(rel.model)
-            tr, va = V.pulled_onto_release(Utr, rel), V.pulled_onto_release(Uva, rel)
-            D = float(((m.predict(tr) == ytr).double() - (t.predict(tr) == ytr).double()).sum())
+            m, tr, va = rel.model, V.pulled_onto_release(Utr, rel), V.pulled_onto_release(Uva, rel)
+            t, tr_t, va_t = alternative_view(alternative, rel, Utr, Uva)
+            D = float(((m.predict(tr) == ytr).double() - (t.predict(tr_t) == ytr).double()).sum())
             a_auto = float((m.predict(va) == yva).double().mean())
-            a_tied = float((t.predict(va) == yva).double().mean())
+            a_tied = float((t.predict(va_t) == yva).double().mean())
             if s == 0:
                 acc["auto"].append(a_auto)
+                if alternative != "tied":
+                    acc[f"{alternative} alone"].append(a_tied)
                 acc["noiseless choice"].append(a_tied if D < 0 else a_auto)
                 continue
             acc[f"auto at 1-{s}"].append(a_auto)
@@ -97,9 +119,13 @@ def score_cell(Utr, Uva, ytr, yva, b, K: int, eps: float) -> dict[str, list[floa
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=pathlib.Path, default=OUT)
+    ap.add_argument("--alternative", choices=tuple(OUTS), default="tied",
+                    help="the view the choice may take instead of auto (default tied)")
+    ap.add_argument("--out", type=pathlib.Path, default=None, help="default: docs/results/<alternative's JSON>")
     ap.add_argument("--only", default=None, help="comma-separated table names (exploration; not for the JSON)")
     args = ap.parse_args(argv)
+    alt, default_out = args.alternative, OUTS[args.alternative]
+    out_path = default_out if args.out is None else args.out
     only = None if args.only is None else set(args.only.split(","))
     t0 = time.time()
     cells = []
@@ -110,31 +136,36 @@ def main(argv: list[str] | None = None) -> int:
         K = int(y.max()) + 1
         fixed = V.score_table(X, y, pb, V.FIXED, seeds=SEEDS)[1]  # the fixed types as the validation scores them
         for eps in V.EPS:
-            acc = score_cell(Utr, Uva, torch.as_tensor(ytr), torch.as_tensor(yva), b, K, eps)
+            acc = score_cell(Utr, Uva, torch.as_tensor(ytr), torch.as_tensor(yva), b, K, eps, alt)
             acc |= {ct: fixed[(eps, ct)] for ct in V.FIXED}
             means = {k: float(np.mean(v)) for k, v in acc.items()}
             cells.append({"table": name, "epsilon": eps, "best_fixed": max(means[c] for c in V.FIXED),
                           "accuracy": means})
             print(name, eps, {k: round(v, 4) for k, v in means.items()}, flush=True)
     summary = {}
-    for k in settings():
+    for k in settings(alt):
         summary[k] = {"cells_more_than_1_point_below_best_fixed":
                       sum(c["accuracy"][k] < c["best_fixed"] - MARGIN for c in cells),
                       "mean_accuracy": float(np.mean([c["accuracy"][k] for c in cells])),
                       "mean_gain_vs_auto": float(np.mean(gain := [c["accuracy"][k] - c["accuracy"]["auto"]
                                                                   for c in cells])),
                       "mean_gain_vs_auto_se": float(np.std(gain, ddof=1) / np.sqrt(len(gain)))}
-    out = {"study": "tied-selection-simulation", "script": "scripts/tied_selection_validation.py",
+    choice = {"tied": "tied view (sum_k pi_k Sigma_k) kept when D + N(0, 1/mu_sel^2) < -tau/mu_sel, D = paired "
+                      "correct-count difference auto minus tied view on the clipped training records (sensitivity 1)",
+              "raw": "auto's model on rows as given kept when D + N(0, 1/mu_sel^2) < -tau/mu_sel, D = paired "
+                     "correct-count difference auto on the clipped training records minus auto on the training "
+                     "records as given (sensitivity 1)"}[alt]
+    out = {"study": {"tied": "tied-selection-simulation", "raw": "pull-selection-simulation"}[alt],
+           "script": "scripts/tied_selection_validation.py" + ("" if alt == "tied" else f" --alternative {alt}"),
+           "alternative": alt,
            "split": "validation: the study's 80/20 cut (test part unread), then 75/25 of its training part",
            "epsilons": list(V.EPS), "delta": V.DELTA, "seeds": len(SEEDS), "shares": list(SHARES),
            "taus": list(TAUS), "margin": MARGIN, "seed_range": [SEEDS[0], SEEDS[-1] + 1],
            "release": "release_in_unit_box defaults (private centre, radius 1/2), kl, discrete, add-remove; auto scored "
                       "on validation rows pulled onto the release's ball, fixed types on rows as given",
-           "choice": "tied view (sum_k pi_k Sigma_k) kept when D + N(0, 1/mu_sel^2) < -tau/mu_sel, D = paired "
-                     "correct-count difference auto minus tied view on the clipped training records (sensitivity 1)",
-           "cells": cells, "summary": summary, "seconds": time.time() - t0}
-    if only is None or args.out != OUT:
-        args.out.write_text(json.dumps(out, indent=1) + "\n")
+           "choice": choice, "cells": cells, "summary": summary, "seconds": time.time() - t0}
+    if only is None or out_path != default_out:
+        out_path.write_text(json.dumps(out, indent=1) + "\n")
     for k, v in summary.items():
         print(k, v)
     return 0

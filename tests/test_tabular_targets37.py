@@ -148,3 +148,30 @@ def test_tied_selection_smoke(load_script, tmp_path):
     assert set(d["summary"]) == set(mod.settings())
     assert all(0 <= v <= 1 for c in d["cells"] for v in c["accuracy"].values())
     assert d["summary"]["auto"]["mean_gain_vs_auto"] == 0.0
+
+
+def test_pull_selection_smoke(load_script, tmp_path):
+    """``--alternative raw``: the same model on the rows as given (not pulled), scored beside ``auto``, and the JSON
+    says which alternative it simulated."""
+    import json
+
+    import torch
+
+    mod = load_script("scripts/tied_selection_validation.py")
+    from torchdpgmm.mixture import LabeledGMM
+
+    model = LabeledGMM(torch.tensor([0.5, 0.5], dtype=torch.float64), torch.zeros(2, 2, dtype=torch.float64),
+                       torch.eye(2, dtype=torch.float64).expand(2, 2, 2).clone())
+    rel = type("Rel", (), {"model": model, "extras": {"centre": [0.5, 0.5], "clip_radius": 0.1}})()
+    U = torch.tensor([[0.5, 0.0], [0.5, 0.55]], dtype=torch.float64)
+    m, tr, va = mod.alternative_view("raw", rel, U, U)
+    assert m is model and torch.equal(tr, U) and torch.equal(va, U)
+    _, tr, _ = mod.alternative_view("tied", rel, U, U)  # the tied view reads rows as predict does: pulled
+    assert torch.allclose(tr, torch.tensor([[0.5, 0.4], [0.5, 0.55]], dtype=torch.float64))
+    mod.SEEDS = (10,)
+    out = tmp_path / "p.json"
+    assert mod.main(["--alternative", "raw", "--only", "iris", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["alternative"] == "raw" and d["study"] == "pull-selection-simulation"
+    assert set(d["summary"]) == set(mod.settings("raw")) and "raw alone" in d["summary"]
+    assert all(0 <= v <= 1 for c in d["cells"] for v in c["accuracy"].values())
