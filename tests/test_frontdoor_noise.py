@@ -150,3 +150,61 @@ def test_clean_ais_at_eps_1_is_not_called_noise_and_mismatched_classes_are():
         clean = sum(bool(_noise_warnings(lambda: make(["female", "male"], s).fit(X, y))) for s in range(20))
         empty = sum(bool(_noise_warnings(lambda: make(["Female", "Male"], s).fit(X, y))) for s in range(20))
         assert clean <= 1 and empty >= 19, (clean, empty)
+
+
+@pytest.mark.parametrize("k", [1, 2, 6, 39, 200])
+def test_the_empty_sums_threshold_bounds_the_chi_square_tail(k):
+    """Laurent & Massart's bound against scipy's chi-square tail: an empty table's class sums (pure Gaussian noise)
+    pass the threshold with probability at most EMPTY_SUMS_TAIL."""
+    from scipy.stats import chi2
+
+    from torchdpgmm.release.diagnostics import EMPTY_SUMS_TAIL, empty_sums_threshold
+
+    assert chi2.sf(empty_sums_threshold(k), k) <= EMPTY_SUMS_TAIL
+
+
+def test_empty_releases_show_no_signal_in_their_means():
+    """Every row dropped (labels outside the classes): the released means of the sound release, centred in the unit
+    box or about the origin, ``auto`` or ``full``, never carry signal (so the counts' warning is not silenced)."""
+    import torch
+
+    from torchdpgmm.bounds import Bounds, release_in_unit_box
+    from torchdpgmm.release import release
+    from torchdpgmm.release.diagnostics import sound_means_signal
+
+    for K, d in [(1, 1), (3, 13)]:
+        X, y = torch.rand(300, d, dtype=torch.float64), torch.full((300,), K)
+        b = Bounds.parse([(0.0, 1.0)] * d, n_features=d)
+        for eps in (0.5, 5.0):
+            for ct in ("auto", "full"):
+                for s in range(5):
+                    g = torch.Generator().manual_seed(s)
+                    r = release_in_unit_box(X, y, K, eps, 1e-5, b, generator=g, covariance_type=ct)
+                    assert not sound_means_signal(r, [0.0] * d, [1.0] * d)
+                    r = release(X, y, K, eps, 1e-5, clip_bound=1.0, generator=g, covariance_type=ct)
+                    assert not sound_means_signal(r, [-1.0] * d, [1.0] * d)
+
+
+def test_noisy_counts_with_informative_means_are_not_called_mostly_noise(monkeypatch):
+    """Three well separated classes of 40 rows at epsilon 1: the count noise (std about 19) makes the counts alone look
+    empty in some fits, but the released means are far from what an empty table releases, so the release is not
+    called mostly noise (it classifies well above chance)."""
+    import torchdpgmm.release.diagnostics as D
+
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.2] * 6, [0.5] * 6, [0.8] * 6])
+    y = np.repeat(np.arange(3), 40)
+    X = np.clip(centres[y] + rng.normal(0.0, 0.05, (120, 6)), 0, 1)
+    real, by_counts = D.sound_count_noise, []
+
+    def spy(rel):  # records what the counts' test alone says of each fit
+        counts, std, floor = real(rel)
+        by_counts.append(D.mostly_noise(counts, std, floor=floor))
+        return counts, std, floor
+
+    monkeypatch.setattr(D, "sound_count_noise", spy)
+    for seed in range(6):
+        est = DPGaussianMixture(1.0, 1e-5, classes=[0, 1, 2], bounds=([0.0] * 6, [1.0] * 6), random_state=seed)
+        assert _noise_warnings(lambda: est.fit(X, y)) == []
+        assert np.mean(est.predict(X) == y) > 0.6
+    assert sum(by_counts) >= 1  # the case this test is about occurs: the counts alone would have been flagged

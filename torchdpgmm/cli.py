@@ -771,11 +771,11 @@ def _cmd_release(args: argparse.Namespace) -> int:
         privacy = with_seeded_noise_note(privacy)
     model_to_dict(model, privacy, table.class_names, table.feature_names, bounds)  # validate before writing
     if sound:  # from released values and public scales only (post-processing); before anything is written
-        from torchdpgmm.release.diagnostics import sound_count_noise, warn_if_moments_mostly_noise
+        from torchdpgmm.release.diagnostics import sound_count_noise, sound_means_signal, warn_if_moments_mostly_noise
 
-        _warn_mostly_noise("release", *sound_count_noise(rel))
         B = float(kwargs["clip_bound"])  # the public box of the released means: the unit box, or [-B, B] about 0
         lo, hi = ([0.0] * d, [1.0] * d) if bounds is not None else ([-B] * d, [B] * d)
+        _warn_mostly_noise("release", *sound_count_noise(rel), signal=sound_means_signal(rel, lo, hi))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             warn_if_moments_mostly_noise(rel, lo, hi, table.feature_names)
@@ -841,14 +841,16 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
     return 0
 
 
-def _warn_mostly_noise(command: str, counts: Any, count_std: float | None, floor: float) -> None:
+def _warn_mostly_noise(command: str, counts: Any, count_std: float | None, floor: float, *,
+                       signal: bool = False) -> None:
     """After a sound release, from RELEASED values only (post-processing): the one-line warning of
-    :mod:`torchdpgmm.release.diagnostics` when the released class counts are within a few noise scales of zero."""
+    :mod:`torchdpgmm.release.diagnostics` when the released class counts are within a few noise scales of zero and
+    the released means show no ``signal``."""
     from torchdpgmm.release.diagnostics import CLI_CAUSES, warn_if_mostly_noise
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        warn_if_mostly_noise(counts, count_std, floor=floor, causes=CLI_CAUSES)
+        warn_if_mostly_noise(counts, count_std, floor=floor, causes=CLI_CAUSES, signal=signal)
     for w in caught:
         _warn(str(w.message), f"torchdpgmm {command}")
 
