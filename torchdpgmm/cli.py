@@ -771,11 +771,11 @@ def _cmd_release(args: argparse.Namespace) -> int:
         privacy = with_seeded_noise_note(privacy)
     model_to_dict(model, privacy, table.class_names, table.feature_names, bounds)  # validate before writing
     if sound:  # from released values and public scales only (post-processing); before anything is written
-        from torchdpgmm.release.diagnostics import sound_count_noise, sound_means_signal, warn_if_moments_mostly_noise
+        from torchdpgmm.release.diagnostics import sound_mostly_noise, warn_if_moments_mostly_noise
 
         B = float(kwargs["clip_bound"])  # the public box of the released means: the unit box, or [-B, B] about 0
         lo, hi = ([0.0] * d, [1.0] * d) if bounds is not None else ([-B] * d, [B] * d)
-        _warn_mostly_noise("release", *sound_count_noise(rel), signal=sound_means_signal(rel, lo, hi))
+        _warn_mostly_noise("release", sound_mostly_noise(rel, lo, hi))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             warn_if_moments_mostly_noise(rel, lo, hi, table.feature_names)
@@ -841,16 +841,15 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
     return 0
 
 
-def _warn_mostly_noise(command: str, counts: Any, count_std: float | None, floor: float, *,
-                       signal: bool = False) -> None:
-    """After a sound release, from RELEASED values only (post-processing): the one-line warning of
-    :mod:`torchdpgmm.release.diagnostics` when the released class counts are within a few noise scales of zero and
-    the released means show no ``signal``."""
-    from torchdpgmm.release.diagnostics import CLI_CAUSES, warn_if_mostly_noise
+def _warn_mostly_noise(command: str, noisy: bool) -> None:
+    """After a release, from RELEASED values only (post-processing): the one-line warning of
+    :mod:`torchdpgmm.release.diagnostics` when its verdict ``noisy`` says the release is mostly noise."""
+    from torchdpgmm.release.diagnostics import CLI_CAUSES, warn_mostly_noise
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        warn_if_mostly_noise(counts, count_std, floor=floor, causes=CLI_CAUSES, signal=signal)
+        if noisy:
+            warn_mostly_noise(CLI_CAUSES)
     for w in caught:
         _warn(str(w.message), f"torchdpgmm {command}")
 
@@ -976,9 +975,10 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                "pca": {"mean": rel.pca.mean.tolist(), "components": rel.pca.components.tolist()},
                "mixture": {"weights": m.weights.tolist(), "comp_weights": m.comp_weights.tolist(),
                            "means": m.means.tolist(), "covariances": m.covariances.tolist()}}
-    from torchdpgmm.release.diagnostics import pipeline_count_noise
+    from torchdpgmm.release.diagnostics import mostly_noise, pipeline_count_noise
 
-    _warn_mostly_noise("synthesize", *pipeline_count_noise(rel))  # released values only; before any write
+    counts, count_std, floor = pipeline_count_noise(rel)  # released values only; before any write
+    _warn_mostly_noise("synthesize", mostly_noise(counts, count_std, floor=floor))
     sample = None
     if args.n is not None:  # drawn before anything is written
         try:

@@ -23,7 +23,7 @@ in both cases; it is a hint, never a refusal. Except where the released class me
 of the budget a release gives its counts, a clean table of a few dozen rows per class has counts within a few noise
 scales of the floor (wine's 178 rows at epsilon 1: count noise std 19, floor 58) while its means classify well. So
 a sound release's warning (``release`` on the command line, :class:`~torchdpgmm.estimator.DPGaussianMixture`)
-also needs the means to look empty (:func:`means_carry_signal`, :func:`sound_means_signal`): an empty table releases
+also needs the means to look empty (:func:`sound_mostly_noise`, :func:`means_carry_signal`): an empty table releases
 ``m_k - centre = e_k / c_k``, pure noise then shrunk toward the centre, so ``sum_k ||c_k (m_k - centre)||^2 / s^2``
 (``s`` the sums' Gaussian noise std) is at most a chi-square with ``K d`` degrees, above Laurent & Massart's
 bound (:func:`empty_sums_threshold`) with probability under ``EMPTY_SUMS_TAIL`` = 1e-4. Gaussian noise only (the
@@ -65,6 +65,7 @@ import torch
 
 __all__ = ["MostlyNoiseWarning", "mostly_noise", "floor_excess", "EXCESS_SDS", "warn_if_mostly_noise", "sound_count_noise", "block_noise_std",
            "EMPTY_SUMS_TAIL", "empty_sums_threshold", "means_carry_signal", "sound_means_signal",
+           "sound_mostly_noise", "warn_mostly_noise",
            "pipeline_count_noise", "CLI_CAUSES", "ESTIMATOR_CAUSES", "MEAN_AT_BOUND_SDS", "means_at_bounds",
            "second_moments_drowned", "warn_if_moments_mostly_noise"]
 
@@ -101,10 +102,13 @@ def floor_excess(floor: float, std: float) -> tuple[float, float]:
     return max(g1, l1), max(sd(g1, g2), sd(l1, l2))
 
 
-def mostly_noise(counts: Any, count_std: float, *, floor: float = 0.0) -> bool:
+def mostly_noise(counts: Any, count_std: float | None, *, floor: float = 0.0) -> bool:
     """True when the released ``counts (K,)`` are consistent with an empty table (module docstring's test:
     ``sum_k c_k <= K (floor + m_f) + EXCESS_SDS sqrt(K) v_f`` with :func:`floor_excess`); ``count_std`` is the
-    public standard deviation of one count's noise, ``floor`` the public floor of a count."""
+    public standard deviation of one count's noise, ``floor`` the public floor of a count. ``counts`` or
+    ``count_std`` None (nothing released to judge from): False."""
+    if counts is None or count_std is None:
+        return False
     c = torch.as_tensor(counts, dtype=torch.float64).detach().cpu().reshape(-1)
     k = max(int(c.numel()), 1)
     s = float(count_std)
@@ -158,14 +162,27 @@ def sound_means_signal(rel: Any, lower: Any, upper: Any) -> bool:
                               None if sigma is None else float(sigma))
 
 
-def warn_if_mostly_noise(counts: Any, count_std: float | None, *, floor: float = 0.0, causes: str = ESTIMATOR_CAUSES,
-                         signal: bool = False, stacklevel: int = 2) -> bool:
-    """Issue one :class:`MostlyNoiseWarning` naming ``causes`` when :func:`mostly_noise` holds and the released means
-    show no ``signal`` (:func:`sound_means_signal`); returns whether it did. ``counts`` or ``count_std`` None
-    (nothing released to judge from): no warning."""
-    if signal or counts is None or count_std is None or not mostly_noise(counts, count_std, floor=floor):
-        return False
+def sound_mostly_noise(rel: Any, lower: Any, upper: Any) -> bool:
+    """The verdict on a sound :class:`~torchdpgmm.release.result.Release` whose released means lie in the public box
+    ``lower``/``upper``: its class counts are consistent with an empty table (:func:`mostly_noise` of
+    :func:`sound_count_noise`) and its class means carry no signal (:func:`sound_means_signal`)."""
+    counts, count_std, floor = sound_count_noise(rel)
+    return mostly_noise(counts, count_std, floor=floor) and not sound_means_signal(rel, lower, upper)
+
+
+def warn_mostly_noise(causes: str = ESTIMATOR_CAUSES, *, stacklevel: int = 2) -> None:
+    """Issue the one :class:`MostlyNoiseWarning` of a release that is mostly noise, naming ``causes``."""
     warnings.warn(f"{MOSTLY_NOISE}; likely causes: {causes}", MostlyNoiseWarning, stacklevel=stacklevel + 1)
+
+
+def warn_if_mostly_noise(counts: Any, count_std: float | None, *, floor: float = 0.0, causes: str = ESTIMATOR_CAUSES,
+                         stacklevel: int = 2) -> bool:
+    """Issue one :class:`MostlyNoiseWarning` naming ``causes`` when :func:`mostly_noise` holds (the counts are the
+    whole verdict: the pipeline's; a sound release's is :func:`sound_mostly_noise`); returns whether it did.
+    ``counts`` or ``count_std`` None (nothing released to judge from): no warning."""
+    if not mostly_noise(counts, count_std, floor=floor):
+        return False
+    warn_mostly_noise(causes, stacklevel=stacklevel + 1)
     return True
 
 
@@ -258,12 +275,11 @@ def warn_if_moments_mostly_noise(rel: Any, lower: Any, upper: Any, names: Any = 
     """The released moments against their public box for a sound :class:`~torchdpgmm.release.result.Release` (its
     released means and counts, in the units of ``lower``/``upper``, and its public noise summary): one
     :class:`MostlyNoiseWarning` naming the columns of :func:`means_at_bounds`, one when
-    :func:`second_moments_drowned`; returns those columns. Nothing when the class counts are mostly noise (then
-    :func:`warn_if_mostly_noise` warns, and every moment is noise anyway)."""
-    counts, count_std, floor = sound_count_noise(rel)
-    if counts is not None and count_std is not None and mostly_noise(counts, count_std, floor=floor) \
-            and not sound_means_signal(rel, lower, upper):
-        return []  # the class counts' warning (warn_if_mostly_noise) already says the release is noise
+    :func:`second_moments_drowned`; returns those columns. Nothing when the release is mostly noise
+    (:func:`sound_mostly_noise`: then that warning is issued, and every moment is noise anyway)."""
+    if sound_mostly_noise(rel, lower, upper):
+        return []  # the release's own warning (warn_mostly_noise) already says it is noise
+    counts, _, floor = sound_count_noise(rel)
     noise = (getattr(rel, "extras", None) or {}).get("noise") or {}
     cols = means_at_bounds(getattr(rel.model, "means", None), counts, block_noise_std(noise, "sums"), lower, upper,
                            floor=floor)
