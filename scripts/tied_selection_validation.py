@@ -57,8 +57,7 @@ from torchdpgmm.mixture import LabeledGMM  # noqa: E402
 from torchdpgmm.privacy.calibration import gdp_epsilon, gdp_mu  # noqa: E402
 
 RESULTS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results"
-OUT = RESULTS / "tied-selection.json"
-OUTS = {"tied": OUT, "raw": RESULTS / "pull-selection.json"}
+OUTS = {"tied": RESULTS / "tied-selection.json", "raw": RESULTS / "pull-selection.json"}
 SHARES = (0.02, 0.05)
 TAUS = (0.0, 1.0)
 SEEDS = tuple(range(10, 30))
@@ -102,18 +101,18 @@ def score_cell(Utr, Uva, ytr, yva, b, K: int, eps: float, alternative: str = "ti
             t, tr_t, va_t = alternative_view(alternative, rel, Utr, Uva)
             D = float(((m.predict(tr) == ytr).double() - (t.predict(tr_t) == ytr).double()).sum())
             a_auto = float((m.predict(va) == yva).double().mean())
-            a_tied = float((t.predict(va_t) == yva).double().mean())
+            a_alt = float((t.predict(va_t) == yva).double().mean())
             if s == 0:
                 acc["auto"].append(a_auto)
                 if alternative != "tied":
-                    acc[f"{alternative} alone"].append(a_tied)
-                acc["noiseless choice"].append(a_tied if D < 0 else a_auto)
+                    acc[f"{alternative} alone"].append(a_alt)
+                acc["noiseless choice"].append(a_alt if D < 0 else a_auto)
                 continue
             acc[f"auto at 1-{s}"].append(a_auto)
             sd = 1.0 / (mu * math.sqrt(s))
             noisy = D + sd * float(np.random.default_rng(seed).standard_normal())
             for tau in TAUS:
-                acc[f"choice s={s} tau={tau:g}"].append(a_tied if noisy < -tau * sd else a_auto)
+                acc[f"choice s={s} tau={tau:g}"].append(a_alt if noisy < -tau * sd else a_auto)
     return acc
 
 
