@@ -162,17 +162,20 @@ def bound_cells(Xs, Xtr, bounds) -> dict[str, Any]:
     return {"synthetic_on_bound": float(syn[j]), "real_on_bound": float(real[j]), "on_bound_column": j}
 
 
-def _our_rows(tab, eps, draw, seed, b, data, classes, n_synth, with_hgb):
+def _our_rows(tab, eps, draw, seed, b, data, classes, n_synth, with_hgb, device):
+    """Our releases of one (table, eps, draw) on ``device`` (the study's ``--device``): the estimator's default and the
+    fixed covariance types, then the pipeline with its table defaults."""
     from torchdpgmm.estimator import DPGaussianMixture, DPSyntheticClassifier
 
     rows, rs = [], seed * 1000 + draw
     common = {"table": tab.name, "epsilon": eps, "draw": draw, "privacy": "(eps, delta)-DP, sound"}
     for label, cov in _cov_types():
-        est = DPGaussianMixture(eps, DELTA, classes=classes, bounds=b, covariance_type=cov, random_state=rs)
+        est = DPGaussianMixture(eps, DELTA, classes=classes, bounds=b, covariance_type=cov, random_state=rs,
+                                device=device)
         method = f"DPGaussianMixture[default={cov}]" if label == "default" else f"DPGaussianMixture[{cov}]"
         base = {**common, "method": method, "covariance_type": cov, "default": label == "default"}
         rows += _release_rows(est, base, data, n_synth, with_hgb)
-    est = DPSyntheticClassifier(eps, DELTA, classes=classes, bounds=b, random_state=rs)  # the table defaults
+    est = DPSyntheticClassifier(eps, DELTA, classes=classes, bounds=b, random_state=rs, device=device)  # table defaults
     base = {**common, "method": "DPSyntheticClassifier[pipeline]", "covariance_type": est.covariance_type,
             "default": False}
     rel = _release_rows(est, base, data, n_synth, with_hgb)
@@ -461,7 +464,8 @@ def _table_rows(name, config, eps_list, draws, n_synth, hgb_eps):
     for eps in eps_list:
         for draw in range(draws):
             with_hgb = hgb_eps is None or eps in hgb_eps
-            rows += _our_rows(tab, eps, draw, config.seed, b, (Xtr, ytr, Xte, yte), classes, n_synth, with_hgb)
+            rows += _our_rows(tab, eps, draw, config.seed, b, (Xtr, ytr, Xte, yte), classes, n_synth, with_hgb,
+                              config.device)
             rows += _diffprivlib_rows(tab, eps, draw, config.seed, b, Xtr, ytr, Xte, yte)
     return rows, info
 
