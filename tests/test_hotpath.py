@@ -72,6 +72,8 @@ def test_batched_epsilons_equal_scalar_releases_discrete(bench):
         for a in ("weights", "means", "covariances", "counts"):
             assert torch.equal(getattr(sub.model, a), getattr(one.model, a))
         assert sub.privacy.to_dict() == one.privacy.to_dict() and sub.privacy.covered
+        sig, sig1 = sub.extras.pop("signal"), one.extras.pop("signal")  # tensors: (6,) z-scores per block
+        assert sig.keys() == sig1.keys() and all(torch.equal(sig[k], sig1[k]) for k in sig)
         assert sub.extras == one.extras | {}  # same public diagnostics
     p = rel.privacy
     assert not p.covered and p.blocks == () and torch.equal(p.epsilon, torch.tensor(eps, dtype=torch.float64))

@@ -975,10 +975,9 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                "pca": {"mean": rel.pca.mean.tolist(), "components": rel.pca.components.tolist()},
                "mixture": {"weights": m.weights.tolist(), "comp_weights": m.comp_weights.tolist(),
                            "means": m.means.tolist(), "covariances": m.covariances.tolist()}}
-    from torchdpgmm.release.diagnostics import mostly_noise, pipeline_count_noise
+    from torchdpgmm.release.diagnostics import pipeline_mostly_noise
 
-    counts, count_std, floor = pipeline_count_noise(rel)  # released values only; before any write
-    _warn_mostly_noise("synthesize", mostly_noise(counts, count_std, floor=floor))
+    _warn_mostly_noise("synthesize", pipeline_mostly_noise(rel))  # released values only; before any write
     sample = None
     if args.n is not None:  # drawn before anything is written
         try:

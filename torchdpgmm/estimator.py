@@ -887,10 +887,10 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                                torch.as_tensor(idx, dtype=torch.int64, device=dev), num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
-        from torchdpgmm.release.diagnostics import pipeline_count_noise, warn_if_mostly_noise
+        from torchdpgmm.release.diagnostics import pipeline_mostly_noise, warn_mostly_noise
 
-        counts, std, floor = pipeline_count_noise(rel)  # released values only (post-processing)
-        warn_if_mostly_noise(counts, std, floor=floor)
+        if pipeline_mostly_noise(rel):  # released values only (post-processing)
+            warn_mostly_noise(stacklevel=2)
         if self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
             self.privacy_ = with_seeded_noise_note(self.privacy_)

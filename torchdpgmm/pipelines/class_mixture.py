@@ -226,13 +226,19 @@ def _sound_stage(data, labels, groups, mu_stage, name, blocks, *, delta, adjacen
     eps_s = gdp_epsilon(delta, mu_stage)
     stats, rec = sound_statistics(data, labels, groups, eps_s, delta, clip_bound=clip, generator=generator,
                                   adjacency=adjacency, mechanism="gaussian", split=split, noise="continuous",
-                                  class_weight="mean", **kw)  # the scalar class weight it was validated with
+                                  class_weight="mean", signal=True, **kw)  # the class weight it was validated with
     sq = None
     for b in rec.blocks:  # the sound release's own typed blocks, renamed by stage
         blocks.append(dataclasses.replace(b, name=f"{name}-{b.name.replace('_', '-')}"))
         if b.name == "second_moments":
             sq = b.noise_scale
     return stats, sq
+
+
+def _signal(stats) -> dict:
+    """The sound stage's noisy second moments as z-scores against an empty table (``signal_*`` of
+    :func:`~torchdpgmm.release.sound.sound_statistics`), for :func:`torchdpgmm.release.diagnostics.pipeline_mostly_noise`."""
+    return {k[len("signal_"):]: v for k, v in stats.items() if k.startswith("signal_")}
 
 
 def _class_stage(U, y, K, d, mu_class, blocks, *, class_rule, mom, shrink, min_shrinkage, class_to_pooled=None, **kw):
@@ -251,12 +257,12 @@ def _class_stage(U, y, K, d, mu_class, blocks, *, class_rule, mom, shrink, min_s
         split = auto_split(mom, class_to_pooled, num_classes=K, dim=d, epsilon=eps)
         cls, _ = _sound_stage(U, y, K, mu_class, "class", blocks, split=split,
                               covariance_type="auto", **kw)
-        return cls, cls["covariances"], {"class_counts": cls["counts"]}  # released (noisy, floored)
+        return cls, cls["covariances"], {"class_counts": cls["counts"], "class_signal": _signal(cls)}  # released
     cls, sq_cls = _sound_stage(U, y, K, mu_class, "class", blocks, split=mom, **kw)
     cov_k = cls["covariances"]
     pooled = (cls["counts"][:, None, None] * cov_k).sum(0) / cls["counts"].sum()
     cov_k, lam_k = _shrink(cov_k, pooled.expand_as(cov_k), cls["counts"], sq_cls, d, shrink, min_shrinkage)
-    return cls, cov_k, {"class_shrinkage": lam_k.flatten(), "class_counts": cls["counts"]}
+    return cls, cov_k, {"class_shrinkage": lam_k.flatten(), "class_counts": cls["counts"], "class_signal": _signal(cls)}
 
 
 def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,

@@ -54,6 +54,7 @@ class Release:
         extras = dict(self.extras)
         extras["noise"] = self.extras["noise"][index]
         extras.pop("epsilons", None)
-        if "shrinkage" in extras:
-            extras["shrinkage"] = {k: v[index] for k, v in extras["shrinkage"].items()}
+        for key in ("shrinkage", "signal"):  # per-epsilon diagnostics: a leading epsilon axis
+            if key in extras:
+                extras[key] = {k: v[index] for k, v in extras[key].items()}
         return Release(model=self.model[index], privacy=self.records[index], design=self.design, extras=extras)

@@ -645,7 +645,13 @@ def _estimate_parts(noisy, scales, st: SoundSettings, kind: str):
         floor = torch.clamp(per * entry, min=1e-9 * st.clip_bound ** 2).unsqueeze(-1)
     else:
         floor = torch.full(n_hat.shape + (1,), st.eig_floor, dtype=torch.float64, device=n_hat.device)
-    return {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}, floor, rule
+    out = {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}
+    if kind == "gaussian":  # public flag: the noisy second moments against an empty table's (the diagnostics')
+        from torchdpgmm.release.diagnostics import second_moment_signal
+
+        out["signal"] = second_moment_signal(q_n, pooled[0] if pooled else None, st.covariance_type,
+                                             scales["second_moments"], scales.get(POOLED))
+    return out, floor, rule
 
 
 def _psd_repair(cov, floor, st: SoundSettings):
@@ -773,6 +779,7 @@ def sound_statistics(
     clip_bound: float | None = None,
     generator: torch.Generator | None = None,
     mask: torch.Tensor | None = None,
+    signal: bool = False,
     **options: Any,
 ) -> tuple[dict[str, torch.Tensor], Any]:
     """Record-level DP release of the labeled GMM's parameters (module docstring); returns tensors and a record.
@@ -785,10 +792,15 @@ def sound_statistics(
     auditor can read the noisy blocks back), ``noise_multiplier`` (< 1 breaks the guarantee; auditor tests only),
     ``num_draws`` (n independent releases of the same data in a new leading dim). Returns
     ``({"weights" (...,K), "means" (...,K,d), "covariances" (...,K,d,d), "counts" (...,K)}, record)``
-    in float64. Every check is on public inputs and happens before any noise is drawn.
+    in float64; with ``signal=True`` and Gaussian noise also ``"signal_second_moments" (...)`` (and ``"auto"``'s
+    ``"signal_pooled_second_moment" (...)``), release_sound's ``extras["signal"]``. Every check is on public inputs
+    and happens before any noise is drawn.
     """
     out, st, scales, info, d = _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options)
     out.pop("shrinkage", None)  # diagnostics of "auto": in release_sound's extras
+    found = out.pop("signal", {})
+    if signal:  # public flag: flat, every value a tensor
+        out |= {f"signal_{k}": v for k, v in found.items()}
     return out, _record(st, scales, info, d)
 
 
@@ -853,8 +865,9 @@ def _run_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mas
     outs = [_finish(o | {"covariances": cov[i]}, scales, st, info["kind"], rule)
             for i, ((o, _, rule), (scales, info), st) in enumerate(zip(parts, cals, sts))]
     out = {k: torch.stack([o[k] for o in outs]) for k in ("weights", "means", "covariances", "counts")}
-    if "shrinkage" in outs[0]:
-        out["shrinkage"] = {k: torch.stack([o["shrinkage"][k] for o in outs]) for k in outs[0]["shrinkage"]}
+    for key in ("shrinkage", "signal"):
+        if key in outs[0]:
+            out[key] = {k: torch.stack([o[key][k] for o in outs]) for k in outs[0][key]}
     return out, sts, cals, d
 
 
@@ -920,7 +933,8 @@ def release_sound(
     ``Release.model`` is the released ``LabeledGMM`` (float64), ``Release.privacy`` its record and
     ``Release.extras`` public diagnostics (noise scales, settings; for ``"auto"`` also ``shrinkage``: the rule's
     weights ``class_covariances`` (..., K), ``pooled_to_diagonal`` (...) and ``class_means`` (..., K), functions of
-    released values). Nothing non-private is returned:
+    released values; with Gaussian noise ``signal``: the noisy second moments' z-scores against an empty table,
+    :func:`torchdpgmm.release.diagnostics.second_moment_signal`). Nothing non-private is returned:
     ``Release.fitted`` and ``Release.kl`` are None; evaluate against the data explicitly with
     :func:`torchdpgmm.release.evaluation.evaluate` (not private). ``delta`` may be None for ``mechanism="laplace"``
     (pure epsilon-DP). ``options`` as in :func:`sound_statistics`.
@@ -940,6 +954,8 @@ def release_sound(
     }
     if "shrinkage" in out:  # "auto": the rule's weights (post-processing of released values)
         extras["shrinkage"] = out["shrinkage"]
+    if "signal" in out:  # Gaussian noise: the noisy second moments' z-scores against an empty table
+        extras["signal"] = out["signal"]
     return Release(model=model, privacy=_record(st, scales, info, d), extras=extras)
 
 
@@ -958,6 +974,7 @@ def _release_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator,
         "noise": tuple(_noise_summary(scales, inf, s) for s, (scales, inf) in zip(sts, cals)),
         "sensitivities": dict(info["sensitivities"]), "epsilons": tuple(s.epsilon for s in sts),
     }
-    if "shrinkage" in out:
-        extras["shrinkage"] = out["shrinkage"]
+    for key in ("shrinkage", "signal"):
+        if key in out:
+            extras[key] = out[key]
     return Release(model=model, privacy=_batch_record(sts, records), extras=extras, records=records)
