@@ -119,6 +119,45 @@ def test_gdp_odometer_refuses_a_discrete_record_in_one_line():
     assert 0 < zc.spend(rec) <= rho + 2 * np.sqrt(rho * np.log(1e5)) + 1e-9
 
 
+def test_odometer_spends_the_samplers_distance_from_exact_draws():
+    """A record's sampler_tv (the discrete samplers' total variation from exact draws) is spent too: the odometer's
+    epsilon at delta is one at which the ideal composition's delta plus (1 + e^eps) times the summed TV stays within
+    delta (checked with the zCDP accountant's delta, and Canonne, Kamath & Steinke's conversion by scipy)."""
+    import dataclasses
+
+    from scipy import optimize
+
+    from torchdpgmm.privacy.odometer import BudgetExceededError, BudgetOdometer
+    from torchdpgmm.release import release
+
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.rand(60, 2, dtype=torch.float64, generator=g), torch.randint(0, 2, (60,), generator=g)
+    rec = release(X, y, 2, 1.0, 1e-5, clip_bound=1.0).privacy  # default: exact discrete noise, fresh entropy
+    assert 0 < rec.sampler_tv < 1e-18
+    plain, tv = dataclasses.replace(rec, sampler_tv=0.0), 1e-7  # TV exaggerated, to be visible
+    loose = dataclasses.replace(rec, sampler_tv=tv)
+    spent = {}
+    for name, r in (("plain", plain), ("loose", loose)):
+        odo = BudgetOdometer(10.0, 1e-5, accountant="zcdp")
+        odo.spend(r)
+        odo.spend(r)
+        spent[name] = odo.epsilon_spent()
+        assert odo.would_spend(r) > spent[name]
+    rho = 2 * sum(b.count * (b.sensitivity / b.noise_scale) ** 2 / 2 for b in rec.blocks)
+
+    def cks_delta(eps):  # Canonne, Kamath & Steinke 2020, Cor. 13, minimised over the order by scipy
+        f = lambda a: (a - 1) * (a * rho - eps) + (a - 1) * np.log1p(-1 / a) - np.log(a)  # noqa: E731
+        return float(np.exp(optimize.minimize_scalar(f, bounds=(1 + 1e-9, 1e6), method="bounded").fun))
+
+    assert cks_delta(spent["plain"]) == pytest.approx(1e-5, rel=1e-3)
+    e = spent["loose"]
+    assert e > spent["plain"] and cks_delta(e) + (1 + np.exp(e)) * 2 * tv <= 1e-5 * (1 + 1e-6)
+    odo = BudgetOdometer(10.0, 1e-5, accountant="zcdp")  # samplers farther from exact than delta allows: refused
+    with pytest.raises(BudgetExceededError, match="inf"):
+        odo.spend(dataclasses.replace(rec, sampler_tv=1e-5))
+    assert odo.history == [] and odo.epsilon_spent() == 0.0
+
+
 # ---------------------------------------------------------------------------------------------- one budget rule (item 2)
 def _xy3(n=120, seed=0):
     rng = np.random.default_rng(seed)
