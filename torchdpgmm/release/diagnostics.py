@@ -71,7 +71,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["MostlyNoiseWarning", "mostly_noise", "floor_excess", "EXCESS_SDS", "warn_if_mostly_noise", "sound_count_noise", "block_noise_std",
+__all__ = ["MostlyNoiseWarning", "mostly_noise", "floor_excess", "EXCESS_SDS", "sound_count_noise", "block_noise_std",
            "EMPTY_SUMS_TAIL", "empty_sums_threshold", "means_carry_signal", "sound_means_signal",
            "sound_mostly_noise", "warn_mostly_noise", "SIGNAL_Z", "second_moment_signal",
            "second_moments_carry_signal", "pipeline_mostly_noise",
@@ -234,17 +234,6 @@ def pipeline_mostly_noise(rel: Any) -> bool:
 def warn_mostly_noise(causes: str = ESTIMATOR_CAUSES, *, stacklevel: int = 2) -> None:
     """Issue the one :class:`MostlyNoiseWarning` of a release that is mostly noise, naming ``causes``."""
     warnings.warn(f"{MOSTLY_NOISE}; likely causes: {causes}", MostlyNoiseWarning, stacklevel=stacklevel + 1)
-
-
-def warn_if_mostly_noise(counts: Any, count_std: float | None, *, floor: float = 0.0, causes: str = ESTIMATOR_CAUSES,
-                         stacklevel: int = 2) -> bool:
-    """Issue one :class:`MostlyNoiseWarning` naming ``causes`` when :func:`mostly_noise` holds (the counts are the
-    whole verdict: the pipeline's; a sound release's is :func:`sound_mostly_noise`); returns whether it did.
-    ``counts`` or ``count_std`` None (nothing released to judge from): no warning."""
-    if not mostly_noise(counts, count_std, floor=floor):
-        return False
-    warn_mostly_noise(causes, stacklevel=stacklevel + 1)
-    return True
 
 
 def _default_min_count() -> float:

@@ -94,6 +94,7 @@ import torch
 
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.release.covariance_rule import POOLED, auto_split, floored_counts, shrunk_covariances
+from torchdpgmm.release.diagnostics import second_moment_signal
 from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
@@ -647,8 +648,6 @@ def _estimate_parts(noisy, scales, st: SoundSettings, kind: str):
         floor = torch.full(n_hat.shape + (1,), st.eig_floor, dtype=torch.float64, device=n_hat.device)
     out = {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}
     if kind == "gaussian":  # public flag: the noisy second moments against an empty table's (the diagnostics')
-        from torchdpgmm.release.diagnostics import second_moment_signal
-
         out["signal"] = second_moment_signal(q_n, pooled[0] if pooled else None, st.covariance_type,
                                              scales["second_moments"], scales.get(POOLED))
     return out, floor, rule
