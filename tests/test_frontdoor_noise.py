@@ -230,6 +230,10 @@ def test_second_moment_signal_sums_the_noisy_diagonal_by_hand():
                                sph.sum(-1) / (2.0 * math.sqrt(3)))
     np.testing.assert_allclose(second_moment_signal(torch.tensor(pooled), None, "tied", 2.0, None)["second_moments"],
                                np.trace(pooled, axis1=-2, axis2=-1) / (2.0 * math.sqrt(4)))
+    with pytest.raises(ValueError, match="covariance_type"):
+        second_moment_signal(torch.tensor(pooled), None, "auto", 2.0, None)  # the release passes the block's type
+    with pytest.raises(ValueError, match="sigma"):
+        second_moment_signal(torch.tensor(pooled), None, "tied", 0.0, None)
 
 
 @pytest.mark.parametrize("noise", ["continuous", "discrete"])

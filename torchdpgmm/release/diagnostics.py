@@ -193,8 +193,13 @@ def second_moment_signal(second: torch.Tensor, pooled: torch.Tensor | None, cova
         m = math.prod(diag.shape[diag.dim() - lead:])  # public: a shape
         return diag.sum(tuple(range(-lead, 0))) / (float(std) * math.sqrt(m))
 
-    square = covariance_type in ("full", "tied")
-    lead = {"full": 2, "tied": 1, "diag": 2, "spherical": 1}[covariance_type]
+    leads = {"full": 2, "tied": 1, "diag": 2, "spherical": 1}
+    if covariance_type not in leads:
+        raise ValueError(f"covariance_type must be one of {sorted(leads)}, got {covariance_type!r}")
+    for name, v in (("sigma", sigma), ("pooled_sigma", pooled_sigma)):
+        if v is not None and not (math.isfinite(float(v)) and float(v) > 0):
+            raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+    square, lead = covariance_type in ("full", "tied"), leads[covariance_type]
     out = {"second_moments": z(second, square, lead, sigma)}
     if pooled is not None and pooled_sigma is not None:
         out["pooled_second_moment"] = z(pooled, True, 1, pooled_sigma)
