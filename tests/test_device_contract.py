@@ -537,6 +537,29 @@ def test_tabular_study_releases_on_the_device_it_names(tmp_path):
         "DPGaussianMixture[default=auto]", "DPSyntheticClassifier[pipeline]"}
 
 
+def test_tabular_cuda_branches_change_no_accuracy(tmp_path):
+    """The code a CUDA device takes in the tables' releases (Jacobi sweeps for the PSD repair at d <= 8, moments by
+    class, pinned copies) gives the CPU's rows digit for digit when it draws the CPU's noise stream (the stand-in's
+    generators are CPU ones): so where a real GPU run differs from the CPU run, only the generators' streams and the
+    kernels' rounding differ (docs/results/tabular/cuda-h100/comparison.json). Pima: d = 8, the Jacobi path."""
+    from torchdpgmm.cli import main
+
+    def rows(device):
+        argv = ["experiment", "tabular", "--tables", "PimaIndiansDiabetes", "--epsilons", "1", "--draws", "1",
+                "--device", device, "--out", str(tmp_path / device)]
+        if device == "cuda":
+            with fake_cuda() as mode:
+                assert main(argv) == 0
+            assert mode.gpu_ops > 0
+        else:
+            assert main(argv) == 0
+        return [(r["method"], r["downstream"], r["accuracy"]) for r in
+                json.loads((tmp_path / device / "tabular.json").read_text())["rows"] if r.get("accuracy") is not None]
+
+    cpu, cuda = rows("cpu"), rows("cuda")
+    assert len(cpu) > 10 and cuda == cpu
+
+
 def test_dpsgd_steps_read_nothing_back_but_the_batch_size():
     """DP-SGD's loop reads no GPU value on the host except the Poisson batch's indices (one ``nonzero`` per
     step): the noise is drawn without the mechanisms' per-call input checks, which read the private
