@@ -154,7 +154,7 @@ def test_clip_records_centred_overflow_and_public_bound():
             M.clip_records(X, bad)
 
 
-@pytest.mark.parametrize("d", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 6, 7, 8])
 def test_jacobi_eigh_matches_numpy(d):
     """Fixed-sweep Jacobi (the PSD repair's eigen-decomposition on accelerators) against numpy's eigvalsh, with
     repeated, zero, rank-one and extreme-scale matrices; the work is the same for every input."""
@@ -172,3 +172,35 @@ def test_jacobi_eigh_matches_numpy(d):
     rec = (V * lam[:, None, :]) @ np.swapaxes(V, -1, -2)
     np.testing.assert_array_less(np.abs(rec - S).max((-1, -2)) / scale, 1e-13)
     np.testing.assert_allclose(np.swapaxes(V, -1, -2) @ V, np.broadcast_to(np.eye(d), V.shape), atol=1e-13)
+
+
+def test_jacobi_parallel_order_has_fixed_work_and_fewer_ops():
+    """From d = 4 the rotations go in Brent & Luk's round-robin order: the same ops for every input (no value decides
+    the work) and, at d = 8, under a third of the cyclic order's dispatched ops (a single release on a GPU is
+    launch-bound). The cyclic order is the same function with the threshold raised."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    def ops(S):
+        with Count() as c:
+            psd.jacobi_eigh(S)
+        return c.n
+
+    rng = np.random.default_rng(0)
+    M = torch.as_tensor(rng.normal(size=(3, 8, 8)))
+    inputs = [M + M.mT, torch.zeros(3, 8, 8, dtype=torch.float64), torch.eye(8, dtype=torch.float64).expand(3, 8, 8)]
+    counts = {ops(S) for S in inputs}
+    assert len(counts) == 1
+    saved = psd.JACOBI_PARALLEL_MIN_DIM
+    try:
+        psd.JACOBI_PARALLEL_MIN_DIM = 99
+        cyclic = ops(inputs[0])
+    finally:
+        psd.JACOBI_PARALLEL_MIN_DIM = saved
+    assert counts.pop() * 3 < cyclic
