@@ -271,16 +271,24 @@ def test_worst_case_add_remove_pair_is_exactly_at_the_claim():
 
 @pytest.mark.parametrize("options", NOISES_SLOW_DISCRETE, ids=lambda o: o.get("noise", "default"))
 def test_lr_auditor_certifies_half_the_claim_on_the_worst_case_pair(options):
+    """Continuous noise: the pair sits exactly at the claim, and the auditor certifies at least half of it. Discrete
+    noise (zCDP-accounted, a little more noise): the pair's exact epsilon is about 0.905 and what any auditor of
+    this size can certify about 0.581 (the pair's ceiling), so half the claim would be 86% of that ceiling, and
+    seeds 1-8 of the generator gave 0.459 to 0.565; there the test asks for 70% of the pair's ceiling, which a
+    broken likelihood ratio (a bound near 0) still fails."""
     P, mech, rel = _worst_pair_setup(1.0, **options)
     lr = A.sound_log_ratio(P.dataset0, P.dataset1, 2, CLIP, rel)
     r = A.audit(mech, P.dataset0, P.dataset1, lr, num_draws=400_000, delta=DELTA,
                 generator=torch.Generator().manual_seed(1))
-    assert 0.5 * EPS <= r.epsilon_lower <= EPS
     # the power report: the ceiling of this test against the exact mechanism, reference from scipy
     ceiling = _scipy_ceiling(_scipy_mu(EPS, DELTA), r.num_evaluation, DELTA)
-    rep = A.power_report(EPS, DELTA, r.num_evaluation, pair_mu=A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, rel))
+    pair_mu = A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, rel)
+    rep = A.power_report(EPS, DELTA, r.num_evaluation, pair_mu=pair_mu)
     assert rep["claim_ceiling_epsilon"] == pytest.approx(ceiling, abs=2e-3)
+    assert rep["pair_ceiling_epsilon"] == pytest.approx(_scipy_ceiling(pair_mu, r.num_evaluation, DELTA), abs=2e-3)
     assert rep["pair_exact_epsilon"] <= EPS * (1 + 1e-6)
+    floor = 0.5 * EPS if options.get("noise") != "discrete" else 0.7 * rep["pair_ceiling_epsilon"]
+    assert floor <= r.epsilon_lower <= EPS
     assert r.epsilon_lower <= ceiling + 0.15  # the realised bound sits near (below, up to noise) the ceiling
 
 
