@@ -523,23 +523,27 @@ GIBBS_SWEEPS = 30
 GIBBS_BLOCK = 16
 
 
+_SQRT1_2 = math.sqrt(0.5)
+
+
 def _truncated_normal(mean: torch.Tensor, std: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
                       generator: torch.Generator | None) -> torch.Tensor:
     """One draw of ``N(mean, std^2)`` restricted to ``[lo, hi]`` per element (inverse CDF on the side of the
-    interval nearer the mean, where it is accurate), kept strictly inside the interval."""
+    interval nearer the mean, where it is accurate), kept inside the interval. ``lo`` and ``hi`` broadcast against
+    ``mean`` (a column's bounds as 0-d tensors in the Gibbs sweeps). Few ops (the Gibbs fallback runs it once per
+    coordinate per sweep, so on a GPU its launches are the sampler's time)."""
     a, b = (lo - mean) / std, (hi - mean) / std
     flip = a > 0  # sample -z on (-b, -a): the lower tail, where ndtr has its relative precision
     a2, b2 = torch.where(flip, -b, a), torch.where(flip, -a, b)
-    cdf = lambda t: 0.5 * torch.special.erfc(-t / math.sqrt(2.0))  # noqa: E731  (accurate in the lower tail)
-    pa, pb = cdf(a2), cdf(b2)
+    # 2 Phi(t) = erfc(-t / sqrt 2), accurate in the lower tail (torch.special.ndtr is not: 0 at -8.5)
+    pa, pb = torch.special.erfc(a2 * -_SQRT1_2), torch.special.erfc(b2 * -_SQRT1_2)
     u = torch.rand(mean.shape, dtype=mean.dtype, device=mean.device, generator=generator)
-    z = torch.special.ndtri(pa + u * (pb - pa))
+    z = torch.special.ndtri((pa + u * (pb - pa)) * 0.5)
     # beyond ~37 stds the CDF underflows: the tail's exponential limit below b2 (rate |b2|, cut at a2)
     t = b2.abs().clamp(min=1.0)
-    tail = b2 + torch.log1p(-u * (1 - torch.exp(-t * (b2 - a2)))) / t
+    tail = b2 + torch.log1p(u * torch.expm1((a2 - b2) * t)) / t
     z = torch.where(torch.isfinite(z) & (pb > pa), z, tail).clamp(a2, b2)
-    x = mean + std * torch.where(flip, -z, z)
-    return torch.minimum(torch.maximum(x, lo), hi)
+    return (mean + std * torch.where(flip, -z, z)).clamp(lo, hi)
 
 
 def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
@@ -554,33 +558,37 @@ def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: t
     products ``s = P (x - mu)`` are kept per row and brought up to date once per block of :data:`GIBBS_BLOCK`
     coordinates (one matrix product per class present); inside a block the changes of its earlier coordinates are
     added from an ``(n, B, B)`` gather. So a step costs ``O(n B)`` and a sweep ``O(n d^2)`` in few large products,
-    not ``d`` gathers of ``(n, d)`` rows (the same chain: the same uniforms in the same order)."""
+    not ``d`` gathers of ``(n, d)`` rows (the same chain: the same uniforms in the same order). The conditional
+    mean is ``x_j - s_j / P_jj`` (``s_j`` with the block's earlier changes), and each coordinate's ``1 / P_jj``, its
+    square root and bounds are taken once, before the sweeps: a step is a few dozen elementwise ops over the rows,
+    which is what a GPU pays per step (launches, not arithmetic)."""
     P = torch.linalg.inv(cov)
     P = 0.5 * (P + P.mT)
     x = torch.minimum(torch.maximum(x, lo), hi)  # a new tensor: updated in place below
     n, d = x.shape
-    z = x - means
-    diag = torch.diagonal(P, dim1=-2, dim2=-1)[labels]  # (n, d)
+    var = 1.0 / torch.diagonal(P, dim1=-2, dim2=-1)[labels]  # (n, d): the conditionals' variances
+    var_j = [v.contiguous() for v in var.unbind(-1)]
+    sd_j = [v.sqrt() for v in var_j]
+    lo_j, hi_j = lo.unbind(0), hi.unbind(0)
     present = [int(c) for c in torch.unique(labels).tolist()]  # post-processing: host reads are harmless here
     rows = {c: (labels == c).nonzero().squeeze(-1) for c in present}
+    z = x - means
     s = torch.empty_like(z)
     for c in present:
         s[rows[c]] = z[rows[c]] @ P[c]
     B = GIBBS_BLOCK
     blocks = [(a, min(a + B, d)) for a in range(0, d, B)]
-    inner = [P[:, a:b, a:b][labels] for a, b in blocks]  # (n, b - a, b - a) per block
+    inner = [[g.contiguous() for g in P[:, a:b, a:b][labels].unbind(-1)] for a, b in blocks]  # per coordinate (n, b-a)
     for _ in range(sweeps):
         for (a, b), G in zip(blocks, inner):
-            delta = torch.zeros(n, b - a, dtype=z.dtype, device=z.device)  # this block's changes not yet in s
+            delta = torch.zeros(n, b - a, dtype=x.dtype, device=x.device)  # this block's changes not yet in s
             for i in range(b - a):
                 j = a + i
-                sj = s[:, j] + (delta * G[:, :, i]).sum(-1)  # (P z)_j with the block's earlier changes
-                pjj = diag[:, j]
-                m = means[:, j] - (sj - pjj * z[:, j]) / pjj
-                new = _truncated_normal(m, pjj.rsqrt(), lo[j].expand_as(m), hi[j].expand_as(m), generator)
-                zj = new - means[:, j]
-                delta[:, i] = zj - z[:, j]
-                z[:, j], x[:, j] = zj, new
+                sj = s[:, j] + torch.linalg.vecdot(delta, G[i]) if i else s[:, j]  # (P z)_j with the changes
+                xj = x[:, j]
+                new = _truncated_normal(xj - sj * var_j[j], sd_j[j], lo_j[j], hi_j[j], generator)
+                delta[:, i] = new - xj
+                x[:, j] = new
             for c in present:  # s += delta P[c][a:b, :] for the rows of class c
                 r = rows[c]
                 s.index_add_(0, r, delta[r] @ P[c, a:b, :])
