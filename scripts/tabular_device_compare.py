@@ -17,6 +17,7 @@ Reads every ``RUN/<table>/tabular.json`` (one process per table, as ``gpu_tabula
   combined over tables (Stouffer, :func:`combined_by_group`); and
   issue 37's targets recomputed from the GPU rows
   (``torchdpgmm.experiments.tabular.issue37_targets``, and the eps-1 peer margin with the CPU run's peer rows)
+  and the default release's mean fit time per table in each run (not like for like: other machines and loads)
   beside the CPU run's verdicts on the same tables, and from both runs' draws pooled (``targets_pooled``: twice the
   draws per cell, valid where the per-cell tests find the two runs equal in distribution).
 
@@ -130,6 +131,15 @@ def draw_correlation_across_epsilons(rows) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in sorted(out.items())}
 
 
+def mean_fit_seconds(rows, method: str = "DPGaussianMixture[default=auto]") -> dict[str, float]:
+    """Per table, the mean ``fit_seconds`` of ``method``'s releases (its Bayes rows: one per release)."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        if r["method"] == method and r["downstream"] == "bayes" and r.get("fit_seconds") is not None:
+            out.setdefault(r["table"], []).append(r["fit_seconds"])
+    return {t: float(np.mean(v)) for t, v in sorted(out.items())}
+
+
 def _targets(rows, peer_rows) -> dict:
     t = study.issue37_targets(rows)
     peers = study.compute_targets(rows, peer_rows)["eps1_synthetic_vs_best_peer"]
@@ -164,6 +174,9 @@ def compare(cpu: dict, gpu: dict) -> dict:
             "mean_difference_gpu_minus_cpu_by_method": {m: float(np.mean(v)) for m, v in sorted(by_method.items())},
             "by_method_and_downstream": groups,
             "cpu_draw_correlation_across_epsilons": draw_correlation_across_epsilons(ours_cpu),
+            "default_release_mean_fit_seconds": {"cpu": mean_fit_seconds(ours_cpu), "gpu": mean_fit_seconds(gpu["rows"]),
+                                                 "note": "not like for like: the CPU run on 2 cores (1 thread), the "
+                                                         "GPU run six tables at a time on one H100 (2 threads each)"},
             "groups_significant_bonferroni": [g for g in groups if g["p_value"] < 0.05 / max(len(groups), 1)],
             "largest_abs_difference": max((abs(c["difference"]) for c in cells), default=None),
             "targets_gpu": _targets(gpu["rows"], peer_rows), "targets_cpu_same_tables": _targets(ours_cpu, peer_rows),
