@@ -13,13 +13,15 @@ CORE="tests/test_hotpath.py tests/test_discrete_fixed_work.py tests/test_discret
 { nvidia-smi -L; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"; date -u; } > "$OUT/gpu.txt" 2>&1
 # a per-test limit where pytest-timeout is installed (the GPU image has it), and every test's duration
 PER_TEST=""; $PY -c "import pytest_timeout" 2>/dev/null && PER_TEST="--timeout ${T_TEST:-120}"
+if [ "${TESTS:-1}" != 0 ]; then  # TESTS=0 skips the cuda tests (a second call that only times the benchmarks)
 timeout "${T_CORE:-70}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf --durations=0 $PER_TEST $CORE 2>&1 | tee "$OUT/cuda-core.log"
 # every other cuda-marked test (every registered study's quick mode), before the benchmarks: an earlier lease ran out
 # in this step when it came last
 DESELECT=""; for f in $CORE; do DESELECT="$DESELECT --deselect $f"; done
 timeout "${T_ALL:-360}" $PY -m pytest -q -m cuda -p no:cacheprovider -rf --durations=0 $PER_TEST tests/ $DESELECT 2>&1 \
   | tee "$OUT/cuda-all.log"
-if [ "${BENCH:-1}" != 0 ]; then  # BENCH=0 skips the two benchmarks (a lease re-checking only the tests)
+fi
+if [ "${BENCH:-1}" != 0 ]; then  # BENCH=0 skips the benchmarks (a lease re-checking only the tests)
 timeout "${T_BENCH:-170}" $PY benchmarks/bench_sweep_gpu.py --timeout "${T_LEG:-55}" --cpu-trials "${CPU_TRIALS:-20000}" \
   --out "$OUT/bench_sweep_gpu.json" 2>&1 | tee "$OUT/bench-sweep.log"
 timeout "${T_SYNCS:-60}" $PY benchmarks/bench_syncs.py --device cuda --out "$OUT/bench_syncs_cuda.json" 2>&1 | tail -20 >> "$OUT/bench-sweep.log"
