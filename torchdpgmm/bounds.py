@@ -533,7 +533,7 @@ def _truncated_normal(mean: torch.Tensor, std: torch.Tensor, lo: torch.Tensor, h
     ``mean`` (a column's bounds as 0-d tensors in the Gibbs sweeps). Few ops (the Gibbs fallback runs it once per
     coordinate per sweep, so on a GPU its launches are the sampler's time)."""
     a, b = (lo - mean) / std, (hi - mean) / std
-    flip = a > 0  # sample -z on (-b, -a): the lower tail, where ndtr has its relative precision
+    flip = a > 0  # sample -z on (-b, -a): the lower tail, where Phi (by erfc) keeps its relative precision
     a2, b2 = torch.where(flip, -b, a), torch.where(flip, -a, b)
     # 2 Phi(t) = erfc(-t / sqrt 2), accurate in the lower tail (torch.special.ndtr is not: 0 at -8.5)
     pa, pb = torch.special.erfc(a2 * -_SQRT1_2), torch.special.erfc(b2 * -_SQRT1_2)
