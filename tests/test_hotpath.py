@@ -177,19 +177,19 @@ def _fake_cuda():
     return mod.fake_cuda
 
 
-@pytest.mark.parametrize("case", ["discrete", "continuous", "discrete-7eps", "continuous-7eps", "centred"])
+@pytest.mark.parametrize("case", ["discrete", "continuous", "discrete-7eps", "continuous-7eps", "centred", "d6"])
 def test_no_device_reads_under_fake_cuda(bench, case):
     """With the data "on the GPU" (tests/test_device_contract.py's FakeCuda: which storages would live there), a sound
     release reads no device value back (item / bool / int / float / tolist of a GPU tensor), makes no nonzero,
     boolean-mask index or masked_select, and mixes no devices (FakeCuda raises CUDA's errors)."""
     from torchdpgmm.release.centring import release_centred
 
-    Xc, yc = bench.data(4, n=200)
+    Xc, yc = bench.data(4, n=200, d=6 if case == "d6" else 3)  # d = 6: the PSD repair's round-robin Jacobi order
     with _fake_cuda()() as mode:
         X, y = Xc.to("cuda"), yc.to("cuda")
         g = torch.Generator("cuda").manual_seed(1)
         kw = dict(mode="sound", clip_bound=30.0, adjacency="replace-one", generator=g)
-        noise = case.split("-")[0] if case != "centred" else "discrete"
+        noise = case.split("-")[0] if case not in ("centred", "d6") else "discrete"
         eps = list(bench.EPSILONS) if case.endswith("7eps") else 1.0
         if case == "centred":
             fn = lambda: release_centred(X, y, 5, 1.0, 1e-5, clip_bound=15.0, ball_center=torch.zeros(3),  # noqa: E731
@@ -265,13 +265,13 @@ def test_cuda_release_synchronises_at_most_five_times(bench, noise):
     assert torch.isnan(m[0]) and m[1] == float("inf") and m[2] == 3.0
 
 
-@pytest.mark.parametrize("ct", ["full", "tied"])
-def test_accelerator_psd_repair_equals_the_cpu_one(bench, monkeypatch, ct):
-    """The PSD repair by Jacobi sweeps (the path an accelerator takes for d <= 8) gives the release that
-    torch.linalg.eigh gives, to rounding (a batched release of 3 epsilons over 64 trials)."""
+@pytest.mark.parametrize("ct,d", [("full", 3), ("tied", 3), ("full", 6), ("auto", 7)])
+def test_accelerator_psd_repair_equals_the_cpu_one(bench, monkeypatch, ct, d):
+    """The PSD repair by Jacobi sweeps (the path an accelerator takes for d <= 8; the round-robin order from d = 4)
+    gives the release that torch.linalg.eigh gives, to rounding (a batched release of 3 epsilons over 64 trials)."""
     from torchdpgmm.release import sound
 
-    X, y = bench.data(64, n=200)
+    X, y = bench.data(64, n=200, d=d)
     orig = sound._eigh
     models = []
     for jacobi in (False, True):
