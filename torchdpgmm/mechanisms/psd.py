@@ -101,7 +101,8 @@ def jacobi_eigh(S: torch.Tensor, sweeps: int | None = None) -> tuple[torch.Tenso
     whole-matrix ops, so a sweep launches ``O(m)`` kernels instead of ``O(d^2)`` (a single release on a GPU is
     launch-bound: at d = 8 the cyclic order was 97% of a table release's ops). Smaller ``d``: the cyclic order
     (one pair at a time), whose elementwise updates touch fewer entries (the Monte Carlo sweep's d = 3 on 10^6
-    trials is bandwidth-bound)."""
+    trials is bandwidth-bound). The sound release calls it in float64; a float32 input on CUDA with TF32 matrix
+    products allowed (``torch.backends.cuda.matmul.allow_tf32``) gets the round-robin order's products in TF32."""
     d = S.shape[-1]
     if sweeps is None:
         sweeps = max(6, d) + 4
