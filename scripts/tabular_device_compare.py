@@ -3,12 +3,17 @@
     bash scripts/gpu_tabular.sh                     # on a lent GPU machine: $OUT/tabular-cuda.tar.gz
     mkdir RUN && tar xzf tabular-cuda.tar.gz -C RUN
     python scripts/tabular_device_compare.py RUN --tree REV --out docs/results/tabular/cuda-h100
+    python scripts/tabular_device_compare.py RUN1 RUN2 --tree REV1 --tree REV2 --out ...   # a table per lease
+    python scripts/tabular_device_compare.py NEW --tree REV --previous docs/results/tabular/cuda-h100/tabular-cuda.json \
+        --out docs/results/tabular/cuda-h100                                                # add to the committed runs
 
 Reads every ``RUN/<table>/tabular.json`` (one process per table, as ``gpu_tabular.sh`` writes them), its
-``timings.txt`` and ``machine.txt``, and the CPU study ``docs/results/tabular/tabular.json``. Writes to ``--out``:
+``timings.txt`` and ``machine.txt``, and the CPU study ``docs/results/tabular/tabular.json``. Several runs merge
+(:func:`merge_runs`: a table left unfinished by one lease and run on the next). Writes to ``--out``:
 
-* ``tabular-cuda.json``: the GPU run's rows that carry an accuracy (ours and the non-private references; the peers
-  are CPU programs and were not run there), each table's config, the machine, each table's wall time and exit;
+* ``tabular-cuda.json``: the GPU runs' rows that carry an accuracy (ours and the non-private references; the peers
+  are CPU programs and were not run there), each marked with its run's tree, each table's config, and per run its
+  tree, machine and each table's wall time and exit;
 * ``comparison.json``: per (table, epsilon, method, downstream) cell present in both runs, the CPU and GPU means and
   standard deviations over noise draws and Welch's t-test of their difference (scipy); how many cells fall below
   p = 0.01 against how many a run with equal distributions would give (cells x 0.01; the cells are not independent:
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -76,7 +82,9 @@ def compare_cells(cpu_rows, gpu_rows) -> list[dict]:
         if min(len(x), len(y)) < 2 or (np.ptp(x) == 0 and np.ptp(y) == 0):
             p = 1.0 if np.array_equal(np.unique(x), np.unique(y)) else 0.0
         else:
-            p = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
+            with warnings.catch_warnings():  # one side constant: scipy warns of its moments, the test stands
+                warnings.simplefilter("ignore", RuntimeWarning)
+                p = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
         t, eps, m, d = key
         out.append({"table": t, "epsilon": eps, "method": m, "downstream": d, "draws_cpu": len(x), "draws_gpu": len(y),
                     "mean_cpu": float(x.mean()), "mean_gpu": float(y.mean()),
@@ -184,21 +192,54 @@ def compare(cpu: dict, gpu: dict) -> dict:
             "per_cell": cells}
 
 
+def merge_runs(runs: list[Path], trees: list[str], previous: dict | None = None) -> dict:
+    """Several ``gpu_tabular.sh`` runs as one (a table left unfinished by one lease, run on the next): each run's
+    tree, machine and timings kept apart, the rows and tables merged, each row marked with its run's tree. A table
+    in two runs is refused (its draws would count twice). ``previous``: a ``tabular-cuda.json`` this script wrote
+    (the committed runs, whose folders a later session does not have), merged first."""
+    out: dict = {"runs": [], "tables": {}, "rows": []}
+    if previous is not None:
+        out = {"runs": list(previous["runs"]), "tables": dict(previous["tables"]), "rows": list(previous["rows"])}
+    for run, tree in zip(runs, trees):
+        r = read_run(run)
+        twice = sorted(set(r["tables"]) & set(out["tables"]))
+        if twice:
+            raise ValueError(f"{', '.join(twice)} in two runs: give each table's draws once")
+        out["runs"].append({"tree": tree, "path_name": run.name, "machine": r["machine"],
+                            "environment": r["environment"], "timings": r["timings"]})
+        out["tables"] |= r["tables"]
+        out["rows"] += [{**row, "tree": tree} for row in r["rows"]]
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run", type=Path, help="an extracted gpu_tabular.sh run (one folder per table)")
+    p.add_argument("run", type=Path, nargs="+", help="extracted gpu_tabular.sh runs (one folder per table in each)")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--tree", required=True, help="the commit the GPU run used")
+    p.add_argument("--tree", action="append", required=True,
+                   help="the commit each run used: once per run, in the same order (once for all of them)")
     p.add_argument("--cpu", type=Path, default=CPU)
+    p.add_argument("--previous", type=Path, default=None,
+                   help="a tabular-cuda.json written before (e.g. the committed one) whose runs are kept")
     a = p.parse_args(argv)
-    if not (a.run / "timings.txt").is_file():
-        p.error(f"{a.run} has no timings.txt: not a gpu_tabular.sh run")
-    gpu = {"tree": a.tree, **read_run(a.run)}
+    if a.previous is not None and not a.previous.is_file():
+        p.error(f"--previous {a.previous}: no such file")
+    for run in a.run:
+        if not (run / "timings.txt").is_file():
+            p.error(f"{run} has no timings.txt: not a gpu_tabular.sh run")
+    if len(a.tree) not in (1, len(a.run)):
+        p.error(f"--tree given {len(a.tree)} times for {len(a.run)} runs: once per run, or once for all")
+    try:
+        previous = None if a.previous is None else json.loads(a.previous.read_text())
+        gpu = merge_runs(a.run, a.tree * len(a.run) if len(a.tree) == 1 else a.tree, previous)
+    except ValueError as e:
+        p.error(str(e))
     cpu = json.loads(a.cpu.read_text())
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "tabular-cuda.json").write_text(json.dumps(gpu, indent=1) + "\n")
-    res = {"tree_gpu": a.tree, "cpu_run": str(a.cpu.relative_to(ROOT)) if a.cpu.is_relative_to(ROOT) else str(a.cpu),
-           "cpu_environment": cpu.get("environment"), "gpu_machine": gpu["machine"], **compare(cpu, gpu)}
+    res = {"gpu_runs": [{k: r[k] for k in ("tree", "machine")} for r in gpu["runs"]],
+           "cpu_run": str(a.cpu.relative_to(ROOT)) if a.cpu.is_relative_to(ROOT) else str(a.cpu),
+           "cpu_environment": cpu.get("environment"), **compare(cpu, gpu)}
     (a.out / "comparison.json").write_text(json.dumps(res, indent=1) + "\n")
     print(f"{res['cells']} cells; {res['cells_below_alpha']} below p = {ALPHA} (about {res['expected_below_alpha_if_equal']:.1f}"
           f" if equal in distribution); {len(res['cells_significant_bonferroni'])} after Bonferroni")

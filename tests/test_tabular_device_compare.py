@@ -65,8 +65,38 @@ def test_pooled_targets_and_written_files(tmp_path):
     assert [auto[k]["met_on"] for k in auto] == [0, 1, 1] and auto["targets_cpu_same_tables"]["not_met"] == ["t eps=1"]
     assert res["tables"] == ["t"] and res["tables_in_cpu_run_only"] == ["u"] and res["cells"] == 2
     gpu_out = json.loads((out / "tabular-cuda.json").read_text())
-    assert gpu_out["tree"] == "abc1234" and gpu_out["timings"] == {"t": {"exit": 0, "wall_seconds": 12}}
+    (run_info,) = gpu_out["runs"]
+    assert run_info["tree"] == "abc1234" and run_info["timings"] == {"t": {"exit": 0, "wall_seconds": 12}}
     assert len(gpu_out["rows"]) == 8  # the row without an accuracy (a peer not installed there) is left out
+    assert {r["tree"] for r in gpu_out["rows"]} == {"abc1234"}
+
+
+def test_runs_merge_and_a_table_in_two_runs_is_refused(tmp_path, capsys):
+    run1 = _run(tmp_path / "a", _ours([0.8] * 4, [0.8] * 4))
+    run2 = tmp_path / "b" / "run"
+    (run2 / "v").mkdir(parents=True)
+    cfg = {"device": "cuda", "seed": 0, "draws": 2, "epsilons": [1.0], "tables": {"v": {}}}
+    rows_v = [{**r, "table": "v"} for r in _ours([0.6, 0.7], [0.6, 0.7])]
+    (run2 / "v" / "tabular.json").write_text(json.dumps({"config": cfg, "environment": {}, "rows": rows_v}))
+    (run2 / "timings.txt").write_text("v exit 0 after 3 s\n")
+    (run2 / "machine.txt").write_text("GPU 0: other\n")
+    merged = tdc.merge_runs([run1, run2], ["t1", "t2"])
+    assert sorted(merged["tables"]) == ["t", "v"] and [r["tree"] for r in merged["runs"]] == ["t1", "t2"]
+    assert sum(r["tree"] == "t2" for r in merged["rows"]) == 4
+    with pytest.raises(SystemExit) as e:
+        tdc.main([str(run1), str(run1), "--out", str(tmp_path / "o"), "--tree", "x"])
+    assert e.value.code == 2 and "t in two runs" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        tdc.main([str(run1), str(run2), "--out", str(tmp_path / "o"), "--tree", "x", "--tree", "y", "--tree", "z"])
+    assert e.value.code == 2 and "--tree given 3 times for 2 runs" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    # a later lease adds its table to the committed runs (their folders gone): --previous
+    assert tdc.main([str(run1), "--out", str(tmp_path / "p"), "--tree", "t1", "--cpu", str(_cpu(tmp_path))]) == 0
+    assert tdc.main([str(run2), "--out", str(tmp_path / "q"), "--tree", "t2", "--cpu", str(_cpu(tmp_path)),
+                     "--previous", str(tmp_path / "p" / "tabular-cuda.json")]) == 0
+    q = json.loads((tmp_path / "q" / "tabular-cuda.json").read_text())
+    assert [r["tree"] for r in q["runs"]] == ["t1", "t2"] and sorted(q["tables"]) == ["t", "v"]
+    assert json.loads((tmp_path / "q" / "comparison.json").read_text())["tables"] == ["t", "v"]
 
 
 def test_not_a_run_folder_is_one_line(tmp_path, capsys):
@@ -74,6 +104,13 @@ def test_not_a_run_folder_is_one_line(tmp_path, capsys):
         tdc.main([str(tmp_path), "--out", str(tmp_path / "o"), "--tree", "x"])
     assert e.value.code == 2 and "not a gpu_tabular.sh run" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def _cpu(tmp_path):
+    f = tmp_path / "cpu.json"
+    f.write_text(json.dumps({"environment": {}, "rows": [*_ours([0.8] * 4, [0.8] * 4),
+                                                         *[{**r, "table": "v"} for r in _ours([0.6] * 3, [0.6] * 3)]]}))
+    return f
 
 
 def test_cells_are_averaged_per_table_before_they_are_combined():
