@@ -538,12 +538,12 @@ def _truncated_normal(mean: torch.Tensor, std: torch.Tensor, lo: torch.Tensor, h
     # 2 Phi(t) = erfc(-t / sqrt 2), accurate in the lower tail (torch.special.ndtr is not: 0 at -8.5)
     pa, pb = torch.special.erfc(a2 * -_SQRT1_2), torch.special.erfc(b2 * -_SQRT1_2)
     u = torch.rand(mean.shape, dtype=mean.dtype, device=mean.device, generator=generator)
-    z = torch.special.ndtri((pa + u * (pb - pa)) * 0.5)
-    # beyond ~37 stds the CDF underflows: the tail's exponential limit below b2 (rate |b2|, cut at a2)
+    z = torch.special.ndtri(torch.lerp(pa, pb, u) * 0.5)
+    # beyond ~37 stds the CDF underflows (z = -inf): the tail's exponential limit below b2 (rate |b2|, cut at a2)
     t = b2.abs().clamp(min=1.0)
-    tail = b2 + torch.log1p(u * torch.expm1((a2 - b2) * t)) / t
-    z = torch.where(torch.isfinite(z) & (pb > pa), z, tail).clamp(a2, b2)
-    return (mean + std * torch.where(flip, -z, z)).clamp(lo, hi)
+    tail = torch.addcdiv(b2, torch.log1p(u * torch.expm1((a2 - b2) * t)), t)
+    z = torch.where(z > -math.inf, z, tail).clamp(a2, b2)  # -inf: the CDFs underflowed (or pa = pb = 0)
+    return torch.addcmul(mean, std, torch.where(flip, -z, z)).clamp(lo, hi)
 
 
 def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor,
