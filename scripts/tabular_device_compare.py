@@ -14,17 +14,21 @@ Reads every ``RUN/<table>/tabular.json`` (one process per table, as ``gpu_tabula
 * ``tabular-cuda.json``: the GPU runs' rows that carry an accuracy (ours and the non-private references; the peers
   are CPU programs and were not run there), each marked with its run's tree, each table's config, and per run its
   tree, machine and each table's wall time and exit;
-* ``comparison.json``: per (table, epsilon, method, downstream) cell present in both runs, the CPU and GPU means and
-  standard deviations over noise draws and Welch's t-test of their difference (scipy); how many cells fall below
-  p = 0.01 against how many a run with equal distributions would give (cells x 0.01; the cells are not independent:
-  one release feeds its Bayes and its synthetic-data rows), the cells significant after Bonferroni's correction,
-  the mean difference per method, and per (method, downstream) the cells' signed z-scores averaged per table and
-  combined over tables (Stouffer, :func:`combined_by_group`); and
-  issue 37's targets recomputed from the GPU rows
-  (``torchdpgmm.experiments.tabular.issue37_targets``, and the eps-1 peer margin with the CPU run's peer rows)
-  and the default release's mean fit time per table in each run (not like for like: other machines and loads)
-  beside the CPU run's verdicts on the same tables, and from both runs' draws pooled (``targets_pooled``: twice the
-  draws per cell, valid where the per-cell tests find the two runs equal in distribution).
+* ``comparison.json``:
+
+  - per (table, epsilon, method, downstream) cell present in both runs, the CPU and GPU means and standard
+    deviations over noise draws and Welch's t-test of their difference (scipy);
+  - how many cells fall below p = 0.01 against how many a run with equal distributions would give (cells x 0.01;
+    the cells are not independent: one release feeds its Bayes and its synthetic-data rows), and the cells
+    significant after Bonferroni's correction;
+  - the mean difference per method, and per (method, downstream) the cells' signed z-scores averaged per table and
+    combined over tables (Stouffer, :func:`combined_by_group`), with the correlation that makes the averaging
+    necessary (:func:`draw_correlation_across_epsilons`);
+  - issue 37's targets (``torchdpgmm.experiments.tabular.issue37_targets``, and the eps-1 peer margin with the CPU
+    run's peer rows) from the GPU rows, from the CPU rows of the same tables, and from both runs' draws pooled
+    (``targets_pooled``: twice the draws per cell, valid where the per-cell tests find the runs equal in
+    distribution);
+  - the default release's mean fit time per table in each run (not like for like: other machines and loads).
 
 CPU and CUDA generators draw different noise from the same seed, so the two runs agree in distribution, not digit
 for digit; the data splits, bounds and non-private references are the same.
