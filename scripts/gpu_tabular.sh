@@ -8,6 +8,8 @@
 # docs/results/tabular/tabular.json (CPU) in distribution: CPU and CUDA generators draw different noise.
 # Peers are not run (CPU programs; their rows are in docs/results/tabular/peers.json).
 # Its first run (tree d954636, an H100) found the study ignoring --device: the releases had run on the machine's CPU.
+# DRAW_PARTS=N splits each table's draws into N processes (a table too slow for one call's limit: digits, whose
+# Gibbs sampling is launch-bound on a GPU); scripts/tabular_device_compare.py merges the parts.
 # Run from the repository root: bash scripts/gpu_tabular.sh
 set -uo pipefail
 OUT=${OUT:-gpu-out}
@@ -18,16 +20,30 @@ PY=${PYTHON:-python3}
 LANES=${LANES:-4}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / LANES > 0 ? $(nproc) / LANES : 1 ))}
 TABLES=${TABLES:-"LetterRecognition Satellite digits breast_cancer Sonar Ionosphere Vowel PimaIndiansDiabetes parkinsons ais wine Glass"}
-one() {  # one table: its own process and folder; its wall time (whole seconds) and exit status go to timings.txt
-  t=$1; start=$(date +%s)
+DRAWS=${DRAWS:-10}
+DRAW_PARTS=${DRAW_PARTS:-1}  # > 1: each table's draws split into this many processes (--first-draw), run side by side
+one() {  # TABLE:FIRST:COUNT, its own process and folder; its wall time (whole seconds) and exit go to timings.txt
+  t=${1%%:*}; rest=${1#*:}; first=${rest%%:*}; n=${rest#*:}; name=$t; start=$(date +%s)
+  [ "$DRAW_PARTS" -gt 1 ] && name="$t.d$first"  # a part's folder; the rows keep the table's name and their draws
   timeout "${T_TABLE:-470}" $PY -m torchdpgmm.cli experiment tabular --tables "$t" --device "${DEVICE:-cuda}" \
-    --draws "${DRAWS:-10}" --seed "${SEED:-0}" ${EPSILONS:+--epsilons "$EPSILONS"} --out "$W/$t" > "$W/$t.log" 2>&1
+    --draws "$n" --first-draw "$first" --seed "${SEED:-0}" ${EPSILONS:+--epsilons "$EPSILONS"} --out "$W/$name" \
+    > "$W/$name.log" 2>&1
   rc=$?
-  ( flock 9; echo "$t exit $rc after $(( $(date +%s) - start )) s" >> "$W/timings.txt"
+  ( flock 9; echo "$name exit $rc after $(( $(date +%s) - start )) s" >> "$W/timings.txt"
     tar czf "$OUT/tabular-cuda.tar.gz" -C "$W" . ) 9>"$W/.lock"
 }
-export -f one; export PY W OUT DEVICE=${DEVICE:-cuda} EPSILONS=${EPSILONS:-}
+jobs() {  # TABLE:FIRST:COUNT per process, the draws split as evenly as they go (the first parts take one more)
+  for t in $TABLES; do
+    first=0
+    for ((i = 0; i < DRAW_PARTS; i++)); do
+      n=$(( DRAWS / DRAW_PARTS + (i < DRAWS % DRAW_PARTS ? 1 : 0) ))
+      [ "$n" -gt 0 ] && echo "$t:$first:$n"
+      first=$(( first + n ))
+    done
+  done
+}
+export -f one; export PY W OUT DEVICE=${DEVICE:-cuda} EPSILONS=${EPSILONS:-} DRAW_PARTS
 { nvidia-smi -L; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; nproc --all; echo "OMP_NUM_THREADS=$OMP_NUM_THREADS lanes=$LANES"; } \
   > "$W/machine.txt" 2>&1
-printf '%s\n' $TABLES | xargs -P "$LANES" -I{} bash -c 'one "$@"' _ {}
+jobs | xargs -P "$LANES" -I{} bash -c 'one "$@"' _ {}
 cat "$W/timings.txt"

@@ -12,8 +12,8 @@ Reads every ``RUN/<table>/tabular.json`` (one process per table, as ``gpu_tabula
 (:func:`merge_runs`: a table left unfinished by one lease and run on the next). Writes to ``--out``:
 
 * ``tabular-cuda.json``: the GPU runs' rows that carry an accuracy (ours and the non-private references; the peers
-  are CPU programs and were not run there), each marked with its run's tree, each table's config, and per run its
-  tree, machine and each table's wall time and exit;
+  are CPU programs and were not run there), each marked with its run's tree, each folder's config (a table, or a
+  part of its draws), and per run its tree, machine and each folder's wall time and exit;
 * ``comparison.json``:
 
   - per (table, epsilon, method, downstream) cell present in both runs, the CPU and GPU means and standard
@@ -39,6 +39,7 @@ import argparse
 import json
 import sys
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -169,7 +170,7 @@ def _targets(rows, peer_rows) -> dict:
 
 
 def compare(cpu: dict, gpu: dict) -> dict:
-    tables = set(gpu["tables"])
+    tables = {r["table"] for r in gpu["rows"]}  # a table's folder may be one of its parts (DRAW_PARTS)
     cpu_rows = [r for r in cpu["rows"] if r["table"] in tables]
     ours_cpu = [r for r in cpu_rows if study._is_ours(r) or r.get("privacy") == "none"]
     peer_rows = [r for r in cpu_rows if study._is_peer(r)]
@@ -196,19 +197,28 @@ def compare(cpu: dict, gpu: dict) -> dict:
             "per_cell": cells}
 
 
+def _row_key(r) -> tuple:
+    return r["table"], r.get("epsilon"), r.get("draw"), r["method"], r["downstream"]
+
+
 def merge_runs(runs: list[Path], trees: list[str], previous: dict | None = None) -> dict:
-    """Several ``gpu_tabular.sh`` runs as one (a table left unfinished by one lease, run on the next): each run's
-    tree, machine and timings kept apart, the rows and tables merged, each row marked with its run's tree. A table
-    in two runs is refused (its draws would count twice). ``previous``: a ``tabular-cuda.json`` this script wrote
-    (the committed runs, whose folders a later session does not have), merged first."""
+    """Several ``gpu_tabular.sh`` runs as one (a table left unfinished by one lease and run on the next, or a table's
+    draws run in parts, ``DRAW_PARTS``): each run's tree, machine and timings kept apart, the rows merged, each
+    marked with its run's tree. A row drawn twice (the same table, epsilon, draw, method and downstream model) is
+    refused: its draw would count twice. ``previous``: a ``tabular-cuda.json`` this script wrote (the committed runs,
+    whose folders a later session does not have), merged first."""
     out: dict = {"runs": [], "tables": {}, "rows": []}
     if previous is not None:
         out = {"runs": list(previous["runs"]), "tables": dict(previous["tables"]), "rows": list(previous["rows"])}
+    seen = {_row_key(r) for r in out["rows"]}
     for run, tree in zip(runs, trees):
         r = read_run(run)
-        twice = sorted(set(r["tables"]) & set(out["tables"]))
+        keys = [_row_key(row) for row in r["rows"]]
+        twice = sorted({k[0] for k in keys if k in seen} | {k[0] for k, c in Counter(keys).items() if c > 1})
         if twice:
-            raise ValueError(f"{', '.join(twice)} in two runs: give each table's draws once")
+            raise ValueError(f"rows of {', '.join(twice)} drawn twice (same epsilon, draw and method): give each "
+                             "draw once")
+        seen |= set(keys)
         out["runs"].append({"tree": tree, "path_name": run.name, "machine": r["machine"],
                             "environment": r["environment"], "timings": r["timings"]})
         out["tables"] |= r["tables"]

@@ -85,7 +85,7 @@ def test_runs_merge_and_a_table_in_two_runs_is_refused(tmp_path, capsys):
     assert sum(r["tree"] == "t2" for r in merged["rows"]) == 4
     with pytest.raises(SystemExit) as e:
         tdc.main([str(run1), str(run1), "--out", str(tmp_path / "o"), "--tree", "x"])
-    assert e.value.code == 2 and "t in two runs" in capsys.readouterr().err
+    assert e.value.code == 2 and "rows of t drawn twice" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         tdc.main([str(run1), str(run2), "--out", str(tmp_path / "o"), "--tree", "x", "--tree", "y", "--tree", "z"])
     assert e.value.code == 2 and "--tree given 3 times for 2 runs" in capsys.readouterr().err

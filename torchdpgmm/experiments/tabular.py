@@ -61,6 +61,9 @@ def _args(p) -> None:
     p.add_argument("--tables", default=None, help="comma-separated table names (default: all available)")
     p.add_argument("--epsilons", default=None, help="comma-separated epsilons (default 0.5,1,2,5)")
     p.add_argument("--draws", type=int, default=None, help=f"noise draws per epsilon (default {DRAWS})")
+    p.add_argument("--first-draw", type=int, default=None,
+                   help="index of the first noise draw (default 0): draws FIRST..FIRST+DRAWS-1, each its own seed, so "
+                        "one table's draws can run in parts and merge; the non-private rows come with the part at 0")
     p.add_argument("--n-synth", type=int, default=None, help=f"synthetic rows per release (default {N_SYNTH})")
     p.add_argument("--hgb-epsilons", default=None,
                    help="epsilons at which HistGradientBoosting is trained on synthetic rows ('all', or a comma "
@@ -451,7 +454,7 @@ def _float_list(text, default, flag):
     return vals
 
 
-def _table_rows(name, config, eps_list, draws, n_synth, hgb_eps):
+def _table_rows(name, config, eps_list, draws, n_synth, hgb_eps, first_draw=0):
     from torchdpgmm.data.tables import load_table
 
     tab = load_table(name)
@@ -460,9 +463,9 @@ def _table_rows(name, config, eps_list, draws, n_synth, hgb_eps):
     classes = list(range(int(tab.y.max()) + 1))  # public: the table's documented label set
     info = {"n_train": len(Xtr), "n_test": len(Xte), "d": tab.X.shape[1], "classes": len(classes),
             "bounds_source": src, "source": tab.source, "n_synthetic": n_synth}
-    rows = _nonprivate_rows(tab, config.seed, Xtr, ytr, Xte, yte)
+    rows = _nonprivate_rows(tab, config.seed, Xtr, ytr, Xte, yte) if first_draw == 0 else []
     for eps in eps_list:
-        for draw in range(draws):
+        for draw in range(first_draw, first_draw + draws):
             with_hgb = hgb_eps is None or eps in hgb_eps
             rows += _our_rows(tab, eps, draw, config.seed, b, (Xtr, ytr, Xte, yte), classes, n_synth, with_hgb,
                               config.device)
@@ -512,13 +515,15 @@ def run(config: ExperimentConfig) -> StudyResult:
                                                                         "--hgb-epsilons")
     draws = int(config.pick("draws", DRAWS, 1))  # an explicit --draws beats --quick
     n_synth = int(N_SYNTH if o.get("n_synth") is None else o["n_synth"])
-    if n_synth < 1 or draws < 1:
-        raise ValueError(f"--n-synth and --draws must be >= 1, got {n_synth} and {draws}")
+    first_draw = int(o.get("first_draw") or 0)
+    if n_synth < 1 or draws < 1 or first_draw < 0:
+        raise ValueError(f"--n-synth and --draws must be >= 1 and --first-draw >= 0, got {n_synth}, {draws} and "
+                         f"{first_draw}")
     rows, tinfo = [], {}
     t0, load0 = time.perf_counter(), os.getloadavg()
     limiter = threadpool_limits(int(o.get("threads") or 1))  # 2 shared cores: OpenMP oversubscription slows HGB
     for name in names:
-        trows, tinfo[name] = _table_rows(name, config, eps_list, draws, n_synth, hgb_eps)
+        trows, tinfo[name] = _table_rows(name, config, eps_list, draws, n_synth, hgb_eps, first_draw)
         rows += trows
         print(f"tabular: {name} done at {time.perf_counter() - t0:.0f} s", flush=True)
         Path(config.out).mkdir(parents=True, exist_ok=True)  # checkpoint: removed once tabular.json is written
@@ -529,6 +534,7 @@ def run(config: ExperimentConfig) -> StudyResult:
     targets = compute_targets(rows, peer_rows, peer_note)
     return StudyResult(rows=rows + peer_rows, notes=NOTES, plot=_plot,
                        config={"tables": tinfo, "epsilons": eps_list, "delta": DELTA, "draws": draws,
+                               "first_draw": first_draw,
                                "adjacency": "add-remove", "split": "80/20 stratified, random_state=seed",
                                "default_covariance_type": _cov_types()[0][1], "n_synthetic": n_synth,
                                "default_release": _release_defaults(),
