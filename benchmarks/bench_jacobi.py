@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({row['ops_ratio_cyclic_over_parallel']:.1f}x); error {row['cyclic_max_eigenvalue_error']:.1e} / "
               f"{row['parallel_max_eigenvalue_error']:.1e}")
     out = {"benchmark": "bench_jacobi", "repeats": a.repeats, "sweeps": "max(6, d) + 4 (the default)",
-           "device": a.device if a.device == "cpu" else torch.cuda.get_device_name(), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+           "device": a.device if a.device == "cpu" else torch.cuda.get_device_name(),
+           "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
            "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
            "rows": rows, "release": release_ops()}
     a.out.parent.mkdir(parents=True, exist_ok=True)

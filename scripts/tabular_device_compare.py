@@ -4,8 +4,8 @@
     mkdir RUN && tar xzf tabular-cuda.tar.gz -C RUN
     python scripts/tabular_device_compare.py RUN --tree REV --out docs/results/tabular/cuda-h100
     python scripts/tabular_device_compare.py RUN1 RUN2 --tree REV1 --tree REV2 --out ...   # a table per lease
-    python scripts/tabular_device_compare.py NEW --tree REV --previous docs/results/tabular/cuda-h100/tabular-cuda.json \
-        --out docs/results/tabular/cuda-h100                                                # add to the committed runs
+    python scripts/tabular_device_compare.py NEW --tree REV --out docs/results/tabular/cuda-h100 \
+        --previous docs/results/tabular/cuda-h100/tabular-cuda.json      # add to the committed runs
 
 Reads every ``RUN/<table>/tabular.json`` (one process per table, as ``gpu_tabular.sh`` writes them), its
 ``timings.txt`` and ``machine.txt``, and the CPU study ``docs/results/tabular/tabular.json``. Several runs merge
@@ -187,7 +187,8 @@ def compare(cpu: dict, gpu: dict) -> dict:
             "mean_difference_gpu_minus_cpu_by_method": {m: float(np.mean(v)) for m, v in sorted(by_method.items())},
             "by_method_and_downstream": groups,
             "cpu_draw_correlation_across_epsilons": draw_correlation_across_epsilons(ours_cpu),
-            "default_release_mean_fit_seconds": {"cpu": mean_fit_seconds(ours_cpu), "gpu": mean_fit_seconds(gpu["rows"]),
+            "default_release_mean_fit_seconds": {"cpu": mean_fit_seconds(ours_cpu),
+                                                 "gpu": mean_fit_seconds(gpu["rows"]),
                                                  "note": "not like for like: the CPU run on 2 cores (1 thread), the "
                                                          "GPU run six tables at a time on one H100 (2 threads each)"},
             "groups_significant_bonferroni": [g for g in groups if g["p_value"] < 0.05 / max(len(groups), 1)],
@@ -255,10 +256,12 @@ def main(argv=None) -> int:
            "cpu_run": str(a.cpu.relative_to(ROOT)) if a.cpu.is_relative_to(ROOT) else str(a.cpu),
            "cpu_environment": cpu.get("environment"), **compare(cpu, gpu)}
     (a.out / "comparison.json").write_text(json.dumps(res, indent=1) + "\n")
-    print(f"{res['cells']} cells; {res['cells_below_alpha']} below p = {ALPHA} (about {res['expected_below_alpha_if_equal']:.1f}"
-          f" if equal in distribution); {len(res['cells_significant_bonferroni'])} after Bonferroni")
+    print(f"{res['cells']} cells; {res['cells_below_alpha']} below p = {ALPHA} "
+          f"(about {res['expected_below_alpha_if_equal']:.1f} if equal in distribution); "
+          f"{len(res['cells_significant_bonferroni'])} after Bonferroni")
     for g in res["by_method_and_downstream"]:
-        print(f"  {g['method']} {g['downstream']}: {g['tables']} tables, Stouffer z {g['stouffer_z']:+.2f}, p {g['p_value']:.3g}")
+        print(f"  {g['method']} {g['downstream']}: {g['tables']} tables, Stouffer z {g['stouffer_z']:+.2f}, "
+              f"p {g['p_value']:.3g}")
     for k in ("targets_gpu", "targets_cpu_same_tables", "targets_pooled"):
         print(k, json.dumps({t: {x: y for x, y in v.items() if x != "not_met"} for t, v in res[k].items()}))
     return 0

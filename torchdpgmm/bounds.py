@@ -578,7 +578,8 @@ def _gibbs_inside(x: torch.Tensor, means: torch.Tensor, cov: torch.Tensor, lo: t
         s[rows[c]] = z[rows[c]] @ P[c]
     B = GIBBS_BLOCK
     blocks = [(a, min(a + B, d)) for a in range(0, d, B)]
-    inner = [[g.contiguous() for g in P[:, a:b, a:b][labels].unbind(-1)] for a, b in blocks]  # per coordinate (n, b-a)
+    # per block, per coordinate i of the block: P[labels][:, a:b, a + i], (n, b - a)
+    inner = [[g.contiguous() for g in P[:, a:b, a:b][labels].unbind(-1)] for a, b in blocks]
     for _ in range(sweeps):
         for (a, b), G in zip(blocks, inner):
             delta = torch.zeros(n, b - a, dtype=x.dtype, device=x.device)  # this block's changes not yet in s

@@ -8,8 +8,9 @@ All three are post-processing of an already-private matrix, so they cost no priv
 - :func:`shift_psd`: ``Lambda + rho I`` with ``rho = min{r >= 0 : Lambda + r I >= 0}`` (Wu et al. 2016,
   DP-MSNM eq. after (10)), plus an optional margin to make the result strictly positive definite.
 - :func:`jacobi_eigh`: the eigen-decomposition of small symmetric matrices by a fixed number of Jacobi sweeps
-  (Brent & Luk's parallel order from d = 4), in torch ops: no host synchronisation and no solver workspace (``torch.linalg.eigh`` checks its
-  convergence on the host and, on CUDA, allocates a workspace per matrix of the batch).
+  (Brent & Luk's parallel order from d = 4), in torch ops: no host synchronisation and no solver workspace
+  (``torch.linalg.eigh`` checks its convergence on the host and, on CUDA, allocates a workspace per matrix of the
+  batch).
 """
 from __future__ import annotations
 
@@ -88,8 +89,8 @@ def jacobi_eigh(S: torch.Tensor, sweeps: int | None = None) -> tuple[torch.Tenso
     """Eigenvalues ``(..., d)`` (unsorted) and orthonormal eigenvectors ``(..., d, d)`` of symmetric ``S``, batched.
 
     Jacobi's method (Golub & Van Loan, Matrix Computations, Sec. 8.5): each rotation of a pair ``(p, q)`` makes the
-    rotated ``S_pq`` zero (``t = sgn(theta) / (|theta| + sqrt(theta^2 + 1))``, ``theta = (S_qq - S_pp) / (2 S_pq)``, no
-    rotation where ``S_pq = 0``). The number of sweeps is fixed from ``d`` alone (default ``max(6, d) + 4``;
+    rotated ``S_pq`` zero (``t = sgn(theta) / (|theta| + sqrt(theta^2 + 1))``, ``theta = (S_qq - S_pp) / (2 S_pq)``,
+    no rotation where ``S_pq = 0``). The number of sweeps is fixed from ``d`` alone (default ``max(6, d) + 4``;
     convergence is quadratic, and 6 sweeps reach float64 rounding at d <= 5, 8 at d = 8 on random matrices), so the
     work never depends on the values: no host synchronisation, no workspace, every step a torch op over the batch.
     ``S = V diag(w) V^T`` to about ``1e-14 max|S|`` for ``d <= 8`` (tested against numpy); meant for
