@@ -32,7 +32,7 @@ one() {  # TABLE:FIRST:COUNT, its own process and folder; its wall time (whole s
   ( flock 9; echo "$name exit $rc after $(( $(date +%s) - start )) s" >> "$W/timings.txt"
     tar czf "$OUT/tabular-cuda.tar.gz" -C "$W" . ) 9>"$W/.lock"
 }
-jobs() {  # TABLE:FIRST:COUNT per process, the draws split as evenly as they go (the first parts take one more)
+job_specs() {  # TABLE:FIRST:COUNT per process, the draws split as evenly as they go (the first parts take one more)
   for t in $TABLES; do
     first=0
     for ((i = 0; i < DRAW_PARTS; i++)); do
@@ -45,5 +45,5 @@ jobs() {  # TABLE:FIRST:COUNT per process, the draws split as evenly as they go 
 export -f one; export PY W OUT DEVICE=${DEVICE:-cuda} EPSILONS=${EPSILONS:-} DRAW_PARTS
 { nvidia-smi -L; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; nproc --all; echo "OMP_NUM_THREADS=$OMP_NUM_THREADS lanes=$LANES"; } \
   > "$W/machine.txt" 2>&1
-jobs | xargs -P "$LANES" -I{} bash -c 'one "$@"' _ {}
+job_specs | xargs -P "$LANES" -I{} bash -c 'one "$@"' _ {}
 cat "$W/timings.txt"

@@ -120,23 +120,23 @@ class BudgetOdometer:
                          f"({', '.join(kinds)}) is not of a kind it composes exactly and it cannot take the "
                          "record's stated (epsilon, delta) either; use accountant='zcdp' or 'pld'")
 
-    def would_spend(self, item: PrivacyRecord | PrivacyEvent) -> float:
-        """Epsilon at ``delta`` after ``item`` were spent (nothing is recorded)."""
-        events, tv = self._events(item)
-        trial = self._accountant.copy()
-        for e, c in events:
-            trial.compose(e, c)
-        return self._epsilon(trial, self._sampler_tv + tv, self.delta)
-
-    def spend(self, item: PrivacyRecord | PrivacyEvent, *, label: str = "") -> float:
-        """Record ``item``; returns epsilon spent at ``delta``. ``BudgetExceededError`` (nothing recorded)
-        if the composed epsilon would exceed ``epsilon_budget``."""
+    def _trial(self, item: PrivacyRecord | PrivacyEvent) -> tuple[Accountant, float, float]:
+        """``(accountant, sampler_tv, epsilon)`` as they would be after ``item`` were spent (nothing recorded)."""
         events, tv = self._events(item)
         trial = self._accountant.copy()
         for e, c in events:
             trial.compose(e, c)
         tv += self._sampler_tv
-        eps = self._epsilon(trial, tv, self.delta)
+        return trial, tv, self._epsilon(trial, tv, self.delta)
+
+    def would_spend(self, item: PrivacyRecord | PrivacyEvent) -> float:
+        """Epsilon at ``delta`` after ``item`` were spent (nothing is recorded)."""
+        return self._trial(item)[2]
+
+    def spend(self, item: PrivacyRecord | PrivacyEvent, *, label: str = "") -> float:
+        """Record ``item``; returns epsilon spent at ``delta``. ``BudgetExceededError`` (nothing recorded)
+        if the composed epsilon would exceed ``epsilon_budget``."""
+        trial, tv, eps = self._trial(item)
         if eps > self.epsilon_budget:
             raise BudgetExceededError(
                 f"release refused: epsilon would reach {eps:.4g} at delta={self.delta:g}, above the budget "

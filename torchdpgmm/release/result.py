@@ -12,6 +12,11 @@ from torchdpgmm.mixture import LabeledGMM
 __all__ = ["Release"]
 
 
+#: the sound release's diagnostics that are dicts of tensors with the release's batch shape in front (for several
+#: epsilons at once, a leading epsilon axis): ``"auto"``'s rule weights, and the noisy second moments' z-scores
+PER_RELEASE_EXTRAS = ("shrinkage", "signal")
+
+
 @dataclass
 class Release:
     """A differentially private release of a labeled GMM.
@@ -54,7 +59,7 @@ class Release:
         extras = dict(self.extras)
         extras["noise"] = self.extras["noise"][index]
         extras.pop("epsilons", None)
-        for key in ("shrinkage", "signal"):  # per-epsilon diagnostics: a leading epsilon axis
+        for key in PER_RELEASE_EXTRAS:  # a leading epsilon axis
             if key in extras:
                 extras[key] = {k: v[index] for k, v in extras[key].items()}
         return Release(model=self.model[index], privacy=self.records[index], design=self.design, extras=extras)

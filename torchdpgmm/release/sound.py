@@ -95,6 +95,7 @@ import torch
 from torchdpgmm._validation import check_delta, check_epsilon
 from torchdpgmm.release.covariance_rule import POOLED, auto_split, floored_counts, shrunk_covariances
 from torchdpgmm.release.diagnostics import second_moment_signal
+from torchdpgmm.release.result import PER_RELEASE_EXTRAS
 from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
@@ -864,7 +865,7 @@ def _run_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mas
     outs = [_finish(o | {"covariances": cov[i]}, scales, st, info["kind"], rule)
             for i, ((o, _, rule), (scales, info), st) in enumerate(zip(parts, cals, sts))]
     out = {k: torch.stack([o[k] for o in outs]) for k in ("weights", "means", "covariances", "counts")}
-    for key in ("shrinkage", "signal"):
+    for key in PER_RELEASE_EXTRAS:
         if key in outs[0]:
             out[key] = {k: torch.stack([o[key][k] for o in outs]) for k in outs[0][key]}
     return out, sts, cals, d
@@ -951,10 +952,8 @@ def release_sound(
         "covariance_type": "auto" if st.shrink else st.covariance_type, "noise": _noise_summary(scales, info, st), "dim": d,
         "sensitivities": dict(info["sensitivities"]),
     }
-    if "shrinkage" in out:  # "auto": the rule's weights (post-processing of released values)
-        extras["shrinkage"] = out["shrinkage"]
-    if "signal" in out:  # Gaussian noise: the noisy second moments' z-scores against an empty table
-        extras["signal"] = out["signal"]
+    # "auto"'s rule weights, Gaussian noise's second-moment z-scores (post-processing of released values)
+    extras |= {key: out[key] for key in PER_RELEASE_EXTRAS if key in out}
     return Release(model=model, privacy=_record(st, scales, info, d), extras=extras)
 
 
@@ -973,7 +972,5 @@ def _release_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator,
         "noise": tuple(_noise_summary(scales, inf, s) for s, (scales, inf) in zip(sts, cals)),
         "sensitivities": dict(info["sensitivities"]), "epsilons": tuple(s.epsilon for s in sts),
     }
-    for key in ("shrinkage", "signal"):
-        if key in out:
-            extras[key] = out[key]
+    extras |= {key: out[key] for key in PER_RELEASE_EXTRAS if key in out}
     return Release(model=model, privacy=_batch_record(sts, records), extras=extras, records=records)
