@@ -771,14 +771,13 @@ def _cmd_release(args: argparse.Namespace) -> int:
         privacy = with_seeded_noise_note(privacy)
     model_to_dict(model, privacy, table.class_names, table.feature_names, bounds)  # validate before writing
     if sound:  # from released values and public scales only (post-processing); before anything is written
-        from torchdpgmm.release.diagnostics import sound_mostly_noise, warn_if_moments_mostly_noise
+        from torchdpgmm.release.diagnostics import CLI_CAUSES, warn_sound_release
 
         B = float(kwargs["clip_bound"])  # the public box of the released means: the unit box, or [-B, B] about 0
         lo, hi = ([0.0] * d, [1.0] * d) if bounds is not None else ([-B] * d, [B] * d)
-        _warn_mostly_noise("release", sound_mostly_noise(rel, lo, hi))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            warn_if_moments_mostly_noise(rel, lo, hi, table.feature_names)
+            warn_sound_release(rel, lo, hi, table.feature_names, causes=CLI_CAUSES)
         for w in caught:
             _warn(str(w.message))
     with _writing("release", args.out):

@@ -558,14 +558,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             self.clip_radius_ = float(clip)
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound":  # from released values only (post-processing)
-            from torchdpgmm.release.diagnostics import (sound_mostly_noise, warn_if_moments_mostly_noise,
-                                                        warn_mostly_noise)
+            from torchdpgmm.release.diagnostics import warn_sound_release
 
             d, B = rel.model.means.shape[-1], float(kw["clip_bound"])  # the means' public box: unit box or [-B, B]
             box = ([0.0] * d, [1.0] * d) if self.bounds is not None else ([-B] * d, [B] * d)
-            if sound_mostly_noise(rel, *box):
-                warn_mostly_noise(stacklevel=3)
-            warn_if_moments_mostly_noise(rel, *box, getattr(self, "feature_names_in_", None), stacklevel=3)
+            warn_sound_release(rel, *box, getattr(self, "feature_names_in_", None), stacklevel=3)
         if self.mode == "sound" and self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=3)
             self.privacy_ = with_seeded_noise_note(self.privacy_)

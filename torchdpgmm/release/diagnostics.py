@@ -76,7 +76,7 @@ __all__ = ["MostlyNoiseWarning", "mostly_noise", "floor_excess", "EXCESS_SDS", "
            "sound_mostly_noise", "warn_mostly_noise", "SIGNAL_Z", "second_moment_signal",
            "second_moments_carry_signal", "pipeline_mostly_noise",
            "pipeline_count_noise", "CLI_CAUSES", "ESTIMATOR_CAUSES", "MEAN_AT_BOUND_SDS", "means_at_bounds",
-           "second_moments_drowned", "warn_if_moments_mostly_noise"]
+           "second_moments_drowned", "warn_if_moments_mostly_noise", "warn_sound_release"]
 
 MOSTLY_NOISE = "the release is mostly noise: the released class counts are within a few noise scales of zero"
 CLI_CAUSES = ("--classes not matching the labels (case?), wrong label column, features that are not numbers, "
@@ -334,6 +334,24 @@ def warn_if_moments_mostly_noise(rel: Any, lower: Any, upper: Any, names: Any = 
     (:func:`sound_mostly_noise`: then that warning is issued, and every moment is noise anyway)."""
     if sound_mostly_noise(rel, lower, upper):
         return []  # the release's own warning (warn_mostly_noise) already says it is noise
+    return _warn_moments(rel, lower, upper, names, stacklevel + 1)
+
+
+def warn_sound_release(rel: Any, lower: Any, upper: Any, names: Any = None, *, causes: str = ESTIMATOR_CAUSES,
+                       stacklevel: int = 2) -> bool:
+    """Every warning a front door gives after a sound release whose released means lie in the public box
+    ``lower``/``upper``, from released values only: the one :class:`MostlyNoiseWarning` naming ``causes`` when
+    :func:`sound_mostly_noise` holds, else those of :func:`warn_if_moments_mostly_noise`; the verdict is taken once.
+    Returns the verdict."""
+    if sound_mostly_noise(rel, lower, upper):
+        warn_mostly_noise(causes, stacklevel=stacklevel + 1)
+        return True
+    _warn_moments(rel, lower, upper, names, stacklevel + 1)
+    return False
+
+
+def _warn_moments(rel: Any, lower: Any, upper: Any, names: Any, stacklevel: int) -> list[int]:
+    """:func:`warn_if_moments_mostly_noise` after its verdict (``stacklevel`` counted from this function's caller)."""
     counts, _, floor = sound_count_noise(rel)
     noise = (getattr(rel, "extras", None) or {}).get("noise") or {}
     cols = means_at_bounds(getattr(rel.model, "means", None), counts, block_noise_std(noise, "sums"), lower, upper,
