@@ -198,6 +198,19 @@ def split_table(data: dict) -> str:
               f"{s['cells_within_margin_on_mean_over_splits']} on the mean over splits, "
               f"{s['cells_within_margin_on_every_split']} on every split; the best fixed type changes between "
               f"splits in {s['cells_whose_best_fixed_type_changes_between_splits']} cells."]
+    if "pairs_chosen_fixed_within_margin" in s:
+        m = f"{100 * data['margin']:g} point"
+        lines += ["", f"The yardstick: on each split, the fixed type with the highest mean over the other "
+                  f"{data['splits'] - 1} splits (chosen with held-out rows, as a non-private tuner would). By the "
+                  f"target's own test it is within {m} of that split's best fixed type on "
+                  f"{s['pairs_chosen_fixed_within_margin']} of {s['cell_split_pairs']} (cell, split) pairs, and on "
+                  f"every split in {s['cells_chosen_fixed_within_margin_on_every_split']} of {s['cells']} cells; "
+                  f"`auto` is within {m} on {s['pairs_auto_within_margin']} pairs (misses per split, on average: "
+                  f"{s['mean_cells_missed_per_split_chosen_fixed']:.1f} of {s['cells']} cells for the chosen type, "
+                  f"{s['mean_cells_missed_per_split_auto']:.1f} for `auto`). "
+                  f"Against the chosen type itself, "
+                  f"`auto` is more than {m} below it on {s['pairs_auto_more_than_margin_below_chosen']} pairs and "
+                  f"more than {m} above it on {s['pairs_auto_more_than_margin_above_chosen']}."]
     return "\n".join(lines)
 
 

@@ -40,6 +40,9 @@ the ratio rule was chosen; the fixed types are scored once).
 ``--seeds 10:30 --out F`` repeats any of these on noise seeds the rules were not chosen on (every choice above was made on
 seeds 0..9, so their counts there are optimistic); ``--seeds 10:30 --sweep-class-to-pooled rule,rule:0.1/16/inf,0.3
 --out docs/results/class-to-pooled-fresh-seeds.json`` is the committed check of the ratio rule.
+``--seeds 10:30 --sweep-sampling-term 0,2,4,10,25 --out docs/results/sampling-term-fresh-seeds.json`` scores step 4's
+weight with a class covariance's own sampling variance beside the noise (:func:`sweep_sampling_term`; tried, not in
+the rule), summarised as the ratio sweep is.
 ``--class-to-pooled R`` / ``--counts-floor F`` / ``--noise-sds C`` (exploration only, not written unless
 ``--out``) evaluate the rule with one public ratio R of the class blocks' precision to the pooled block's for every
 table / another
@@ -206,6 +209,9 @@ def main(argv=None) -> None:
     p.add_argument("--sweep-class-to-pooled", default=None,
                    help="comma list of ratios (one for every table), 'rule' (as released) or 'rule:A/D[/E]' (A per "
                         "class, D dimensions, growth with epsilon from E on, inf: none): summary per setting")
+    p.add_argument("--sweep-sampling-term", default=None,
+                   help="comma list of a (0 is the rule): step 4's weight with a class covariance's sampling "
+                        "variance a lambda^2 / (n_k - 1) beside the noise (exploration); needs --out")
     args = p.parse_args(argv)
     if args.seeds is not None:
         if not args.out:
@@ -216,6 +222,11 @@ def main(argv=None) -> None:
     if args.sweep_class_to_pooled:
         return sweep_class_to_pooled(args.sweep_class_to_pooled.split(","), args.tables,
                                      pathlib.Path(args.out) if args.out else SWEEP_OUT)
+    if args.sweep_sampling_term:
+        if not args.out:
+            p.error("--sweep-sampling-term needs --out")
+        return sweep_sampling_term([float(v) for v in args.sweep_sampling_term.split(",")], args.tables,
+                                   pathlib.Path(args.out))
     if args.class_to_pooled is not None:  # one ratio for every table
         covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS = args.class_to_pooled, 0.0
     if args.counts_floor is not None:
@@ -299,6 +310,37 @@ def _ratio_setting(spec: str, rule: tuple[float, float, float]) -> dict:
     return {"spec": spec, "least": float(spec), "per_class": 0.0, "dim": rule[2], "epsilon": rule[3]}
 
 
+def _sweep_row(spec: str, data: dict, fixed: dict, first: dict | None) -> dict:
+    """One sweep setting (already applied to :mod:`covariance_rule`): ``auto`` on every table and epsilon against the
+    fixed types scored once (``fixed``), its cells more than 1 point below the best fixed type, its mean, and, given
+    the sweep's ``first`` row, the gain paired over the cells (same seeds, same fixed types)."""
+    cells = []
+    for name, (X, y, pb) in data.items():
+        info, acc = score_table(X, y, pb, ("auto",))
+        for eps in EPS:
+            m = {"auto": float(np.mean(acc[(eps, "auto")])),
+                 **{ct: float(np.mean(fixed[name][(eps, ct)])) for ct in FIXED}}
+            best = max(FIXED, key=lambda c: m[c])
+            ratio = info["released_class_to_pooled"][eps]  # as the release recorded it
+            cells.append({"table": name, "epsilon": eps, "class_to_pooled": ratio,
+                          "auto": m["auto"], "best_fixed": best, "best_fixed_accuracy": m[best],
+                          "auto_minus_best_fixed": m["auto"] - m[best]})
+    gaps = [c["auto_minus_best_fixed"] for c in cells]
+    worst = min(cells, key=lambda c: c["auto_minus_best_fixed"])
+    row = {"cells": len(cells),
+           "cells_auto_more_than_1_point_below_best_fixed": int(sum(g < -0.01 for g in gaps)),
+           "worst_auto_minus_best_fixed": worst, "mean_auto_accuracy": float(np.mean([c["auto"] for c in cells])),
+           "per_cell": cells}
+    if first is not None:
+        diff = np.array([c["auto"] for c in cells]) - np.array([c["auto"] for c in first["per_cell"]])
+        row["paired_gain_vs_first_setting"] = {"mean": float(diff.mean()),
+                                               "se": float(diff.std(ddof=1) / np.sqrt(len(diff)))}
+    print(f"{spec}: {row['cells_auto_more_than_1_point_below_best_fixed']} cells below best fixed - 1pt, "
+          f"worst {worst['table']} eps {worst['epsilon']:g} {worst['auto_minus_best_fixed']:+.3f}, "
+          f"mean auto {row['mean_auto_accuracy']:.4f}", flush=True)
+    return row
+
+
 def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.Path) -> None:
     """The validation at each setting of the class blocks' precision over the pooled block's (:func:`_ratio_setting`:
     one ratio for every table, or the rule of K and d); a summary per setting. The fixed types do not depend on it
@@ -315,32 +357,8 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
             (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
              covariance_rule.CLASS_TO_POOLED_DIM, covariance_rule.CLASS_TO_POOLED_EPSILON) = (
                 st["least"], st["per_class"], st["dim"], st["epsilon"])
-            cells = []
-            for name, (X, y, pb) in data.items():
-                info, acc = score_table(X, y, pb, ("auto",))
-                for eps in EPS:
-                    m = {"auto": float(np.mean(acc[(eps, "auto")])),
-                         **{ct: float(np.mean(fixed[name][(eps, ct)])) for ct in FIXED}}
-                    best = max(FIXED, key=lambda c: m[c])
-                    ratio = info["released_class_to_pooled"][eps]  # as the release recorded it
-                    cells.append({"table": name, "epsilon": eps, "class_to_pooled": ratio,
-                                  "auto": m["auto"], "best_fixed": best, "best_fixed_accuracy": m[best],
-                                  "auto_minus_best_fixed": m["auto"] - m[best]})
-            gaps = [c["auto_minus_best_fixed"] for c in cells]
-            worst = min(cells, key=lambda c: c["auto_minus_best_fixed"])
-            row = {"class_to_pooled": float(spec) if st["per_class"] == 0.0 else spec, "setting": st,
-                   "cells": len(cells),
-                   "cells_auto_more_than_1_point_below_best_fixed": int(sum(g < -0.01 for g in gaps)),
-                   "worst_auto_minus_best_fixed": worst, "mean_auto_accuracy": float(np.mean([c["auto"] for c in cells])),
-                   "per_cell": cells}
-            if result:  # paired over the cells against the first setting (same seeds, same fixed types)
-                diff = np.array([c["auto"] for c in cells]) - np.array([c["auto"] for c in result[0]["per_cell"]])
-                row["paired_gain_vs_first_setting"] = {"mean": float(diff.mean()),
-                                                       "se": float(diff.std(ddof=1) / np.sqrt(len(diff)))}
-            result.append(row)
-            print(f"{spec}: {row['cells_auto_more_than_1_point_below_best_fixed']} cells below best fixed - 1pt, "
-                  f"worst {worst['table']} eps {worst['epsilon']:g} {worst['auto_minus_best_fixed']:+.3f}, "
-                  f"mean auto {row['mean_auto_accuracy']:.4f}", flush=True)
+            row = _sweep_row(spec, data, fixed, result[0] if result else None)
+            result.append({"class_to_pooled": float(spec) if st["per_class"] == 0.0 else spec, "setting": st, **row})
     finally:
         (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
          covariance_rule.CLASS_TO_POOLED_DIM, covariance_rule.CLASS_TO_POOLED_EPSILON) = keep
@@ -350,6 +368,36 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
                     "form": "max(least, per_class * K * min(1, dim / d) * max(1, min(eps, epsilon_max) / epsilon)), "
                             "eps the mixture stage's epsilon"},
            "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "ratios": result, "runtime_s": time.time() - t0}
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def sweep_sampling_term(values: list[float], only: str | None, out_path: pathlib.Path) -> None:
+    """Step 4's weight with the class covariance's own sampling variance beside the noise (exploration; the rule
+    has none): ``x_ki = NOISE_SDS^2 (s_k^2 + a lambda_i^2 / (n_k - 1)) / lambda_i^2``, i.e. the rule's ``x_ki`` plus
+    ``NOISE_SDS^2 a / (n_k - 1)``. ``a = 2`` is a Gaussian's (the variance of a sample variance, ``2 sigma^4 /
+    (n - 1)``), ``a = kurtosis - 1`` in general: heavy-tailed columns (Pima's zeros) estimate their class
+    covariances worse than the noise alone says, the finite-sample case for Friedman's (1989) regularised
+    discriminant analysis. ``a = 0`` is the rule. The fixed types are scored once."""
+    t0 = time.time()
+    keep = covariance_rule._noise_ratio
+    data = {k: v for k, v in tables().items() if not only or k in only.split(",")}
+    fixed = {name: score_table(X, y, pb, FIXED)[1] for name, (X, y, pb) in data.items()}
+    result = []
+    try:
+        for a in values:
+            def ratio(evals, n_hat, v_f, floor, a=a):
+                extra = covariance_rule.NOISE_SDS ** 2 * a / torch.clamp(n_hat - 1, min=1.0)
+                return keep(evals, n_hat, v_f, floor) + extra.unsqueeze(-1)
+
+            covariance_rule._noise_ratio = ratio
+            row = _sweep_row(f"sampling term a = {a:g}", data, fixed, result[0] if result else None)
+            result.append({"sampling_term": a, **row})
+    finally:
+        covariance_rule._noise_ratio = keep
+    out = {"description": "covariance_rule_validation.py --sweep-sampling-term: " + (sweep_sampling_term.__doc__
+                                                                                      or "").strip(),
+           "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "settings": result, "runtime_s": time.time() - t0}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(out, indent=1) + "\n")
 

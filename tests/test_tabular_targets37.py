@@ -106,6 +106,27 @@ def test_split_stability_cell_from_hand_made_accuracies(load_script):
     assert c["splits_within_margin"] == 1 and c["auto_mean"] == pytest.approx(0.75)
 
 
+def test_split_stability_cross_split_choice_by_hand(load_script):
+    """The yardstick's fixed type chosen on the other splits, against hand arithmetic: on split 0 the others average
+    full 0.74, tied 0.755 (tied chosen, 0.70 against that split's best 0.80); on splits 1 and 2 full wins the
+    others' average (0.79 vs 0.73, 0.75 vs 0.725). auto 0.71 / 0.76 / 0.70 sits +0.01, +0.06 and -0.08 from the
+    chosen type, and within 1 point of the split's best on split 1 only."""
+    mod = load_script("scripts/split_stability.py")
+    means = [{"full": 0.80, "tied": 0.70, "diag": 0.60}, {"full": 0.70, "tied": 0.75, "diag": 0.60},
+             {"full": 0.78, "tied": 0.76, "diag": 0.50}]
+    chosen, diffs = mod._cross_split_choice(means)
+    assert chosen == ["tied", "full", "full"] and diffs == pytest.approx([-0.10, -0.05, 0.0])
+    per_split = [{(1.0, c): [m[c]] for c in m} | {(1.0, "auto"): [a]} for m, a in zip(means, (0.71, 0.76, 0.70))]
+    cell = mod._cell(per_split, 1.0)
+    assert cell["cross_split_chosen_type"] == chosen and cell["chosen_splits_within_margin"] == 1
+    assert cell["auto_minus_chosen"] == pytest.approx([0.01, 0.06, -0.08])
+    y = mod._yardstick([cell])
+    assert y == {"cell_split_pairs": 3, "mean_cells_missed_per_split_auto": 2 / 3,
+                 "mean_cells_missed_per_split_chosen_fixed": 2 / 3, "pairs_auto_within_margin": 1, "pairs_chosen_fixed_within_margin": 1,
+                 "pairs_auto_more_than_margin_below_chosen": 1, "pairs_auto_more_than_margin_above_chosen": 1,
+                 "cells_chosen_fixed_within_margin_on_every_split": 0}
+
+
 def test_split_stability_smoke(load_script, tmp_path):
     import json
 
@@ -118,6 +139,12 @@ def test_split_stability_smoke(load_script, tmp_path):
     assert d["summary"]["cells"] == 4 and all(0 <= v <= 1 for v in d["tables"]["wine"]["split0_means"].values())
     with pytest.raises(SystemExit):
         mod.main(["--splits", "1"])
+    for bad in ("1,x", "0", "2000"):
+        with pytest.raises(SystemExit):
+            mod.main(["--epsilons", bad, "--out", str(tmp_path / "never.json")])
+    assert not (tmp_path / "never.json").exists()
+    assert mod.main(["--splits", "2", "--draws", "1", "--tables", "wine", "--epsilons", "100", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["epsilons"] == [100.0]
 
 
 def test_tied_view_is_the_weighted_mean_covariance(load_script):
@@ -175,3 +202,31 @@ def test_pull_selection_smoke(load_script, tmp_path):
     assert d["alternative"] == "raw" and d["study"] == "pull-selection-simulation"
     assert set(d["summary"]) == set(mod.settings("raw")) and "raw alone" in d["summary"]
     assert all(0 <= v <= 1 for c in d["cells"] for v in c["accuracy"].values())
+
+
+def test_sampling_term_sweep_zero_is_the_rule_and_restores_it(load_script, monkeypatch, tmp_path):
+    """scripts/covariance_rule_validation.py --sweep-sampling-term: a = 0 scores exactly what the rule scores
+    (score_table's auto on the same seeds); a huge a drives step 4's weights to the pooled covariance, which
+    changes the accuracy on a table whose two classes differ only in covariance; the rule is restored after."""
+    import json
+
+    import numpy as np
+
+    from torchdpgmm.release import covariance_rule
+
+    mod = load_script("scripts/covariance_rule_validation.py")
+    rng = np.random.default_rng(0)
+    n = 600
+    y = np.repeat([0, 1], n // 2)
+    X = np.where(y[:, None] == 0, rng.normal(0, 0.3, (n, 2)), rng.normal(0, 2.0, (n, 2)))
+    monkeypatch.setattr(mod, "tables", lambda: {"scale": (X, y, None)})
+    monkeypatch.setattr(mod, "SEEDS", (0, 1))
+    monkeypatch.setattr(mod, "EPS", (5.0,))
+    keep = covariance_rule._noise_ratio
+    out = tmp_path / "s.json"
+    mod.sweep_sampling_term([0.0, 1e9], None, out)
+    assert covariance_rule._noise_ratio is keep
+    rows = json.loads(out.read_text())["settings"]
+    rule = mod.score_table(X, y, None, ("auto",), seeds=(0, 1))[1][(5.0, "auto")]
+    assert rows[0]["sampling_term"] == 0.0 and rows[0]["per_cell"][0]["auto"] == pytest.approx(np.mean(rule), abs=0)
+    assert rows[1]["per_cell"][0]["auto"] < rows[0]["per_cell"][0]["auto"] - 0.05  # pooled: the scale is lost
