@@ -90,7 +90,9 @@ def _cell(per_split: list[dict], eps: float) -> dict:
     chosen, chosen_diffs = _cross_split_choice(fixed_means)
     auto = [float(np.mean(a[(eps, "auto")])) for a in per_split]
     return {"epsilon": eps, "auto_minus_best_fixed": diffs, "best_fixed_type": best,
-            "fixed_means": fixed_means, "cross_split_chosen_type": chosen,
+            "fixed_means": fixed_means,
+            "fixed_means_over_splits": {c: float(np.mean([f[c] for f in fixed_means])) for c in REFERENCE_COVARIANCES},
+            "cross_split_chosen_type": chosen,
             "chosen_minus_best_fixed": chosen_diffs,
             "chosen_splits_within_margin": int(np.sum(_within(np.asarray(chosen_diffs)))),
             "auto_minus_chosen": [a - f[c] for a, f, c in zip(auto, fixed_means, chosen)],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VALIDATION_BLOCKS = ("covariance-rule", "covariance-rule-gaussiannb", "clip-rule", "clip-rule-pipeline", "centre-rule",
-                     "split-stability")
+                     "split-stability", "split-stability-large-epsilon")
 TASK_BLOCKS = ("tabular-overview", "tabular-epsilon", "tabular-targets", "tabular-peer-wins")
 
 
@@ -59,3 +59,22 @@ def test_result_json_cite_pages_that_exist():
                 if not ((ROOT / name).exists() or (ROOT / "docs" / name).exists()):
                     raise AssertionError(f"{path.relative_to(ROOT)} cites {name}, which does not exist")
     assert "docs/privacy.md" in cited     # the label-level note of the realdata results points there
+
+
+def test_large_epsilon_block_shows_only_tables_with_a_miss_and_bolds_the_best(load_script):
+    """covariance_rule_tables.large_epsilon_table from hand-made JSONs: table A has auto more than the margin below
+    the best fixed type at epsilon 100 (shown, tied in bold there), table B never (left out)."""
+    mod = load_script("scripts/covariance_rule_tables.py")
+
+    def cell(e, auto, full, tied, diag, gap):
+        return {"epsilon": e, "auto_mean": auto, "mean_auto_minus_best_fixed": gap,
+                "fixed_means_over_splits": {"full": full, "tied": tied, "diag": diag}}
+
+    small = {"epsilons": [1.0], "margin": 0.01, "tables": {"A": {"cells": [cell(1.0, 0.8, 0.7, 0.6, 0.5, 0.1)]},
+                                                           "B": {"cells": [cell(1.0, 0.9, 0.1, 0.1, 0.1, 0.8)]}}}
+    large = {"epsilons": [100.0], "splits": 10, "draws": 10,
+             "tables": {"A": {"cells": [cell(100.0, 0.7, 0.6, 0.75, 0.5, -0.05)]},
+                        "B": {"cells": [cell(100.0, 0.9, 0.1, 0.1, 0.1, 0.8)]}}}
+    rows = [r for r in mod.large_epsilon_table(small, large).splitlines() if r.startswith("| A") or r.startswith("| B")]
+    assert rows == ["| A | auto | **0.800** | 0.700 |", "| A | full | 0.700 | 0.600 |",
+                    "| A | tied | 0.600 | **0.750** |", "| A | diag | 0.500 | 0.500 |"]

@@ -120,6 +120,7 @@ def test_split_stability_cross_split_choice_by_hand(load_script):
     cell = mod._cell(per_split, 1.0)
     assert cell["cross_split_chosen_type"] == chosen and cell["chosen_splits_within_margin"] == 1
     assert cell["auto_minus_chosen"] == pytest.approx([0.01, 0.06, -0.08])
+    assert cell["fixed_means_over_splits"] == pytest.approx({"full": 0.76, "tied": 2.21 / 3, "diag": 1.7 / 3})
     y = mod._yardstick([cell])
     assert y == {"cell_split_pairs": 3, "mean_cells_missed_per_split_auto": 2 / 3,
                  "mean_cells_missed_per_split_chosen_fixed": 2 / 3, "pairs_auto_within_margin": 1, "pairs_chosen_fixed_within_margin": 1,
