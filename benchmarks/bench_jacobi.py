@@ -8,7 +8,9 @@ the cyclic order rotates one pair per step (``d (d - 1) / 2`` steps a sweep), Br
 dispatches for one matrix (the launches a GPU pays; counted on the CPU with a ``TorchDispatchMode``, the same on
 every device), its largest eigenvalue error against numpy on 1,000 random symmetric matrices, and the wall time of
 one matrix and of 10,000 on ``--device`` (the orders interleaved, medians of the repeats; on CUDA each timing ends
-with a synchronisation). The CPU release never calls it (it uses ``torch.linalg.eigh`` there), so the CPU times only
+with a synchronisation), beside ``torch.linalg.eigh`` on the same matrices (``eigh_seconds_*``, or ``eigh_error``
+where the batch fails: cuSOLVER's workspace). ``--dims`` above ``JACOBI_MAX_DIM`` (8) time what Jacobi would cost
+there against the eigh the accelerator release calls now (gpu_checks.sh passes 12 and 16). The CPU release never calls it (it uses ``torch.linalg.eigh`` there), so the CPU times only
 show the arithmetic of each order: the matrix products of the round-robin order cost more there at large batches.
 
     PYTHONPATH=. python benchmarks/bench_jacobi.py --out benchmarks/results/bench_jacobi.json
@@ -58,6 +60,21 @@ def _seconds(fn, device: str) -> float:
     if device == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t
+
+
+def _eigh_baseline(S: torch.Tensor, device: str) -> dict:
+    """What the release calls where it does not take Jacobi sweeps (``torch.linalg.eigh``: the CPU, and an
+    accelerator above ``JACOBI_MAX_DIM``): a first call on one matrix and on the whole batch (on CUDA cuSOLVER sizes
+    a workspace per matrix, and a batch can ask for more memory than the card has: the error is recorded, not
+    raised, so the Jacobi rows still come back). Empty timing lists to fill, or ``eigh_error``."""
+    try:
+        torch.linalg.eigh(S[:1])
+        torch.linalg.eigh(S)
+    except RuntimeError as e:  # torch.OutOfMemoryError (cuSOLVER's workspace) is a RuntimeError
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        return {"eigh_error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+    return {"eigh_seconds_one": [], "eigh_seconds_10000": []}
 
 
 def release_ops(d: int = 8) -> dict:
@@ -111,12 +128,16 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{order}_ops"] = _with_order(order, count)
             row[f"{order}_max_eigenvalue_error"] = float(np.abs(np.sort(lam, -1) - ref).max())
             row[f"{order}_seconds_one"], row[f"{order}_seconds_10000"] = [], []
+        row.update(_eigh_baseline(S, a.device))
         for _ in range(a.repeats):
             for order in ("cyclic", "parallel"):
                 for k, X in (("one", S[:1]), ("10000", S)):
                     row[f"{order}_seconds_{k}"].append(
                         _with_order(order, lambda: _seconds(lambda: psd.jacobi_eigh(X), a.device)))
-        for order in ("cyclic", "parallel"):
+            for k, X in (("one", S[:1]), ("10000", S)):
+                if "eigh_error" not in row:
+                    row[f"eigh_seconds_{k}"].append(_seconds(lambda: torch.linalg.eigh(X), a.device))
+        for order in ("cyclic", "parallel") + (() if "eigh_error" in row else ("eigh",)):
             for k in ("one", "10000"):
                 row[f"{order}_seconds_{k}"] = statistics.median(row[f"{order}_seconds_{k}"])
         row["ops_ratio_cyclic_over_parallel"] = row["cyclic_ops"] / row["parallel_ops"]

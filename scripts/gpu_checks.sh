@@ -25,7 +25,7 @@ if [ "${BENCH:-1}" != 0 ]; then  # BENCH=0 skips the benchmarks (a lease re-chec
 timeout "${T_BENCH:-170}" $PY benchmarks/bench_sweep_gpu.py --timeout "${T_LEG:-55}" --cpu-trials "${CPU_TRIALS:-20000}" \
   --out "$OUT/bench_sweep_gpu.json" 2>&1 | tee "$OUT/bench-sweep.log"
 timeout "${T_SYNCS:-60}" $PY benchmarks/bench_syncs.py --device cuda --out "$OUT/bench_syncs_cuda.json" 2>&1 | tail -20 >> "$OUT/bench-sweep.log"
-timeout "${T_JACOBI:-60}" $PY benchmarks/bench_jacobi.py --device cuda --out "$OUT/bench_jacobi_cuda.json" 2>&1 | tail -8 >> "$OUT/bench-sweep.log"
+timeout "${T_JACOBI:-120}" $PY benchmarks/bench_jacobi.py --device cuda --dims 3,4,6,8,12,16 --repeats 3 --out "$OUT/bench_jacobi_cuda.json" 2>&1 | tail -8 >> "$OUT/bench-sweep.log"
 fi
 if [ -n "${MNIST_DIR:-}" ]; then  # issue 36's image target: a full MNIST IDX folder carried to the machine (DP-SGD
   # needs dp-accounting: carry its wheel, README of the device tool), timed on the GPU and on the machine's CPU cores

@@ -16,3 +16,4 @@ def test_bench_jacobi_smoke(tmp_path):
     (row,) = json.loads(out.read_text())["rows"]
     assert row["d"] == 5 and row["default_order"] == "parallel" and row["parallel_ops"] < row["cyclic_ops"]
     assert max(row["cyclic_max_eigenvalue_error"], row["parallel_max_eigenvalue_error"]) < 1e-12
+    assert row["eigh_seconds_one"] > 0 and row["eigh_seconds_10000"] > 0  # the baseline the release calls on a CPU
