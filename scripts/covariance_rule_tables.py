@@ -201,7 +201,7 @@ def split_table(data: dict) -> str:
               f"{s['cells_within_margin_on_mean_over_splits']} on the mean over splits, "
               f"{s['cells_within_margin_on_every_split']} on every split; the best fixed type changes between "
               f"splits in {s['cells_whose_best_fixed_type_changes_between_splits']} cells."]
-    if "pairs_chosen_fixed_within_margin" in s:
+    if "cells_auto_more_than_margin_below_chosen_on_mean" in s:
         m = f"{100 * data['margin']:g} point"
         lines += ["", f"The yardstick: on each split, the fixed type with the highest mean over the other "
                   f"{data['splits'] - 1} splits (chosen with held-out rows, as a non-private tuner would). By the "
@@ -213,7 +213,9 @@ def split_table(data: dict) -> str:
                   f"{s['mean_cells_missed_per_split_auto']:.1f} for `auto`). "
                   f"Against the chosen type itself, "
                   f"`auto` is more than {m} below it on {s['pairs_auto_more_than_margin_below_chosen']} pairs and "
-                  f"more than {m} above it on {s['pairs_auto_more_than_margin_above_chosen']}."]
+                  f"more than {m} above it on {s['pairs_auto_more_than_margin_above_chosen']}; on the mean over the "
+                  f"splits it is more than {m} below the chosen type in "
+                  f"{s['cells_auto_more_than_margin_below_chosen_on_mean']} of {s['cells']} cells."]
     return "\n".join(lines)
 
 

@@ -96,6 +96,7 @@ def _cell(per_split: list[dict], eps: float) -> dict:
             "chosen_minus_best_fixed": chosen_diffs,
             "chosen_splits_within_margin": int(np.sum(_within(np.asarray(chosen_diffs)))),
             "auto_minus_chosen": [a - f[c] for a, f, c in zip(auto, fixed_means, chosen)],
+            "mean_auto_minus_chosen": float(np.mean([a - f[c] for a, f, c in zip(auto, fixed_means, chosen)])),
             "mean_auto_minus_best_fixed": float(d.mean()),
             "se_over_splits": float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else None,
             "splits_within_margin": int(np.sum(_within(d))), "splits": len(d),
@@ -121,7 +122,9 @@ def _yardstick(cells: list[dict]) -> dict:
             "pairs_auto_more_than_margin_below_chosen": int(np.sum(a_vs_c < -MARGIN - TIE)),
             "pairs_auto_more_than_margin_above_chosen": int(np.sum(a_vs_c > MARGIN + TIE)),
             "cells_chosen_fixed_within_margin_on_every_split": int(sum(c["chosen_splits_within_margin"] == c["splits"]
-                                                                       for c in cells))}
+                                                                       for c in cells)),
+            "cells_auto_more_than_margin_below_chosen_on_mean": int(sum(c["mean_auto_minus_chosen"] < -MARGIN - TIE
+                                                                        for c in cells))}
 
 
 def main(argv=None) -> int:

@@ -125,7 +125,9 @@ def test_split_stability_cross_split_choice_by_hand(load_script):
     assert y == {"cell_split_pairs": 3, "mean_cells_missed_per_split_auto": 2 / 3,
                  "mean_cells_missed_per_split_chosen_fixed": 2 / 3, "pairs_auto_within_margin": 1, "pairs_chosen_fixed_within_margin": 1,
                  "pairs_auto_more_than_margin_below_chosen": 1, "pairs_auto_more_than_margin_above_chosen": 1,
-                 "cells_chosen_fixed_within_margin_on_every_split": 0}
+                 "cells_chosen_fixed_within_margin_on_every_split": 0,
+                 "cells_auto_more_than_margin_below_chosen_on_mean": 0}  # mean of (+0.01, +0.06, -0.08) is -0.0033
+    assert cell["mean_auto_minus_chosen"] == pytest.approx(-0.01 / 3)
 
 
 def test_split_stability_smoke(load_script, tmp_path):
