@@ -293,8 +293,7 @@ def main(argv=None) -> None:
           round(time.time() - t0, 1), "s")
     out["noise_sds"] = covariance_rule.NOISE_SDS
     if out_path is not None:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(json.dumps(out, indent=1) + "\n")
+        _write_json(out_path, out)
 
 
 def _ratio_setting(spec: str, rule: tuple[float, float, float]) -> dict:
@@ -308,6 +307,18 @@ def _ratio_setting(spec: str, rule: tuple[float, float, float]) -> dict:
         return {"spec": spec, "least": rule[0], "per_class": float(a) if a else rule[1],
                 "dim": float(dd) if dd else rule[2], "epsilon": float(e) if e else rule[3]}
     return {"spec": spec, "least": float(spec), "per_class": 0.0, "dim": rule[2], "epsilon": rule[3]}
+
+
+def _sweep_tables(only: str | None) -> tuple[dict, dict]:
+    """A sweep's tables (``only``: a comma-separated subset) and their fixed types' accuracies, scored once: the fixed
+    types do not depend on any setting of ``auto``'s rule."""
+    data = {k: v for k, v in tables().items() if not only or k in only.split(",")}
+    return data, {name: score_table(X, y, pb, FIXED)[1] for name, (X, y, pb) in data.items()}
+
+
+def _write_json(path: pathlib.Path, out: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
 
 
 def _sweep_row(spec: str, data: dict, fixed: dict, first: dict | None) -> dict:
@@ -348,8 +359,7 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
     t0 = time.time()
     keep = (covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS,
             covariance_rule.CLASS_TO_POOLED_DIM, covariance_rule.CLASS_TO_POOLED_EPSILON)
-    data = {k: v for k, v in tables().items() if not only or k in only.split(",")}
-    fixed = {name: score_table(X, y, pb, FIXED)[1] for name, (X, y, pb) in data.items()}
+    data, fixed = _sweep_tables(only)
     result = []
     try:
         for spec in specs:
@@ -368,8 +378,7 @@ def sweep_class_to_pooled(specs: list[str], only: str | None, out_path: pathlib.
                     "form": "max(least, per_class * K * min(1, dim / d) * max(1, min(eps, epsilon_max) / epsilon)), "
                             "eps the mixture stage's epsilon"},
            "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "ratios": result, "runtime_s": time.time() - t0}
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(out, indent=1) + "\n")
+    _write_json(out_path, out)
 
 
 def sweep_sampling_term(values: list[float], only: str | None, out_path: pathlib.Path) -> None:
@@ -381,8 +390,7 @@ def sweep_sampling_term(values: list[float], only: str | None, out_path: pathlib
     discriminant analysis. ``a = 0`` is the rule. The fixed types are scored once."""
     t0 = time.time()
     keep = covariance_rule._noise_ratio
-    data = {k: v for k, v in tables().items() if not only or k in only.split(",")}
-    fixed = {name: score_table(X, y, pb, FIXED)[1] for name, (X, y, pb) in data.items()}
+    data, fixed = _sweep_tables(only)
     result = []
     try:
         for a in values:
@@ -398,8 +406,7 @@ def sweep_sampling_term(values: list[float], only: str | None, out_path: pathlib
     out = {"description": "covariance_rule_validation.py --sweep-sampling-term: " + (sweep_sampling_term.__doc__
                                                                                       or "").strip(),
            "epsilons": EPS, "seeds": SEEDS, "delta": DELTA, "settings": result, "runtime_s": time.time() - t0}
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(out, indent=1) + "\n")
+    _write_json(out_path, out)
 
 
 if __name__ == "__main__":

@@ -79,31 +79,26 @@ def _cross_split_choice(fixed: list[dict]) -> tuple[list[str], list[float]]:
 
 
 def _cell(per_split: list[dict], eps: float) -> dict:
-    diffs, best, fixed_means = [], [], []
-    for acc in per_split:
-        fixed = {c: float(np.mean(acc[(eps, c)])) for c in REFERENCE_COVARIANCES}
-        fixed_means.append(fixed)
-        c = max(fixed, key=fixed.get)
-        best.append(c)
-        diffs.append(float(np.mean(acc[(eps, "auto")])) - fixed[c])
+    auto = [float(np.mean(acc[(eps, "auto")])) for acc in per_split]  # the default's mean per split
+    fixed_means = [{c: float(np.mean(acc[(eps, c)])) for c in REFERENCE_COVARIANCES} for acc in per_split]
+    best = [max(f, key=f.get) for f in fixed_means]
+    diffs = [a - f[c] for a, f, c in zip(auto, fixed_means, best)]
     d = np.asarray(diffs)
     chosen, chosen_diffs = _cross_split_choice(fixed_means)
-    auto = [float(np.mean(a[(eps, "auto")])) for a in per_split]
+    vs_chosen = [a - f[c] for a, f, c in zip(auto, fixed_means, chosen)]
     return {"epsilon": eps, "auto_minus_best_fixed": diffs, "best_fixed_type": best,
             "fixed_means": fixed_means,
             "fixed_means_over_splits": {c: float(np.mean([f[c] for f in fixed_means])) for c in REFERENCE_COVARIANCES},
             "cross_split_chosen_type": chosen,
             "chosen_minus_best_fixed": chosen_diffs,
             "chosen_splits_within_margin": int(np.sum(_within(np.asarray(chosen_diffs)))),
-            "auto_minus_chosen": [a - f[c] for a, f, c in zip(auto, fixed_means, chosen)],
-            "mean_auto_minus_chosen": float(np.mean([a - f[c] for a, f, c in zip(auto, fixed_means, chosen)])),
+            "auto_minus_chosen": vs_chosen, "mean_auto_minus_chosen": float(np.mean(vs_chosen)),
             "mean_auto_minus_best_fixed": float(d.mean()),
             "se_over_splits": float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else None,
             "splits_within_margin": int(np.sum(_within(d))), "splits": len(d),
             "distinct_best_types": len(set(best)),
-            "auto_mean": float(np.mean([np.mean(a[(eps, "auto")]) for a in per_split])),
-            "auto_se_over_splits": float(np.std([np.mean(a[(eps, "auto")]) for a in per_split], ddof=1)
-                                         / np.sqrt(len(per_split))) if len(per_split) > 1 else None}
+            "auto_mean": float(np.mean(auto)),
+            "auto_se_over_splits": float(np.std(auto, ddof=1) / np.sqrt(len(auto))) if len(auto) > 1 else None}
 
 
 def _yardstick(cells: list[dict]) -> dict:
