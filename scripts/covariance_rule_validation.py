@@ -225,8 +225,13 @@ def main(argv=None) -> None:
     if args.sweep_sampling_term:
         if not args.out:
             p.error("--sweep-sampling-term needs --out")
-        return sweep_sampling_term([float(v) for v in args.sweep_sampling_term.split(",")], args.tables,
-                                   pathlib.Path(args.out))
+        try:
+            values = [float(v) for v in args.sweep_sampling_term.split(",")]
+        except ValueError:
+            p.error(f"--sweep-sampling-term must be comma-separated numbers, got {args.sweep_sampling_term!r}")
+        if not all(0 <= v < float("inf") for v in values):
+            p.error("--sweep-sampling-term values must be finite and >= 0 (0 is the rule)")
+        return sweep_sampling_term(values, args.tables, pathlib.Path(args.out))
     if args.class_to_pooled is not None:  # one ratio for every table
         covariance_rule.CLASS_TO_POOLED, covariance_rule.CLASS_TO_POOLED_PER_CLASS = args.class_to_pooled, 0.0
     if args.counts_floor is not None:

@@ -233,3 +233,7 @@ def test_sampling_term_sweep_zero_is_the_rule_and_restores_it(load_script, monke
     rule = mod.score_table(X, y, None, ("auto",), seeds=(0, 1))[1][(5.0, "auto")]
     assert rows[0]["sampling_term"] == 0.0 and rows[0]["per_cell"][0]["auto"] == pytest.approx(np.mean(rule), abs=0)
     assert rows[1]["per_cell"][0]["auto"] < rows[0]["per_cell"][0]["auto"] - 0.05  # pooled: the scale is lost
+    for bad in ("0,x", "-1", "inf"):  # one clear line, nothing written
+        with pytest.raises(SystemExit):
+            mod.main(["--sweep-sampling-term", bad, "--out", str(tmp_path / "never.json")])
+    assert not (tmp_path / "never.json").exists()
