@@ -291,7 +291,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the whole study (default 0)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default cpu)")
     p.add_argument(
-        "--backend", default="local", choices=["local", "ray"], help="where trial chunks run (default local)"
+        "--backend", default="local", choices=["local", "ray"],
+        help="local only: the studies run in this process, and ray is refused in one line (torchdpgmm sweep "
+             "--backend ray runs a sweep's chunks on Ray)"
     )
     p.add_argument("--quick", action="store_true", help="a small version of the study (smoke runs)")
 

@@ -334,7 +334,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         every column, a list of d pairs, ``(lower_array, upper_array)`` (diffprivlib's form; with two columns a
         2 x 2 form valid both ways is refused as ambiguous), a dict ``{column: (lower, upper)}`` for a DataFrame,
         or a ``Bounds``. Sound mode only. ``X`` is mapped affinely into the unit box (records outside the bounds are clipped
-        into it), released there about the box's middle, and the released model is expressed in the user's
+        into it), released there (about a private centre released first with a share of the budget, the default
+        ``center="noisy-mean"``, or about the box's middle with ``center="box"``; see ``center``), and the released model is expressed in the user's
         units (``means_``, ``covariances_``; ``predict``, ``predict_proba`` and ``score`` take raw ``X`` and map it
         as the release mapped its records: into the box, then onto the clipping ball, see ``clip_radius_``);
         ``sample`` draws rows from the released model restricted to the bounds (never clipped onto them). Every column is treated as continuous: one-hot encode or drop categorical
@@ -378,8 +379,10 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
 
     Attributes
     ----------
-    weights_ (K,), means_ (K, d), covariances_ (K, d, d), precisions_cholesky_ (K, d, d)
-        The released model in the layout of ``sklearn.mixture.GaussianMixture`` (``covariance_type="full"``).
+    weights_ (K,), means_ (K, d), covariances_, precisions_cholesky_
+        The released model in the layout of ``sklearn.mixture.GaussianMixture`` for the chosen
+        ``covariance_type``: (K, d, d) for ``"full"`` and ``"auto"``, (d, d) for ``"tied"``, (K, d) for
+        ``"diag"``, (K,) for ``"spherical"``.
     classes_ (K,), n_features_in_, feature_names_in_ (when X has column names)
     model_ : :class:`torchdpgmm.mixture.LabeledGMM` the released model.
     privacy_ : :class:`torchdpgmm.privacy.PrivacyRecord` with float ``epsilon`` and ``delta``.

@@ -34,7 +34,7 @@ EPS_GRID = (0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 N_GRID = (200, 500, 1000, 2000, 5000)
 K_GRID = (2, 3, 4, 5, 6, 8, 10)
 D_GRID = (2, 3, 4, 5, 6, 8, 10)
-#: trials per seeded block of the studies (the sweep's default block size)
+#: trials per seeded block of the studies fig1-fig5 (the sweep chooses its own, :func:`torchdpgmm.sweep.auto_block_size`)
 BLOCK_SIZE = 40
 
 # (label, mechanism, variant)
