@@ -100,12 +100,17 @@ def _real(v: Any, what: str) -> float:
     return f
 
 
+#: the least and largest width of a column's bounds (the released covariances scale with its square)
+WIDTH_RANGE = (1e-100, 1e100)
+
+
 class Bounds:
     """Public box ``[lower_j, upper_j]`` per feature, with the affine map into the unit box.
 
     Parameters
     ----------
-    lower, upper : sequences of d finite reals with ``lower_j < upper_j``.
+    lower, upper : sequences of d finite reals with ``lower_j < upper_j``, each width within :data:`WIDTH_RANGE`
+        and more than ``1e-12`` of the bounds' magnitude.
     names : optional sequence of d column names (kept for tables written back in the user's units).
     """
 
@@ -122,6 +127,12 @@ class Bounds:
                 raise ValueError(f"bounds of feature {label(j)} must satisfy lower < upper, got ({a:g}, {b:g})")
             if not math.isfinite(b - a):
                 raise ValueError(f"bounds of feature {label(j)} span more than the largest float, got ({a:g}, {b:g})")
+            if not WIDTH_RANGE[0] <= b - a <= WIDTH_RANGE[1] or b - a < 1e-12 * max(abs(a), abs(b)):
+                # the model comes back to the user's units through the width squared (covariances): it must be a
+                # normal float, and the unit box must resolve the range in float64
+                raise ValueError(f"bounds of feature {label(j)} must span between {WIDTH_RANGE[0]:g} and "
+                                 f"{WIDTH_RANGE[1]:g}, and more than 1e-12 of their magnitude (rescale the column), "
+                                 f"got ({a:g}, {b:g})")
         self.lower = np.asarray(lo, dtype=np.float64)
         self.upper = np.asarray(hi, dtype=np.float64)
         self.names = tuple(str(n) for n in names) if names is not None else None

@@ -11,9 +11,11 @@ Privacy model (see docs/privacy.md):
 * ``mode="sound"`` (the default) is record-level (epsilon, delta)-DP with clipping to ``clip_bound``
   (Liu, Scaglione & Peisert 2025 eq. (28), enforced; global sensitivities; Balle & Wang 2018 calibration).
   Every public fact comes from the user, never from the data: the class set ``classes`` and the bound
-  ``clip_bound`` are required. Labels of ``y`` that are not among ``classes`` are refused as a *schema*
-  error (the data do not match their declared type) before any noise is drawn; the message names neither
-  the values nor the rows. Classes without records are legal: they are released from noise alone.
+  ``clip_bound`` are required. A row whose label is not among ``classes`` is dropped by the release without a
+  branch on it, exactly as if it were removed (an error would reveal that such a row exists); a ``y`` whose
+  *dtype* cannot hold the classes (strings against numbers, or a float precision that merges or misses them) is
+  refused as a schema error before any noise is drawn, naming neither the values nor the rows. Classes without
+  records are legal: they are released from noise alone.
 * ``mode="as-published"`` reproduces Liu, Scaglione & Peisert (2025) with label-level adjacency; its
   published analysis has known gaps, so it is *not* a valid DP guarantee. It must be asked for by name and
   warns (:class:`AsPublishedWarning`) at every ``fit``. Here the class set may come from ``y``.
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClassifierMixin, TransformerMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
@@ -84,6 +86,11 @@ def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
     """A DataFrame with every column as float64, read cell by cell where its dtype is object (a cell that is
     not a finite number becomes NaN, so its row is dropped). A column whose *dtype* is ``category`` or
     ``bool`` is public schema that is not a continuous number: refused in one line naming the column."""
+    if len(df.columns) == 0:
+        raise ValueError("X has 0 feature(s) (columns); at least one is required")
+    if df.columns.duplicated().any():
+        dup = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
+        raise ValueError(f"X has duplicate column names {dup}: every column needs its own name")
     out = {}
     for name, dtype in zip(df.columns, df.dtypes):
         kind = getattr(dtype, "kind", "O")
@@ -163,7 +170,8 @@ def _fit_bounds(bounds: Any, n_features: int, names: Any) -> Any:
         return None
     names = None if names is None else [str(n) for n in names]
     if isinstance(bounds, dict) and names is None:
-        raise ValueError("bounds given as {column: (lower, upper)} need X with column names (a DataFrame)")
+        raise ValueError("bounds given as {column: (lower, upper)} need X with string column names (a DataFrame "
+                         "whose columns are strings; scikit-learn keeps no other names)")
     return Bounds.parse(bounds, n_features=n_features, names=names)
 
 
@@ -195,6 +203,31 @@ def _pandas_out(sample: Any) -> Any:
     return wrapper
 
 
+def _detached(a: Any) -> Any:
+    """A torch tensor as a plain CPU array (one that requires grad too); anything else unchanged."""
+    return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else a
+
+
+def _classes_in_dtype_of(public: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The public classes as ``y``'s dtype holds them, for matching labels by value; ``y``'s dtype is public schema.
+
+    Refused in one line: strings against numbers (every row would be dropped as outside the classes), and a float
+    ``y`` whose precision merges two classes. Floats are compared in ``y``'s precision (a float32 label 0.1 is the
+    class 0.1); object arrays are matched element by element (a label of another type is dropped)."""
+    yk, ck = y.dtype.kind, public.dtype.kind
+    numeric = "biuf"
+    if (yk in numeric and ck in "US") or (yk in "US" and ck in numeric):
+        what = {True: "numbers", False: "strings"}
+        raise ValueError(f"y holds {what[yk in numeric]} but classes are {what[ck in numeric]}: the labels' type must "
+                         f"match the declared class set (e.g. classes={public.tolist()[:3]}...)")
+    if yk == "f" and ck in numeric and y.dtype != np.float64:
+        cast = public.astype(y.dtype)
+        if len(np.unique(cast)) != len(public):
+            raise ValueError(f"y's dtype {y.dtype} cannot tell the classes apart: pass y as float64")
+        return cast
+    return public
+
+
 def _hashable(v: Any) -> Any:
     """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
     v = v.item() if isinstance(v, np.generic) else v
@@ -220,6 +253,21 @@ class _PublicLabelsMixin:
         if not (0 < self.delta < 1):
             raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
 
+    def _device(self) -> torch.device:
+        """``device`` as a ``torch.device``; a wrong type or an unknown name is refused in one line (public)."""
+        dev = self.device
+        if not isinstance(dev, (str, torch.device)) or isinstance(dev, bool):
+            raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(dev).__name__}")
+        try:
+            dev = torch.device(dev)
+        except (RuntimeError, ValueError):
+            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("device='cuda' but no CUDA GPU is available; use device='cpu'")
+        if dev.type not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+        return dev
+
     def _check_random_state(self) -> None:
         rs = self.random_state
         if not (rs is None or isinstance(rs, np.random.RandomState)
@@ -236,6 +284,10 @@ class _PublicLabelsMixin:
 
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        X, y = _detached(X), _detached(y)
+        if hasattr(X, "iloc") and not hasattr(X, "columns"):  # a Series: one column or one row, which is unclear
+            raise ValueError("Expected 2D array, got a 1-D Series: X must have one row per record (a DataFrame, or "
+                             "series.to_frame() for one feature)")
         if hasattr(X, "iloc") and hasattr(X, "dtypes"):  # a DataFrame: its dtypes are public schema
             X = _dataframe_numbers_or_nan(X, discrete_hint=hasattr(self, "discrete"))
         if not hasattr(X, "iloc") and not scipy.sparse.issparse(X):  # DataFrames keep their column names
@@ -255,7 +307,11 @@ class _PublicLabelsMixin:
             if "convert" in str(exc).lower():
                 raise ValueError("X must hold numbers only (a value could not be converted to float)") from None
             raise
-        ya = np.asarray(y)
+        try:
+            ya = np.asarray(y)
+        except ValueError:  # ragged: numpy's message would quote the number of rows (private)
+            raise ValueError("y must be a 1-D array of labels, one per row (got nested sequences of different "
+                             "lengths)") from None
         if ya.ndim == 2 and ya.shape[1] != 1 or ya.ndim > 2:
             raise ValueError(f"y must be 1-D (one label per row), got {ya.ndim} dimension(s)")
         y = column_or_1d(np.asarray(y, dtype=object) if ya.dtype.kind == "O" else y, warn=True)
@@ -266,6 +322,9 @@ class _PublicLabelsMixin:
     def _public_classes(self) -> np.ndarray | None:
         if self.classes is None:
             return None
+        if isinstance(self.classes, (list, tuple)) and len({isinstance(v, (str, bytes)) for v in self.classes}) > 1:
+            # np.asarray would turn the numbers into strings, and rows labelled with the numbers would be dropped
+            raise TypeError("classes must be mutually comparable labels (all strings or all numbers)")
         try:
             c = np.asarray(self.classes)
         except Exception as exc:  # pragma: no cover - exotic input
@@ -305,8 +364,8 @@ class _PublicLabelsMixin:
                                  "(or pass classes=[...])")
             return classes, idx
         # labels outside the public set (NaN, unknown values, other types) get index -1, element by element;
-        # the sound release drops such rows branch-free
-        lookup = {c: i for i, c in enumerate(public.tolist())}
+        # the sound release drops such rows branch-free. y's dtype is public schema: checked against the classes
+        lookup = {c: i for i, c in enumerate(_classes_in_dtype_of(public, y).tolist())}
         idx = np.fromiter((lookup.get(_hashable(v), -1) for v in y), dtype=np.int64, count=len(y))
         return public, idx
 
@@ -447,10 +506,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         if self.covariance_type not in supported:
             raise ValueError(f"covariance_type={self.covariance_type!r} is not supported in mode={self.mode!r} "
                              f"by this build's release; use one of {supported}")
-        if not isinstance(self.device, (str, torch.device)):
-            raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(self.device).__name__}")
-        if torch.device(self.device).type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device='cuda' but no CUDA GPU is available; use device='cpu'")
+        self._device()
         if self.mode == "sound":
             self._check_sound_params()
         else:
@@ -510,6 +566,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         """
         self._check_params()
         _check_discrete_schema(self.discrete, self.bounds, X)  # public schema, before a value is read
+        _forget_fit(self)
         public = self._public_classes()
         sound = self.mode == "sound"
         if sound:  # y is matched against the public classes, never checked value by value
@@ -530,9 +587,11 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             if self.bounds is not None:
                 X = self.bounds_.to_unit(X)  # NaN kept: the release drops the row
         classes, idx = self._encode_labels(y, public)
+        if not sound and (idx < 0).any():  # as-published is not private: its labels are checked
+            raise ValueError("y has labels that are not among classes (mode='as-published' refuses them)")
         from torchdpgmm.release import release
 
-        device = torch.device(self.device)
+        device = self._device()
         Xt = torch.tensor(np.ascontiguousarray(X), dtype=torch.float64, device=device)  # a copy: X may be read-only
         yt = torch.as_tensor(idx, dtype=torch.long, device=device)
         g = torch.Generator(device=device).manual_seed(self._seed())
@@ -595,7 +654,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ inference
     def _x(self, X: Any) -> torch.Tensor:
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_data(self, _detached(X), reset=False, dtype=np.float64)
         return torch.tensor(np.ascontiguousarray(X), dtype=torch.float64, device=self.model_.device)
 
     def _x_released(self, X: Any) -> torch.Tensor:
@@ -719,7 +778,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         return x.cpu().numpy(), self.classes_[y.cpu().numpy()]
 
 
-class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
+class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                             BaseEstimator):
     """The accounted synthetic-data pipeline as a scikit-learn classifier (docs/realdata.md, issue #20).
 
     ``fit`` runs :func:`torchdpgmm.pipelines.synthetic_classifier.release_pipeline`: a fixed public transform
@@ -850,21 +910,6 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
                               class_rule=self.class_rule,
                               components_per_class=None if m is None else int(m))
 
-    def _device(self) -> torch.device:
-        """``device`` as a ``torch.device``; a wrong type or an unknown name is refused in one line (public)."""
-        dev = self.device
-        if not isinstance(dev, (str, torch.device)) or isinstance(dev, bool):
-            raise TypeError(f"device must be a string such as 'cpu' or 'cuda', got {type(dev).__name__}")
-        try:
-            dev = torch.device(dev)
-        except (RuntimeError, ValueError):
-            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {self.device!r}") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device='cuda' but no CUDA GPU is available; use device='cpu'")
-        if dev.type not in ("cpu", "cuda"):
-            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
-        return dev
-
     def _model_device(self) -> torch.device:
         return self.model_.means.device
 
@@ -873,6 +918,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         check_privacy_strength(self.epsilon, self.delta, override=False, warn=False)  # refused before X is read
         self._check_params()
         _check_discrete_schema(self.discrete, self.bounds, X)  # public schema, before a value is read
+        _forget_fit(self)
         X, y = self._read_private_xy(X, y)
         cfg = self._check_params(X.shape[1])
         names = getattr(self, "feature_names_in_", None)
@@ -899,11 +945,22 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         return self
 
     def transform(self, X: Any) -> np.ndarray:
-        """Real data in the released feature space (public transform, released projection, unit ball)."""
+        """Real data in the released feature space (public transform, released projection, unit ball); a DataFrame
+        under ``set_output(transform="pandas")``."""
+        return self._features(X)
+
+    def _features(self, X: Any) -> np.ndarray:
+        """:meth:`transform` as an array, whatever ``set_output`` says (predict's input)."""
         check_is_fitted(self)
-        X = self._centred_box(validate_data(self, X, reset=False, dtype=np.float64))
+        X = self._centred_box(validate_data(self, _detached(X), reset=False, dtype=np.float64))
         Xt = torch.tensor(np.ascontiguousarray(X), device=self._model_device())
         return self.release_.features(Xt).cpu().numpy()
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of :meth:`transform` (the released feature space), for ``get_feature_names_out`` and
+        ``set_output``: ``dpsyntheticclassifier0, ...``."""
+        return int(self.release_.pca.components.shape[0])
 
     def inverse_transform(self, F: Any) -> np.ndarray:
         """Released features back to rows of the table: ``m + R F V`` (the released mean ``m``, components
@@ -913,7 +970,10 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         if self.release_.config.transform != "none":
             raise ValueError("inverse_transform needs image_transform='none' (the DCT features are not rows)")
         pca = self.release_.pca
-        F = torch.as_tensor(np.asarray(F, dtype=np.float64), device=pca.components.device)
+        F = np.asarray(_detached(F), dtype=np.float64)
+        if not np.all(np.isfinite(F)):
+            raise ValueError("features must be finite (no NaN or inf)")
+        F = torch.as_tensor(F, device=pca.components.device)
         if F.ndim != 2 or F.shape[1] != pca.components.shape[0]:
             raise ValueError(f"features must have shape (n, {pca.components.shape[0]}), got {tuple(F.shape)}")
         X = (pca.mean + float(self.release_.config.radius) * F @ pca.components).cpu().numpy()
@@ -928,7 +988,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """``log p(y = k | x)`` under the released class mixtures, columns in ``classes_`` order."""
         check_is_fitted(self)
-        lj = self.model_.log_joint(torch.as_tensor(self.transform(X), device=self._model_device()))
+        lj = self.model_.log_joint(torch.as_tensor(self._features(X), device=self._model_device()))
         return (lj - torch.logsumexp(lj, -1, keepdim=True)).cpu().numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -937,7 +997,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
     def predict(self, X: Any) -> np.ndarray:
         """The released model's Bayes rule."""
         check_is_fitted(self)
-        Xt = torch.as_tensor(self.transform(X), device=self._model_device())
+        Xt = torch.as_tensor(self._features(X), device=self._model_device())
         return self.classes_[self.model_.predict(Xt).cpu().numpy()]
 
     def sample(self, n_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -969,6 +1029,13 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, TransformerMixi
         import pandas as pd  # pandas in, pandas out (as DPGaussianMixture.sample)
 
         return pd.DataFrame(x, columns=[str(c) for c in names]), pd.Series(y)
+
+
+def _forget_fit(est: Any) -> None:
+    """Drop what an earlier ``fit`` set (fitted attributes and their private helpers), so that a refit with other
+    parameters leaves no stale ``center_``, ``clip_radius_`` or ``bounds_`` behind."""
+    for name in [n for n in vars(est) if (n.endswith("_") and not n.startswith("__")) or n == "_clip_centre_unit"]:
+        delattr(est, name)
 
 
 def _check_sample_size(n_samples: int) -> None:

@@ -1,0 +1,160 @@
+"""The estimators' input schema: what is public (dtypes, column names, shapes, devices, bounds) is checked before any
+noise is drawn and refused in one line that names no row count; what is private (a row's label or value) is not.
+Found by an independent review of the front doors (2026-11-27)."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import torchdpgmm.estimator as est_mod
+import torchdpgmm.pipelines.synthetic_classifier as pipe_mod
+import torchdpgmm.release as rel_mod
+from torchdpgmm import DPGaussianMixture, DPSyntheticClassifier
+
+N = 617  # a row count that must never appear in a message
+
+
+def _data(n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    return rng.normal(size=(n, 3)) + 3.0 * np.eye(3)[y], y
+
+
+@pytest.fixture
+def no_noise(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("a release ran: the check came after the noise")
+    monkeypatch.setattr(rel_mod, "release", boom)
+    monkeypatch.setattr(est_mod, "release_in_unit_box", boom)
+    monkeypatch.setattr(pipe_mod, "release_pipeline", boom)
+
+
+def _gm(**kw):
+    return DPGaussianMixture(**({"classes": [0, 1, 2], "clip_bound": 10.0} | kw))
+
+
+def _sc(**kw):
+    return DPSyntheticClassifier(**({"classes": [0, 1, 2], "image_transform": "none", "n_components": 2} | kw))
+
+
+@pytest.mark.parametrize("make", [_gm, _sc])
+@pytest.mark.parametrize("case, match", [
+    ("duplicate_columns", "duplicate column names"),
+    ("ragged_y", "1-D array of labels"),
+    ("series", "1-D Series"),
+    ("no_columns", "0 feature"),
+    ("string_y", "y holds strings but classes are numbers"),
+])
+def test_malformed_public_schema_is_one_line_before_noise_and_names_no_row_count(no_noise, make, case, match):
+    X, y = _data()
+    y_in = y
+    if case == "duplicate_columns":
+        X = pd.DataFrame(X, columns=["a", "a", "b"])
+    elif case == "ragged_y":
+        y_in = [[0], [1, 2]] + [[0]] * (N - 2)
+    elif case == "series":
+        X = pd.Series(X[:, 0])
+    elif case == "no_columns":
+        X = pd.DataFrame(index=range(N))
+    elif case == "string_y":
+        y_in = y.astype(str)
+    with pytest.raises((ValueError, TypeError), match=match) as info:
+        make().fit(X, y_in)
+    assert str(N) not in str(info.value) and "\n" not in str(info.value)
+
+
+def test_numbers_as_classes_with_string_labels_are_refused(no_noise):
+    X, y = _data()
+    with pytest.raises(ValueError, match="y holds numbers but classes are strings"):
+        _gm(classes=["0", "1", "2"]).fit(X, y)
+
+
+def test_a_class_list_mixing_strings_and_numbers_is_refused_not_stringified(no_noise):
+    X, y = _data()
+    with pytest.raises(TypeError, match="mutually comparable"):
+        _gm(classes=[0, "a"]).fit(X, y)
+
+
+def test_float32_labels_match_float64_classes():
+    # 0.1 in float32 is not 0.1 in float64: before, every row was dropped as outside the classes
+    X, y = _data()
+    labels = np.array([0.1, 0.2, 0.3])
+    ref = _gm(classes=[0.1, 0.2, 0.3], epsilon=2.0, random_state=0).fit(X, labels[y])
+    for y32 in (labels.astype(np.float32)[y], torch.tensor(labels.astype(np.float32)[y])):
+        m = _gm(classes=[0.1, 0.2, 0.3], epsilon=2.0, random_state=0).fit(X, y32)
+        torch.testing.assert_close(m.model_.counts, ref.model_.counts)
+    # the true counts, within the counts' noise: the rows were not dropped
+    assert np.all(np.abs(ref.model_.counts.numpy() - np.bincount(y)) < 60)
+
+
+def test_a_float_precision_that_merges_classes_is_refused(no_noise):
+    X, y = _data()
+    classes = [1.0, 1.0 + 1e-12, 2.0]
+    with pytest.raises(ValueError, match="cannot tell the classes apart"):
+        _gm(classes=classes).fit(X, np.asarray(classes, dtype=np.float32)[y])
+
+
+@pytest.mark.parametrize("bounds", [(-1e200, 1e200), (0.0, 1e-300), (1e15, 1e15 + 1.0)])
+def test_bounds_the_unit_box_cannot_resolve_are_refused_before_noise(no_noise, bounds):
+    X, y = _data()
+    with pytest.raises(ValueError, match="must span between"):
+        DPGaussianMixture(classes=[0, 1, 2], bounds=bounds).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [_gm, _sc])
+@pytest.mark.parametrize("device, match", [("tpu", "must name a torch device"), ("meta", "must be 'cpu' or 'cuda'")])
+def test_an_unknown_device_is_one_line_before_noise(no_noise, make, device, match):
+    X, y = _data()
+    with pytest.raises(ValueError, match=match):
+        make(device=device).fit(X, y)
+
+
+@pytest.mark.parametrize("make", [_gm, _sc])
+def test_tensors_that_require_grad_are_read_as_values(make):
+    X, y = _data(200)
+    Xg = torch.tensor(X, requires_grad=True)
+    a = make(random_state=0).fit(Xg, torch.tensor(y))
+    b = make(random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.predict(Xg), b.predict(X))
+
+
+def test_a_refit_with_other_parameters_keeps_nothing_of_the_earlier_fit():
+    X, y = _data(200)
+    m = DPGaussianMixture(classes=[0, 1, 2], bounds=(-8.0, 8.0), random_state=0).fit(X, y)
+    assert hasattr(m, "center_") and hasattr(m, "bounds_")
+    m.set_params(bounds=None, clip_bound=10.0).fit(X, y)
+    assert not hasattr(m, "center_") and not hasattr(m, "_clip_centre_unit")
+    assert m.bounds_ is None and m.clip_radius_ == 10.0
+    with pytest.warns(UserWarning):
+        m.set_params(mode="as-published", clip_bound=None, classes=None).fit(X, y)
+    for name in ("center_", "clip_radius_", "bounds_", "discrete_"):
+        assert not hasattr(m, name), name
+
+
+def test_as_published_names_labels_outside_the_classes_not_internal_indices():
+    X, y = _data(200)
+    y = y.copy()
+    y[0] = 7
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="not among classes"):
+        DPGaussianMixture(classes=[0, 1, 2], mode="as-published").fit(X, y)
+
+
+def test_synthetic_classifier_transform_follows_set_output_and_predict_does_not_care():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = _data(300)
+    pipe = make_pipeline(StandardScaler(), _sc(n_components=2, bounds=(-4.0, 4.0), random_state=0))
+    plain = pipe.fit(X, y).predict(X)
+    pipe.set_output(transform="pandas")
+    out = pipe.transform(X)
+    assert isinstance(out, pd.DataFrame)
+    assert list(out.columns) == ["dpsyntheticclassifier0", "dpsyntheticclassifier1"]
+    np.testing.assert_array_equal(pipe.predict(X), plain)
+
+
+def test_inverse_transform_refuses_non_finite_features():
+    X, y = _data(300)
+    m = _sc(bounds=(-4.0, 4.0), random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="finite"):
+        m.inverse_transform(np.array([[np.nan, 0.0]]))
