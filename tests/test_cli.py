@@ -90,7 +90,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch
     before = _tree(tmp_path)
     assert main(BAD[name]) == 2
     err = [ln for ln in capsys.readouterr().err.strip().splitlines()
-           if not ln.startswith("torchdpgmm: warning: mode='as-published'")]  # the as-published caveat
+           if not (ln.startswith("torchdpgmm") and ": warning: mode='as-published'" in ln)]  # the as-published caveat
     assert len(err) == 1 and "error" in err[0], err
     assert "Traceback" not in err[0]
     assert _tree(tmp_path) == before

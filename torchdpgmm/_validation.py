@@ -250,3 +250,40 @@ def checks_budget(fit: Callable) -> Callable:
             return fit(self, *args, **kwargs)
 
     return wrapper
+
+
+# the smallest --memory-budget: below it not even one chunk of a small sweep (plus torch's own working memory)
+# fits, so a smaller budget would be ignored in effect
+MIN_MEMORY_BUDGET = 16 * 2 ** 20
+
+
+def byte_count(text: str) -> float:
+    """``"2e9"``, ``"512MiB"``, ``"4GB"`` -> bytes, at least :data:`MIN_MEMORY_BUDGET` (every ``--memory-budget``: the
+    sweep and the studies fig1-fig5); a bad value is an ``argparse.ArgumentTypeError``, one usage line."""
+    import argparse
+
+    units = {"kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1}
+    t = str(text).strip().lower()
+    for u, f in units.items():
+        if t.endswith(u):
+            value = _float_or_type_error(t[: -len(u)], text) * f
+            break
+    else:
+        value = _float_or_type_error(t, text)
+    if not (value >= MIN_MEMORY_BUDGET and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a byte count of at least {MIN_MEMORY_BUDGET // 2 ** 20}MiB "
+                                         f"(e.g. 512MiB or 2e9), got {text!r}")
+    return value
+
+
+byte_count.__name__ = "byte count"  # argparse names the type so
+
+
+def _float_or_type_error(t: str, text: str) -> float:
+    import argparse
+
+    try:
+        return float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a byte count of at least {MIN_MEMORY_BUDGET // 2 ** 20}MiB "
+                                         f"(e.g. 512MiB or 2e9), got {text!r}") from None

@@ -48,25 +48,12 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: error: {message}")
 
 
-# the smallest --memory-budget: below it not even one chunk of a small sweep (plus torch's own working memory)
-# fits, so a smaller budget would be ignored in effect
-MIN_MEMORY_BUDGET = 16 * 2 ** 20
-
-
 def _bytes(text: str) -> float:
-    """``"2e9"``, ``"512MiB"``, ``"4GB"`` -> bytes (> 0); argparse turns a ValueError into one usage line."""
-    units = {"kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1}
-    t = str(text).strip().lower()
-    for u, f in units.items():
-        if t.endswith(u):
-            value = float(t[: -len(u)]) * f
-            break
-    else:
-        value = float(t)
-    if not (value >= MIN_MEMORY_BUDGET and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a byte count of at least {MIN_MEMORY_BUDGET // 2 ** 20}MiB "
-                                         f"(e.g. 512MiB or 2e9), got {text!r}")
-    return value
+    """``--memory-budget``'s type: :func:`torchdpgmm._validation.byte_count` (imported here, when a budget is given:
+    the command line starts without torch)."""
+    from torchdpgmm._validation import byte_count
+
+    return byte_count(text)
 
 
 _bytes.__name__ = "byte count"
@@ -153,20 +140,24 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="model file to write (JSON, ending in .json)")
 
 
-def _add_strict_flag(p: argparse.ArgumentParser) -> None:
+def _add_strict_flag(p: argparse.ArgumentParser, *, modes: bool = True) -> None:
     p.add_argument("--strict", action="store_true",
-                   help="treat every warning as an error: a weak budget, a seed, as-published mode, or a release "
+                   help="treat every warning as an error: a weak budget, a seed, " + ("as-published mode, " if modes else "")
+                        + "or a release "
                         "that is mostly noise exits with status 2 and writes nothing (without --strict the release "
                         "is written, exit status 0, and each warning is one line on stderr)")
 
 
-def _add_bounds_flags(p: argparse.ArgumentParser) -> None:
+def _add_bounds_flags(p: argparse.ArgumentParser, *, pipeline: bool = False) -> None:
+    where = ("the pipeline runs on the centred unit box they map to, with the table defaults (no image transform, "
+             "clips of torchdpgmm.bounds.table_pipeline_clips)" if pipeline else
+             "the release runs in the unit box they map to, --clip-bound becomes optional (a public fraction of "
+             "sqrt(d)/2 there, in unit-box units: records farther from the centre are pulled onto that sphere; "
+             "sqrt(d)/2 about the box's middle clips nothing inside the bounds)")
     p.add_argument("--bounds", default=None,
                    help="public per-column bounds, LOW:HIGH for every feature or COL=LOW:HIGH,COL=LOW:HIGH naming "
-                        "each feature (never read from the data): the release runs in the unit box they map to, "
-                        "--clip-bound becomes optional (a public fraction of sqrt(d)/2 there, in unit-box units: "
-                        "records farther from the centre are pulled onto that sphere; sqrt(d)/2 about the box's "
-                        "middle clips nothing inside the bounds) and records outside the bounds are clipped into them")
+                        f"each feature (never read from the data): {where}, and records outside the bounds are "
+                        "clipped into them")
     p.add_argument("--schema", type=Path, default=None,
                    help='JSON file {"columns": {"Ht": [140, 210], ...}} with the same public bounds as --bounds')
     p.add_argument("--discrete", default=None,
@@ -226,9 +217,9 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--radius", type=float, default=None, help="public radius: projected records are divided by it "
                                                               "and clipped into the unit ball (default 5; with "
                                                               "--bounds sqrt(d)/4)")
-    _add_bounds_flags(p)
+    _add_bounds_flags(p, pipeline=True)
     p.add_argument("-n", type=int, default=None, help="also write this many synthetic rows to DIR/synthetic.csv")
-    _add_strict_flag(p)
+    _add_strict_flag(p, modes=False)
     p.add_argument("--seed", type=int, default=None,
                    help="seed (default: fresh OS entropy; a seeded release is reproducible but its noise is not "
                         "secret: the record says so)")
@@ -369,7 +360,7 @@ def _warn(text: str, command: str | None = None) -> None:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    _warn(_one_line(Warning(message)), "torchdpgmm" if not _Run.strict else None)
+    _warn(_one_line(Warning(message)))  # named by the running command, as docs/usage.md shows
 
 
 _UNSET = object()
@@ -392,8 +383,9 @@ def _given_flags(parser: argparse.ArgumentParser, argv: list[str], args: argpars
     return frozenset(k for k, v in vars(again).items() if v is not _UNSET)
 
 
-#: options whose value may start with "-" without being a plain number (``--bounds -500:500``)
-_DASH_VALUE_FLAGS = ("--bounds",)
+#: options whose value may start with "-" without being a plain number (``--bounds -500:500``), or be a negative
+#: number argparse does not take for one (``--delta -1e-5``): joined to their flag, so the flag's own check answers
+_DASH_VALUE_FLAGS = ("--bounds", "--epsilon", "--delta", "--seed", "--clip-bound", "--memory-budget")
 
 
 def _join_dash_values(argv: list[str]) -> list[str]:
@@ -447,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         _cleanup(created)
         msg = _one_line(exc)
+        if isinstance(exc, OSError) and exc.filename is not None:  # not the raw errno text
+            msg = f"cannot use {exc.filename}: {_path_reason(exc)}"
         if isinstance(exc, EOFError) or type(exc).__name__ in ("error", "BadGzipFile"):
             msg = "an input file is truncated or not a valid compressed file (download it again)"
         print(msg if msg.startswith("torchdpgmm") else f"{command}: error: {msg}", file=sys.stderr)
@@ -466,6 +460,13 @@ def _write_reason(exc: OSError) -> str:
     import errno as _errno
 
     return _WRITE_REASONS.get(_errno.errorcode.get(exc.errno or -1, ""), "the operating system refused the write")
+
+
+def _path_reason(exc: OSError) -> str:
+    """:func:`_write_reason`, and for a folder that could not be made because a file has its name, that."""
+    if isinstance(exc, FileExistsError) and Path(exc.filename).is_file():
+        return "it is a file, not a folder"
+    return _write_reason(exc)
 
 
 class _writing:
@@ -1072,6 +1073,8 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
 
     spec = _sweep_spec(args)
     _warn_as_published(args)
+    if args.seed < 0:  # as every other command: a seed is a non-negative integer
+        raise UsageError(f"--seed must be >= 0, got {args.seed}")
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     if args.workers < 1:
@@ -1099,6 +1102,8 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError("torchdpgmm experiment: error: choose a study: "
                          f"{', '.join(available_studies())} (torchdpgmm experiment --help)")
     check_device(args.device)
+    if args.seed < 0:
+        raise UsageError(f"torchdpgmm {args.command}: error: --seed must be >= 0, got {args.seed}")
     if args.backend != "local":  # no study schedules its trials on Ray: refused, never run locally in silence
         raise UsageError(f"torchdpgmm {args.command}: error: --backend {args.backend} is not supported by the studies "
                          "(they run in this process); torchdpgmm sweep --backend ray runs a sweep's chunks on Ray")

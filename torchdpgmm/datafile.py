@@ -182,6 +182,9 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         raise ValueError(f"no such file: {path}")
     suffix = path.suffix.lower()
     if suffix == ".npz":
+        if feature_columns is not None:  # an NPZ's X has no column names to pick from
+            raise ValueError(f"{path}: --features names columns of a CSV; an NPZ's X is released whole (save the "
+                             "columns you want in X, or use a CSV with a header)")
         return _read_npz(path, classes, private)
     if suffix not in (".csv", ".txt", ".tsv"):
         raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")

@@ -154,6 +154,22 @@ def _require(d: dict[str, Any], key: str) -> Any:
     return d[key]
 
 
+def _privacy_record(d: Any) -> PrivacyRecord:
+    """The file's ``privacy`` object as a record; a malformed one is refused naming what is wrong."""
+    from dataclasses import MISSING, fields
+
+    if not isinstance(d, dict):
+        raise ValueError("the model file's privacy field must be a JSON object (the release's privacy record)")
+    required = [f.name for f in fields(PrivacyRecord) if f.default is MISSING and f.default_factory is MISSING]
+    missing = [name for name in required if name not in d]
+    if missing:
+        raise ValueError(f"the model file's privacy record lacks {', '.join(missing)}")
+    try:
+        return PrivacyRecord.from_dict(d)
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ValueError(f"the model file's privacy record is malformed: {exc}") from None
+
+
 def model_from_dict(d: dict[str, Any]) -> ModelFile:
     """Validate a model-file dict and build the :class:`ModelFile` (raises ``ValueError`` on any problem)."""
     if not isinstance(d, dict):
@@ -188,6 +204,8 @@ def model_from_dict(d: dict[str, Any]) -> ModelFile:
         counts = torch.tensor(counts)
         if counts.shape != (K,) or counts.dtype.is_floating_point or bool((counts < 0).any()):
             raise ValueError("counts must be K non-negative integers")
+        if int(counts.sum()) == 0:
+            raise ValueError("counts must not all be zero (they are the class histogram that samples keep)")
     model = LabeledGMM(w, mu, cov, counts, validate_args=True)
     class_names = [str(c) for c in _require(d, "class_names")]
     feature_names = [str(f) for f in _require(d, "feature_names")]
@@ -202,7 +220,9 @@ def model_from_dict(d: dict[str, Any]) -> ModelFile:
         bounds = Bounds.from_dict(bounds)
         if bounds.dim != dim:
             raise ValueError(f"bounds cover {bounds.dim} features, the model has {dim}")
-    privacy = PrivacyRecord.from_dict(_require(d, "privacy"))
+        if bounds.names is not None and list(bounds.names) != feature_names:
+            raise ValueError("bounds name other columns than feature_names (or in another order)")
+    privacy = _privacy_record(_require(d, "privacy"))
     if not (isinstance(privacy.epsilon, (int, float)) and math.isfinite(privacy.epsilon) and privacy.epsilon > 0):
         raise ValueError("privacy.epsilon must be a positive finite number")
     if not (isinstance(privacy.delta, (int, float)) and 0 <= privacy.delta < 1):
@@ -218,7 +238,9 @@ def load_model(path: str | Path) -> ModelFile:
     if not path.exists():
         raise ValueError(f"no such model file: {path}")
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a model file (not UTF-8 text)") from None
     return model_from_dict(d)

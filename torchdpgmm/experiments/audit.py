@@ -327,9 +327,13 @@ def _component_rows(pairs, eps, delta, draws, bs, K, g, quick=False) -> list[dic
 
 def _audit_options(config: ExperimentConfig) -> dict[str, Any]:
     o, pick = config.options, config.pick  # --quick shrinks only what the user did not give
+
+    def given(key: str, default: Any) -> Any:  # a typed 0 is a value to check, never "use the default"
+        return default if o.get(key) is None else o[key]
+
     opts = dict(
-        draws=int(pick("draws", o.get("draws") or 100_000, 2000)),
-        published_draws=int(pick("published_draws", o.get("published_draws") or 10_000, 600)),
+        draws=int(pick("draws", given("draws", 100_000), 2000)),
+        published_draws=int(pick("published_draws", given("published_draws", 10_000), 600)),
         eps_list=_floats(o.get("epsilons", "1.0")), delta=float(o.get("delta", 1e-5)),
         B=float(o.get("clip_bound", 10.0)), mechs=_names(o.get("mechanisms", ",".join(MECHANISMS))),
         modes=_names(o.get("modes", ",".join(MODES))), pair_names=_names(o.get("pairs", ",".join(PAIRS))),
@@ -337,11 +341,22 @@ def _audit_options(config: ExperimentConfig) -> dict[str, Any]:
         sound_mechs=_names(o.get("sound_mechanisms", ",".join(SOUND_AUDITED))),
         sound_noise=o.get("sound_noise"),
     )
-    opts["worst_draws"] = int(o.get("worst_draws") or 2 * opts["draws"])
-    opts["slow_draws"] = int(o.get("slow_draws") or min(opts["published_draws"], 4000))
+    opts["worst_draws"] = int(given("worst_draws", 2 * opts["draws"]))
+    opts["slow_draws"] = int(given("slow_draws", min(opts["published_draws"], 4000)))
+    for key in ("draws", "published_draws", "worst_draws", "slow_draws"):
+        if opts[key] < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
+    if opts["bs"] is not None and int(opts["bs"]) < 1:
+        raise ValueError("--batch-size must be >= 1")
     for m in opts["mechs"] + opts["sound_mechs"]:
         if m not in MECHANISMS:
             raise ValueError(f"unknown mechanism {m!r}; choose from {MECHANISMS}")
+    from torchdpgmm.release.sound import SOUND_MECHANISMS
+
+    if opts["modes"] == ["sound"] and not any(m in SOUND_MECHANISMS for m in opts["sound_mechs"]):
+        # a mechanism without a sound mode gets a row saying so beside others; alone, nothing would be audited
+        raise ValueError(f"--sound-mechanisms {','.join(opts['sound_mechs'])} has no sound mode, so --modes sound "
+                         f"audits nothing; choose from {SOUND_MECHANISMS}")
     for m in opts["modes"]:
         if m not in MODES:
             raise ValueError(f"unknown mode {m!r}; choose from {MODES}")

@@ -82,7 +82,10 @@ def _nonprivate_fits(Xtr, G: int, cfg: ExperimentConfig, g: torch.Generator):
     (100 and 200 iterations differ by < 1e-3 in the mean log-likelihood on the synthetic data)."""
     from torchdpgmm.em import fit_gmm, fit_skew_normal_mixture
 
-    it = int(cfg.pick("em_iterations", cfg.options.get("em_iterations") or 100, 30))  # explicit beats --quick
+    given = cfg.options.get("em_iterations")
+    it = int(cfg.pick("em_iterations", 100 if given is None else given, 30))  # explicit beats --quick
+    if it < 1:
+        raise ValueError("--em-iterations must be >= 1")
     return (fit_gmm(Xtr, G, max_iter=it, tol=1e-7, generator=g),
             fit_skew_normal_mixture(Xtr, G, max_iter=it, tol=1e-7, generator=g))
 
@@ -207,20 +210,31 @@ def _plot(rows: list[dict[str, Any]], path) -> None:
 def _options(cfg: ExperimentConfig) -> dict[str, Any]:
     o = dict(cfg.options)
     pick = cfg.pick  # --quick shrinks only what the user did not give
+
+    def given(key: str, default: Any) -> Any:  # a typed 0 is a value to check, never "use the default"
+        return default if o.get(key) is None else o[key]
+
     opts = {
-        "epsilons": list(pick("epsilons", o.get("epsilons") or DEFAULT_EPSILONS, QUICK_EPSILONS)),
-        "components": int(o.get("components") or 2),
-        "iterations": int(pick("iterations", o.get("iterations") or 10, 3)),
-        "delta": float(o.get("delta") or 1e-5),
-        "max_components": int(pick("max_components", o.get("max_components") or 5, 2)),
-        "ic_epsilon": float(o.get("ic_epsilon") or 10.0),
-        "blocks": int(o.get("blocks") or 5),
-        "train_fraction": float(o.get("train_fraction") or 0.7),
+        "epsilons": list(pick("epsilons", given("epsilons", DEFAULT_EPSILONS), QUICK_EPSILONS)),
+        "components": int(given("components", 2)),
+        "iterations": int(pick("iterations", given("iterations", 10), 3)),
+        "delta": float(given("delta", 1e-5)),
+        "max_components": int(pick("max_components", given("max_components", 5), 2)),
+        "ic_epsilon": float(given("ic_epsilon", 10.0)),
+        "blocks": int(given("blocks", 5)),
+        "train_fraction": float(given("train_fraction", 0.7)),
     }
     if not 0.0 < opts["train_fraction"] < 1.0:
         raise ValueError("--train-fraction must lie in (0, 1)")
-    if any(e <= 0 for e in opts["epsilons"]):
-        raise ValueError("--epsilons must be > 0")
+    if any(not 0 < e < math.inf for e in opts["epsilons"] + [opts["ic_epsilon"]]):
+        raise ValueError("--epsilons and --ic-epsilon must be finite and > 0")
+    if not 0.0 < opts["delta"] < 1.0:
+        raise ValueError("--delta must lie in (0, 1)")
+    if o.get("em_iterations") is not None and int(o["em_iterations"]) < 1:
+        raise ValueError("--em-iterations must be >= 1")
+    for key in ("components", "iterations", "max_components", "blocks"):
+        if opts[key] < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
     return opts
 
 

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
+from torchdpgmm._validation import byte_count
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult
 
 __all__ = ["STUDIES", "MECHANISM_VARIANTS", "kl_sweep", "EPS_GRID", "N_GRID", "K_GRID", "D_GRID"]
@@ -205,8 +206,9 @@ def _common_args(p: argparse.ArgumentParser, sweep: str) -> None:
         p.add_argument("--epsilon", type=float, default=DEFAULTS["epsilon"], help="epsilon (default 1)")
         grid = {"n": N_GRID, "k": K_GRID, "d": D_GRID}[sweep]
         p.add_argument("--grid", type=_ints, default=list(grid), help=f"comma-separated {sweep} grid")
-    p.add_argument("--memory-budget", type=float, default=None,
-                   help="bytes of working memory per chunk of trials (default 1 GiB); results are streamed")
+    p.add_argument("--memory-budget", type=byte_count, default=None,
+                   help="bytes of working memory per chunk of trials, e.g. 2e9, 512MiB or 4GB (default 1 GiB, at "
+                        "least 16MiB); results are streamed")
     p.add_argument(
         "--mechanisms", default=None,
         help="comma-separated subset of " + ",".join(m[0] for m in MECHANISM_VARIANTS),
