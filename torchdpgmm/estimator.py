@@ -12,8 +12,8 @@ Privacy model (see docs/privacy.md):
   (Liu, Scaglione & Peisert 2025 eq. (28), enforced; global sensitivities; Balle & Wang 2018 calibration).
   Every public fact comes from the user, never from the data: the class set ``classes`` and the bound
   ``clip_bound`` are required. A row whose label is not among ``classes`` is dropped by the release without a
-  branch on it, exactly as if it were removed (an error would reveal that such a row exists); a ``y`` whose
-  *dtype* cannot hold the classes (strings against numbers, or a float precision that merges or misses them) is
+  branch on it, exactly as if it were removed (an error would reveal that such a row exists); a typed ``y``
+  (array, Series, tensor; a list has no dtype and is matched label by label) whose *dtype* cannot hold the classes (strings against numbers, or a float precision that merges or misses them) is
   refused as a schema error before any noise is drawn, naming neither the values nor the rows. Classes without
   records are legal: they are released from noise alone.
 * ``mode="as-published"`` reproduces Liu, Scaglione & Peisert (2025) with label-level adjacency; its
@@ -307,14 +307,16 @@ class _PublicLabelsMixin:
             if "convert" in str(exc).lower():
                 raise ValueError("X must hold numbers only (a value could not be converted to float)") from None
             raise
-        try:
-            ya = np.asarray(y)
+        try:  # a typed container's dtype is public schema; a list has none, and numpy would infer one from the
+            # values (turning every number into a string when one label is a string): its labels stay objects,
+            # each matched by value
+            ya = np.asarray(y) if hasattr(y, "dtype") else np.asarray(y, dtype=object)
         except ValueError:  # ragged: numpy's message would quote the number of rows (private)
             raise ValueError("y must be a 1-D array of labels, one per row (got nested sequences of different "
                              "lengths)") from None
         if ya.ndim == 2 and ya.shape[1] != 1 or ya.ndim > 2:
             raise ValueError(f"y must be 1-D (one label per row), got {ya.ndim} dimension(s)")
-        y = column_or_1d(np.asarray(y, dtype=object) if ya.dtype.kind == "O" else y, warn=True)
+        y = column_or_1d(ya, warn=True)
         if len(y) != X.shape[0]:
             raise ValueError("X and y must have the same number of rows")
         return X, y
