@@ -375,12 +375,18 @@ def run_audit(config: ExperimentConfig) -> StudyResult:
     all_pairs = {k: P.to(config.device) for k, P in make_pairs(config.host_generator(1), B, config.quick).items()}
     pairs = {k: all_pairs[k] for k in o["pair_names"]}
     rows: list[dict[str, Any]] = []
+    from tqdm.auto import tqdm
+
+    cells = len(o["eps_list"]) * sum(len(pairs) for mode in o["modes"] for mech in o["mechs"]
+                                     if mode != "sound" or mech in o["sound_mechs"])
+    bar = tqdm(total=cells, desc="audit", unit="pair", leave=False, disable=None)  # shown on a terminal only
     for eps in o["eps_list"]:
         for mode in o["modes"]:
             for mech in o["mechs"]:
                 if mode == "sound" and mech not in o["sound_mechs"]:
                     continue
                 for name, P in pairs.items():
+                    bar.set_postfix_str(f"eps={eps:g} {mode} {mech} {name}")
                     nd = o["published_draws"]
                     if mode == "sound":
                         nd = o["worst_draws"] if name.startswith("worst") else o["draws"]
@@ -393,11 +399,13 @@ def run_audit(config: ExperimentConfig) -> StudyResult:
                         rows.append(_sound_row(P, mech, eps, delta, B, K, nd, o["bs"], g, base, o["sound_noise"]))
                     else:
                         rows.append(_published_row(P, mech, eps, delta, K, nd, g, base))
+                    bar.update()
         if o["components"] and "as-published" in o["modes"]:
             comp = _component_rows(pairs, eps, delta, o["published_draws"], o["bs"] or 4000, K, g, config.quick)
             for r in comp:
                 r.update(_power(r, gaussian=False))
             rows.extend(comp)
+    bar.close()
     notes = []
     bad = [r for r in rows if r.get("mode") == "sound" and r.get("exceeds_claim")]
     if bad:
