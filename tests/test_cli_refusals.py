@@ -108,3 +108,24 @@ def test_synthesize_help_names_only_its_own_flags():
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices["synthesize"]
     text = sub.format_help()
     assert "--clip-bound" not in text and "as-published" not in text
+
+
+def test_synthesize_with_bounds_takes_the_table_defaults_and_writes_discrete_columns_as_integers(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    with open(tmp_path / "t.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["a", "k", "y"])
+        for i in range(200):
+            w.writerow([rng.normal() + 2 * (i % 2), int(rng.integers(0, 5)), i % 2])
+    monkeypatch.chdir(tmp_path)
+    common = ["--data", "t.csv", "--label-column", "y", "--bounds", "a=-4:6,k=0:4", "--discrete", "k", "--classes",
+              CLASSES, "--epsilon", "1", "--delta", "1e-5", "--seed", "0"]
+    # no --image-transform: a table (public bounds) is not refused for the image default
+    assert main(["synthesize", *common, "-n", "50", "--out", "syn"]) == 0
+    assert main(["release", *common, "--out", "m.json"]) == 0
+    assert main(["sample", "m.json", "-n", "50", "--seed", "1", "--out", "s.csv"]) == 0
+    for path in ("syn/synthetic.csv", "s.csv"):
+        with open(path) as fh:
+            rows = list(csv.DictReader(fh))
+        assert len(rows) == 50 and all(r["k"] in {"0", "1", "2", "3", "4"} for r in rows), rows[:3]
+        assert all(float(r["a"]) != int(float(r["a"])) for r in rows)  # continuous columns stay floats

@@ -205,8 +205,9 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
                    help="how the class stage estimates the class covariances: auto (default; the tabular noise-aware "
                         "rule with a released pooled block, inside the same budget) or legacy (eta/(eta+tau) "
                         "shrinkage toward the pooled class covariance)")
-    p.add_argument("--image-transform", default="dct14", choices=["dct14", "none"],
-                   help="fixed public transform: dct14 (28x28 images) or none (raw columns)")
+    p.add_argument("--image-transform", default=None, choices=["dct14", "none"],
+                   help="fixed public transform: dct14 (28x28 images; the default) or none (raw columns; the default "
+                        "with --bounds / --schema, a table)")
     p.add_argument("--n-components", type=int, default=None,
                    help="dimension d of the DP PCA (default 40; with --bounds, the number of features)")
     p.add_argument("--mean-clip", type=float, default=None,
@@ -887,7 +888,8 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     else:
         x, y, _ = model.sample_counts(counts, g)
     with _writing("sample", args.out):
-        write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column)
+        write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column,
+                          integer_columns=() if mf.bounds is None else mf.bounds.integer)
     print(f"wrote {args.out}: {args.n} rows")
     return 0
 
@@ -905,6 +907,8 @@ def _check_synthesize_flags(args: argparse.Namespace) -> tuple[list[str], bool]:
         raise UsageError("torchdpgmm synthesize: error: -n must be >= 1")
     if args.components_per_class is not None and args.components_per_class < 1:
         raise UsageError("torchdpgmm synthesize: error: --components-per-class must be >= 1")
+    if args.image_transform is None:  # a table (public bounds) takes the table defaults, as DPSyntheticClassifier
+        args.image_transform = "none" if _has_bounds(args) else "dct14"
     width = args.n_components or (40 if args.image_transform == "dct14" else None)  # else: the header's width
     if args.components_per_class is not None and width is not None and args.components_per_class > 2 * width:
         raise UsageError(f"torchdpgmm synthesize: error: --components-per-class must be <= 2 x --n-components = "
@@ -1015,7 +1019,8 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                 else:  # rows inside the bounds back in the user's units and column names (post-processing)
                     rows = sample[0]
                     write_labeled_csv(tmp / "synthetic.csv", _rows_in_units(bounds, rows), sample[1], classes,
-                                      list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]))
+                                      list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]),
+                                      integer_columns=bounds.integer)
             tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions
             os.replace(tmp, args.out)  # onto a missing or empty folder
         except BaseException:

@@ -266,8 +266,10 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
 
 
 def write_labeled_csv(path: str | Path, X: torch.Tensor, y: torch.Tensor, class_names: Sequence[str],
-                      feature_names: Sequence[str], label_column: str = "label") -> None:
-    """Write synthetic rows as CSV, atomically and readable (0644 under the usual umask)."""
+                      feature_names: Sequence[str], label_column: str = "label",
+                      integer_columns: Sequence[int] = ()) -> None:
+    """Write synthetic rows as CSV, atomically and readable (0644 under the usual umask); ``integer_columns``
+    (the public discrete columns, already rounded) are written as integers (``3``, not ``3.0``)."""
     import io
 
     from torchdpgmm.modelfile import atomic_write_text
@@ -279,6 +281,8 @@ def write_labeled_csv(path: str | Path, X: torch.Tensor, y: torch.Tensor, class_
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(list(feature_names) + [label_column])
+    ints = set(int(j) for j in integer_columns)
     for row, lab in zip(Xn, yn):
-        w.writerow([repr(float(v)) for v in row] + [class_names[int(lab)]])
+        w.writerow([str(int(round(v))) if j in ints else repr(float(v)) for j, v in enumerate(row)]
+                   + [class_names[int(lab)]])
     atomic_write_text(Path(path), buf.getvalue())
