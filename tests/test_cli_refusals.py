@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from torchdpgmm.cli import build_parser, main
 
@@ -129,3 +130,25 @@ def test_synthesize_with_bounds_takes_the_table_defaults_and_writes_discrete_col
             rows = list(csv.DictReader(fh))
         assert len(rows) == 50 and all(r["k"] in {"0", "1", "2", "3", "4"} for r in rows), rows[:3]
         assert all(float(r["a"]) != int(float(r["a"])) for r in rows)  # continuous columns stay floats
+
+
+def test_check_settings_needs_no_out_and_release_still_does(tmp_path, capsys, monkeypatch):
+    _csv(tmp_path / "d.csv")
+    monkeypatch.chdir(tmp_path)
+    before = _tree(tmp_path)
+    args = ["release", "--data", "d.csv", "--label-column", "y", "--features", "a,b", "--classes", CLASSES,
+            "--epsilon", "1", "--delta", "1e-5", "--clip-bound", "3"]
+    assert main([*args, "--check-settings"]) == 0
+    assert "nothing written" in capsys.readouterr().out
+    assert main(args) == 2
+    assert "required: --out" in capsys.readouterr().err
+    assert _tree(tmp_path) == before
+
+
+def test_too_few_images_names_n_train_not_a_negative_public_count():
+    from torchdpgmm.pipelines.features import prepare_features
+
+    imgs, labels = torch.zeros(20, 4, 4), torch.arange(20) % 2
+    with pytest.raises(ValueError, match=r"n_train=50 exceeds the 20 training images \(pass a smaller --n-train\)"):
+        prepare_features(imgs, labels, imgs, labels, n_train=50, n_components=2, pca_fit="private", n_public=-30,
+                         generator=torch.Generator().manual_seed(0))

@@ -188,3 +188,27 @@ def test_train_dpsgd_spends_at_most_target():
     assert r["iterations"][0] == 0 and r["iterations"][-1] == r["steps"] and len(r["accuracy"]) == len(r["iterations"])
     with pytest.raises(ValueError, match="epsilon"):
         train_dpsgd(X, y, X, y, epsilon=0.0, delta=1e-5)
+
+
+def test_sound_rows_of_the_image_studies_carry_their_kl_and_a_failed_mechanism_is_said(tmp_path, capsys, monkeypatch):
+    """kl-sound (record-level) rows: the KL to the non-private fit of the raw records is computed by the study (the
+    sound release keeps no non-private value); it was silently missing (a FAILED note only) until 2026-11-27."""
+    from torchdpgmm.cli import main
+    from torchdpgmm.experiments import realdata
+
+    assert main(["experiment", "mnist", "--quick", "--dataset", "digits", "--out", str(tmp_path / "a"),
+                 "--mechanisms", "kl,kl-sound"]) == 0
+    payload = json.loads((tmp_path / "a" / "mnist.json").read_text())
+    sound = [r for r in payload["rows"] if r["mechanism"] == "kl-sound"]
+    assert sound and all(math.isfinite(r["kl"]) and r["kl"] > 0 and 0 < r["gmm_accuracy"] <= 1 for r in sound)
+    assert not [n for n in payload["notes"] if "FAILED" in n]
+    assert "warning" not in capsys.readouterr().err
+
+    def boom(*a, **k):
+        raise RuntimeError("broken on purpose")
+    monkeypatch.setattr(realdata, "_release", boom)
+    assert main(["experiment", "mnist", "--quick", "--dataset", "digits", "--out", str(tmp_path / "b"),
+                 "--mechanisms", "kl"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any("warning" in ln and "'kl' FAILED" in ln and "broken on purpose" in ln for ln in err), err
+    assert any("FAILED" in n for n in json.loads((tmp_path / "b" / "mnist.json").read_text())["notes"])

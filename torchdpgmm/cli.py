@@ -137,7 +137,8 @@ def _add_release(sub: argparse._SubParsersAction) -> None:
                         "CLIP_FRACTION*sqrt(d)/2); torchdpgmm.bounds, torchdpgmm.release.centring")
     p.add_argument("--force", action="store_true", help="overwrite an existing --out model file")
     _add_strict_flag(p)
-    p.add_argument("--out", type=Path, required=True, help="model file to write (JSON, ending in .json)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="model file to write (JSON, ending in .json); required unless --check-settings")
 
 
 def _add_strict_flag(p: argparse.ArgumentParser, *, modes: bool = True) -> None:
@@ -724,7 +725,10 @@ def _cmd_release(args: argparse.Namespace) -> int:
     _check_discrete_flag(args, "release")
     if args.center is not None and (args.bounds is None and args.schema is None or args.mode != "sound"):
         raise UsageError("--center applies to --mode sound with --bounds or --schema only")
-    _check_out_file(args.out, args.force, ".json")  # the destination before any data is read
+    if args.out is None and not args.check_settings:
+        raise UsageError("torchdpgmm release: error: the following arguments are required: --out")
+    if args.out is not None:
+        _check_out_file(args.out, args.force, ".json")  # the destination before any data is read
     if args.strict and args.seed is not None:
         from torchdpgmm.privacy.record import SEEDED_NOISE_NOTE
 

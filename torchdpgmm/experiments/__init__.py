@@ -18,6 +18,7 @@ import math
 import pkgutil
 import platform
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -173,6 +174,9 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     result = study.run(config)
     elapsed = time.perf_counter() - t0
+    for note in result.notes:  # a mechanism the study could not run: in the JSON's notes, and said on the way out
+        if " FAILED" in note or " NOT RUN" in note:
+            warnings.warn(f"{name}: {note}", UserWarning, stacklevel=2)
     cfg = config.as_dict()
     cfg.update(result.config)
     from torchdpgmm import __version__

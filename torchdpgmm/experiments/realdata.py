@@ -88,7 +88,7 @@ MECHANISM_ALIASES = {
 
 
 def _stack_releases(rels):
-    """Stack releases with batch ``(T,)`` into one object with ``.model`` / ``.kl`` of batch ``(E, T)``."""
+    """Stack releases with batch ``(T,)`` into one object with ``.model`` of batch ``(E, T)`` and the privacy record."""
     from types import SimpleNamespace
 
     from torchdpgmm.mixture import LabeledGMM
@@ -97,7 +97,20 @@ def _stack_releases(rels):
     counts = None if any(m.counts is None for m in ms) else torch.stack([m.counts for m in ms])
     model = LabeledGMM(torch.stack([m.weights for m in ms]), torch.stack([m.means for m in ms]),
                        torch.stack([m.covariances for m in ms]), counts=counts, validate_args=False)
-    return SimpleNamespace(model=model, kl=torch.stack([r.kl for r in rels]), privacy=rels[0].privacy)
+    return SimpleNamespace(model=model, privacy=rels[0].privacy)
+
+
+def _with_kl(rel, X, y, K, mask):
+    """A sound release with the study's ``.kl``: ``kl_divergence(model, fitted)`` against the non-private eq. (2) fit of
+    the raw, unclipped records (Appendix B, as the as-published releases report it; NaN where a class has fewer than
+    two records). The sound release keeps no non-private value, so the study, which evaluates, computes it here."""
+    from types import SimpleNamespace
+
+    from torchdpgmm.kl import kl_divergence
+    from torchdpgmm.mixture import fit_labeled
+
+    fitted = fit_labeled(X, y, K, mask=mask)
+    return SimpleNamespace(model=rel.model, kl=kl_divergence(rel.model, fitted), privacy=rel.privacy)
 
 
 def _release(X, y, K, eps, delta, mechanism, generator, mask=None, **kw):
@@ -111,13 +124,14 @@ def _release(X, y, K, eps, delta, mechanism, generator, mask=None, **kw):
     if mechanism == "kl-sound":
         eps = torch.as_tensor(eps, dtype=torch.float64)
         if eps.dim() == 0:
-            return release(X, y, K, float(eps), delta, mechanism="kl", mode="sound", generator=generator, mask=mask, **kw)
+            return _with_kl(release(X, y, K, float(eps), delta, mechanism="kl", mode="sound", generator=generator,
+                                    mask=mask, **kw), X, y, K, mask)
         T = eps.shape[-1]
         Xb = X.expand(T, *X.shape[-2:]) if X.dim() == 2 else X
         yb = y.expand(T, y.shape[-1]) if y.dim() == 1 else y
         rels = [release(Xb, yb, K, float(e), delta, mechanism="kl", mode="sound", generator=generator, mask=mask, **kw)
                 for e in eps[:, 0].tolist()]
-        return _stack_releases(rels)
+        return _with_kl(_stack_releases(rels), X, y, K, mask)
     mech, extra = MECHANISM_ALIASES.get(mechanism, (mechanism, {}))
     return release(X, y, K, eps, delta, mechanism=mech, mode="as-published", generator=generator, mask=mask,
                    **extra)

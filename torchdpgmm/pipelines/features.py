@@ -80,8 +80,11 @@ def prepare_features(
     check_generator_device(generator, "cpu")
     n_all = X_train_images.shape[0]
     need = n_train + (n_public if pca_fit == "public" else 0)
-    if n_train < 1 or need > n_all:
-        raise ValueError(f"n_train={n_train} (+ n_public={n_public} for a public PCA) exceeds the {n_all} training images")
+    if n_train < 1:
+        raise ValueError(f"n_train must be >= 1, got {n_train}")
+    if need > n_all:
+        public = f" + n_public={n_public} for the public PCA" if pca_fit == "public" else ""
+        raise ValueError(f"n_train={n_train}{public} exceeds the {n_all} training images (pass a smaller --n-train)")
     perm = torch.randperm(n_all, generator=generator, device="cpu").to(X_train_images.device)
     idx = perm[:n_train]
     Xp = X_train_images[idx].reshape(n_train, -1)
