@@ -182,3 +182,31 @@ def test_tabular_family_draws(monkeypatch, tmp_path):
     _run(["experiment", "tabular", "--quick", "--tables", available_tables()[0], "--epsilons", "1", "--draws", "3"],
          tmp_path)
     assert draws == [0, 1, 2]  # quick: one draw
+
+
+@pytest.mark.parametrize("study, keys", [("xi-fig1", ("trials", "sizes", "num_test")), ("xi-fig2", ("sigmas", "sizes")),
+                                         ("xi-parkinson", ("sizes", "epsilons", "trials")),
+                                         ("sound-utility", ("epsilons", "trials"))])
+def test_a_quick_study_states_the_settings_it_ran_not_the_full_ones(tmp_path, study, keys):
+    import json
+
+    from torchdpgmm.cli import main
+
+    argv = ["experiment", study, "--quick", "--out", str(tmp_path)] + (["--num-test", "3000"] if study == "xi-fig1" else [])
+    assert main(argv) == 0
+    payload = json.loads((tmp_path / f"{study}.json").read_text())
+    cfg, rows = payload["config"], payload["rows"]
+    ran = {"trials": {r["trials"] for r in rows if "trials" in r},
+           "sizes": {r["n"] for r in rows if r.get("n") is not None},
+           "epsilons": {r["epsilon"] for r in rows if r.get("epsilon") is not None},
+           "sigmas": {r["sigma"] for r in rows if "sigma" in r}}
+    for key in keys:
+        if key == "num_test":
+            assert cfg["num_test"] == 3000  # an explicit flag beats --quick, in the rows and in the config
+        elif key == "trials":
+            assert {cfg["trials"]} == ran["trials"], (cfg["trials"], ran["trials"])
+        elif study == "xi-parkinson":  # a size panel at epsilon, and an epsilon panel at n = grid_n
+            extra = {"sizes": cfg["grid_n"], "epsilons": cfg["epsilon"]}[key]
+            assert set(cfg[key]) | {extra} == ran[key], (key, cfg[key], ran[key])
+        else:
+            assert set(cfg[key]) == ran[key], (key, cfg[key], ran[key])

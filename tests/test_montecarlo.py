@@ -223,3 +223,24 @@ def test_synthetic_data_and_sweep_block_memory_per_trial(load_script):
     spec, run = _sound_block()
     block = _slope(load_script, run)
     assert data <= block <= bytes_per_trial(spec, 1000, 5, 3) <= 100_000, block
+
+
+def test_running_stats_quantiles_over_the_whole_float_range_follow_numpy():
+    """No clamping (values beyond 1e12, the old grid's edge, were all reported as 1e12: r1smg's medians), numpy's
+    linear rule between order statistics (the median of an even count is the midpoint), exact extremes."""
+    import numpy as np
+
+    from torchdpgmm.montecarlo import RunningStats
+
+    rng = np.random.default_rng(3)
+    for v in (rng.lognormal(np.log(5e12), 1.0, 3000), rng.lognormal(np.log(1e-14), 1.0, 3000),
+              np.concatenate([-rng.lognormal(0, 1, 20), [0.0] * 3, rng.lognormal(40, 3, 25)]),
+              np.array([1.0, 2.0, 100.0, 400.0])):
+        st = RunningStats()
+        for part in np.array_split(v, 3):
+            st.update(part)
+        assert st.quantile(0.0) == v.min() and st.quantile(1.0) == v.max()
+        for q in (0.05, 0.25, 0.5, 0.75, 0.95):
+            assert st.quantile(q) == pytest.approx(np.quantile(v, q), rel=0.013), q
+    with pytest.raises(ValueError, match="q must lie"):
+        RunningStats().update([1.0]).quantile(1.5)

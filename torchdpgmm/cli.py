@@ -249,7 +249,8 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
                         "small, so more threads mostly add contention; rows do not depend on it)")
     p.add_argument("--workers", type=int, default=1,
                    help="worker processes of the local backend, one chunk each (default 1; e.g. one per core; "
-                        "rows do not depend on it)")
+                        "rows do not depend on it, except that an automatic block shrinks to fit each worker's share "
+                        "of free memory: sweep.json records the blocks, --block-size pins them)")
     p.add_argument("--memory-budget", type=_bytes, default=None,
                    help="bytes one block of trials may hold on --device, e.g. 2e9, 512MiB or 4GB (default 1 GiB on "
                         "cpu, the free memory on cuda); it sizes the automatic block and the chunks. Summaries "
@@ -329,7 +330,8 @@ def build_parser(*, studies: bool = True) -> argparse.ArgumentParser:
     exp = sub.add_parser(
         "experiment",
         help=_EXPERIMENT_HELP,
-        description="Run a study; writes DIR/STUDY.json ({study, config, rows}), DIR/STUDY.csv and DIR/STUDY.png.",
+        description="Run a study; writes DIR/STUDY.json ({study, config, rows}), DIR/STUDY.csv and DIR/STUDY.png "
+                    "(xi-theorem41 has no figure).",
     )
     studies = exp.add_subparsers(dest="study", metavar="STUDY")
     registry = available_studies()

@@ -32,12 +32,13 @@ the format, shapes, weights on the simplex, finite means and covariances with ev
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
@@ -45,7 +46,7 @@ from torchdpgmm.privacy import PrivacyRecord
 from torchdpgmm.bounds import Bounds
 from torchdpgmm.mixture import LabeledGMM
 
-__all__ = ["ModelFile", "atomic_write_text", "save_model", "load_model", "model_to_dict", "model_from_dict", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["ModelFile", "atomic_write_text", "atomic_path", "save_model", "load_model", "model_to_dict", "model_from_dict", "FORMAT", "FORMAT_VERSION"]
 
 FORMAT = "torchdpgmm.model"
 FORMAT_VERSION = 1
@@ -95,6 +96,24 @@ def atomic_write_text(path: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """``with atomic_path(out / "fig.png") as tmp: fig.savefig(tmp)``: a temporary file beside ``path`` with the same
+    suffix (writers infer the format from it), renamed onto ``path`` when the block ends without an error and removed
+    otherwise (Ctrl-C included), so ``path`` is never half written and never mixed from two runs."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def model_to_dict(model: LabeledGMM, privacy: PrivacyRecord, class_names: Sequence[str] | None = None,

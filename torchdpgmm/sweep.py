@@ -625,6 +625,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
         raise ValueError(f"out of memory on {spec.device} while measuring a probe block of "
                          f"{PROBE_TRIALS} trials: free memory on the device, or pass --block-size") from None
     chunk_dir = out / "chunks"
+    for stale in chunk_dir.glob(".tmp-*"):  # what a killed writer left (no writer of this folder runs yet)
+        stale.unlink(missing_ok=True)
     fn = trial_fn or default_trial_fn
     total = num_chunks(spec, blocks)
     while True:
@@ -649,9 +651,19 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     results = out / f"results{_suffix(spec)}"
     _concat_chunks(results, (_chunk_path(chunk_dir, spec, c) for c in iter_chunks(spec, blocks)))
     block_sizes = {_block_key(*k): int(b) for k, b in blocks.items()}
-    (out / "summary.json").write_text(json.dumps({"spec": spec.to_dict(), "block_sizes": block_sizes,
-                                                  "points": summary}, indent=2))
-    plot_results(summary, out / "sweep.png", spec=spec)
+    import torch
+
+    from torchdpgmm import __version__
+    from torchdpgmm.experiments import _jsonable
+    from torchdpgmm.modelfile import atomic_path, atomic_write_text
+
+    # both written through temporary files renamed into place (never half written); NaN (an interval of one
+    # trial) is JSON null
+    with atomic_path(out / "sweep.png") as png:
+        plot_results(summary, png, spec=spec)
+        atomic_write_text(out / "summary.json", json.dumps(_jsonable(
+            {"spec": spec.to_dict(), "block_sizes": block_sizes, "points": summary,
+             "environment": {"torchdpgmm": __version__, "torch": torch.__version__}}), indent=2))
     return {"done": done, "skipped": total - done, "results": str(results), "summary": summary,
             "block_sizes": block_sizes}
 
@@ -909,7 +921,9 @@ def _run_ray(spec: SweepSpec, todo: Iterable[Chunk], out: Path, fn: Callable, ad
 
 def _chunk_files(out: Path, chunks: Iterable[Chunk] | None) -> Iterator[Path]:
     if chunks is None:
-        yield from sorted(list((out / "chunks").glob("*.csv")) + list((out / "chunks").glob("*.parquet")))
+        # a chunk file is named by its id; dotfiles are temporary files a killed writer left (never results)
+        yield from sorted(p for p in list((out / "chunks").glob("*.csv")) + list((out / "chunks").glob("*.parquet"))
+                          if not p.name.startswith("."))
         return
     for c in chunks:
         for suffix in (".csv", ".parquet"):

@@ -11,6 +11,7 @@ figure shows is a row of that JSON: nothing is drawn that is not also written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import importlib
 import json
@@ -194,25 +195,38 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
             "machine": platform.machine(),
         },
     }
-    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
-    (out / f"{name}.partial.json").unlink(missing_ok=True)  # a long study's checkpoint, superseded now
+    import io
+
+    from torchdpgmm.modelfile import atomic_path, atomic_write_text
+
+    # every file through a temporary one renamed into place: never half written, never mixed from two runs (the
+    # renames come last, together)
     rows = payload["rows"]
+    text_csv = None
     if rows:
         keys: list[str] = []
         for r in rows:
             for k in r:
                 if k not in keys:
                     keys.append(k)
-        with open(out / f"{name}.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=keys)
-            w.writeheader()
-            for r in rows:
-                w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
-    if result.plot is not None:
-        import matplotlib
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\r\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
+        text_csv = buf.getvalue()
+    with contextlib.ExitStack() as stack:
+        png = None
+        if result.plot is not None:
+            import matplotlib
 
-        matplotlib.use("Agg")
-        result.plot(rows, out / f"{name}.png")
+            matplotlib.use("Agg")
+            png = stack.enter_context(atomic_path(out / f"{name}.png"))
+            result.plot(rows, png)
+        atomic_write_text(out / f"{name}.json", json.dumps(payload, indent=2))
+        if text_csv is not None:
+            atomic_write_text(out / f"{name}.csv", text_csv)
+    (out / f"{name}.partial.json").unlink(missing_ok=True)  # a long study's checkpoint, superseded now
     return payload
 
 

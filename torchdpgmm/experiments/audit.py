@@ -563,7 +563,7 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
                                  status=f"unavailable: {type(exc).__name__}: {exc}"))
                 continue
             rows.append(_utility_row("as-published", mech, eps, delta, _kl(rel, X, y), trials, N, None, "label-flip"))
-    return StudyResult(rows=rows, config={"trials": trials, "N": N, "K": K, "d": d, "clip_bound": B},
+    return StudyResult(rows=rows, config={"trials": trials, "epsilons": eps_list, "N": N, "K": K, "d": d, "clip_bound": B},
                        notes=notes, plot=_plot_utility)
 
 

@@ -101,16 +101,14 @@ def _stack_releases(rels):
 
 
 def _with_kl(rel, X, y, K, mask):
-    """A sound release with the study's ``.kl``: ``kl_divergence(model, fitted)`` against the non-private eq. (2) fit of
-    the raw, unclipped records (Appendix B, as the as-published releases report it; NaN where a class has fewer than
-    two records). The sound release keeps no non-private value, so the study, which evaluates, computes it here."""
+    """A sound release with the study's ``.kl``: :func:`torchdpgmm.release.evaluation.evaluate`, the KL to the
+    non-private eq. (2) fit of the raw, unclipped records (Appendix B, as the as-published releases report it; NaN
+    where that fit's covariance is singular). The sound release keeps no non-private value, so the study evaluates."""
     from types import SimpleNamespace
 
-    from torchdpgmm.kl import kl_divergence
-    from torchdpgmm.mixture import fit_labeled
+    from torchdpgmm.release.evaluation import evaluate
 
-    fitted = fit_labeled(X, y, K, mask=mask)
-    return SimpleNamespace(model=rel.model, kl=kl_divergence(rel.model, fitted), privacy=rel.privacy)
+    return SimpleNamespace(model=rel.model, kl=evaluate(rel, X, y, mask=mask).kl, privacy=rel.privacy)
 
 
 def _release(X, y, K, eps, delta, mechanism, generator, mask=None, **kw):

@@ -263,7 +263,9 @@ def _write_partial(out, rows, trials, eps, seconds) -> None:
     from torchdpgmm.experiments import _jsonable
 
     Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / "synthetic-classifier.partial.json").write_text(json.dumps(
+    from torchdpgmm.modelfile import atomic_write_text
+
+    atomic_write_text(Path(out) / "synthetic-classifier.partial.json", json.dumps(
         {"last_epsilon": eps, "seconds": seconds, "rows": _jsonable(rows + trials)}, indent=1))
 
 

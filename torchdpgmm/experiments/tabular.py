@@ -527,7 +527,9 @@ def run(config: ExperimentConfig) -> StudyResult:
         rows += trows
         print(f"tabular: {name} done at {time.perf_counter() - t0:.0f} s", flush=True)
         Path(config.out).mkdir(parents=True, exist_ok=True)  # checkpoint: removed once tabular.json is written
-        (Path(config.out) / "tabular.partial.json").write_text(json.dumps(
+        from torchdpgmm.modelfile import atomic_write_text
+
+        atomic_write_text(Path(config.out) / "tabular.partial.json", json.dumps(
             {"tables": tinfo, "rows": rows, "seconds": time.perf_counter() - t0}, default=str))
     limiter.restore_original_limits()
     peer_rows, peer_info, peer_note = _read_peers(o, config.out, names)

@@ -236,7 +236,10 @@ def _fig_args(p: argparse.ArgumentParser, correlated: bool) -> None:
         p.add_argument("--prior", type=float, default=TABLE1_PRIOR, help="class-1 prior (default 0.5, as Table 1)")
 
 
-def _fig_rows(figure: str, models: list[tuple[dict, GaussianClasses]], cfg: ExperimentConfig) -> tuple[list, list]:
+def _fig_rows(figure: str, models: list[tuple[dict, GaussianClasses]],
+              cfg: ExperimentConfig) -> tuple[list, list, dict]:
+    """The rows and notes of one of Xi et al.'s figures, and the settings they ran with (after ``--quick``), which
+    the study's JSON states as its config."""
     o = cfg.options
     trials = cfg.trials or 50
     sizes = list(o.get("sizes", PAPER_SIZES))
@@ -271,7 +274,7 @@ def _fig_rows(figure: str, models: list[tuple[dict, GaussianClasses]], cfg: Expe
         f"covariance sensitivity: Theorem 3.7 {cov_bound}; class counts public (as in the paper).",
         PARKINSON_NOTE,
     ]
-    return rows, notes
+    return rows, notes, {"trials": trials, "sizes": sizes, "epsilon": eps_list, "num_test": num_test}
 
 
 def format_figure(rows: list[dict[str, Any]]) -> str:
@@ -285,9 +288,6 @@ def format_figure(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _num_test(cfg) -> int:
-    """The test-set size ``_fig_rows`` uses (2,000 in quick runs)."""
-    return 2_000 if cfg.quick else int(cfg.options.get("num_test", 50_000))
 
 
 def _xi_settings(rows, num_test: int | None) -> str:
@@ -337,11 +337,10 @@ def _plot_figure(title: str, num_test: int | None = None) -> Callable:
 
 def run_fig1(cfg: ExperimentConfig) -> StudyResult:
     m = fig1_model(0.7, cfg.device)
-    rows, notes = _fig_rows("fig1", [({"d": 5, "prior": 0.7}, m)], cfg)
+    rows, notes, settings = _fig_rows("fig1", [({"d": 5, "prior": 0.7}, m)], cfg)
     notes.insert(0, "Section 5.1 mixture (prior 0.7, Sigma_1 entry '5, 76' read as 5.76). Paper: DP error "
                     "> 0.1 at every size up to 32000, no-noise error < 0.01; predicting class 1 errs 0.3.")
-    return StudyResult(rows, {"trials": cfg.trials or 50}, notes,
-                       _plot_figure("Xi et al. Fig. 1 (d=5)", _num_test(cfg)))
+    return StudyResult(rows, settings, notes, _plot_figure("Xi et al. Fig. 1 (d=5)", settings["num_test"]))
 
 
 def _make_fig(d: int) -> Callable[[ExperimentConfig], StudyResult]:
@@ -352,12 +351,12 @@ def _make_fig(d: int) -> Callable[[ExperimentConfig], StudyResult]:
         sigmas = list(cfg.pick("sigmas", sigmas, sigmas[:1]))  # an explicit --sigmas beats --quick
         models = [({"d": d, "sigma": float(s), "prior": prior}, correlated_model(d, s, prior, cfg.device))
                   for s in sigmas]
-        rows, notes = _fig_rows(f"fig{d // 5 + 1}", models, cfg)
+        rows, notes, settings = _fig_rows(f"fig{d // 5 + 1}", models, cfg)
         notes.insert(0, f"Correlated case, d={d}: N(0, I) vs N(1, Sigma), Sigma_ii = sigma, Sigma_ij = 0.5 sigma; "
                         "the paper does not say which sigma its figure shows, so every sigma is a curve. "
                         "Paper: for n < 16000 the DP error is prohibitively high.")
-        return StudyResult(rows, {"trials": cfg.trials or 50}, notes,
-                           _plot_figure(f"Xi et al. Fig. {d // 5 + 1} (d={d})", _num_test(cfg)))
+        return StudyResult(rows, settings | {"sigmas": sigmas}, notes,
+                           _plot_figure(f"Xi et al. Fig. {d // 5 + 1} (d={d})", settings["num_test"]))
 
     return run
 
@@ -456,7 +455,7 @@ def run_compare(cfg: ExperimentConfig) -> StudyResult:
         "protected) with the caveats of their PrivacyRecord notes: the comparison is at equal nominal "
         "epsilon, not equal protection.",
     ]
-    return StudyResult(rows, {"trials": trials}, notes, _plot_compare)
+    return StudyResult(rows, {"trials": trials, "sizes": sizes, "num_test": num_test}, notes, _plot_compare)
 
 
 def _plot_compare(rows, path: Path) -> None:

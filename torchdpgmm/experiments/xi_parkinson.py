@@ -231,7 +231,7 @@ def run_parkinson(cfg: ExperimentConfig) -> StudyResult:
     ratio = (pub_hi - pub_lo) / (gen_hi.amax(0) - gen_lo.amin(0))
     from torchdpgmm.data.parkinsons import PARKINSONS_FEATURES
 
-    config = {"trials": trials, "class_condition_numbers": torch.linalg.cond(model.covariances).tolist(),
+    config = {"trials": trials, "sizes": sizes, "epsilons": grid, "class_condition_numbers": torch.linalg.cond(model.covariances).tolist(),
               "standardised_condition_numbers": torch.linalg.cond(
                   model.covariances / (model.covariances.diagonal(dim1=-2, dim2=-1).unsqueeze(-1)
                                        * model.covariances.diagonal(dim1=-2, dim2=-1).unsqueeze(-2)).sqrt()).tolist(),
