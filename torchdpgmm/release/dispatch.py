@@ -51,7 +51,7 @@ ADJACENCY = "label-flip"
 
 _LABEL_NOTE = (
     "label-level DP only: neighbouring datasets differ in one label; the features themselves are not "
-    "protected."
+    "protected (docs/privacy.md, section 1)."
 )
 _LOCAL_NOTE = (
     "Noise is calibrated to the actual dataset (local sensitivity: the noise shapes and the budget split "
