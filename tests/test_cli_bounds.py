@@ -201,8 +201,14 @@ def test_synthesize_with_bounds_writes_user_units(tmp_path, capsys):
     cfg = rel["config"]
     assert cfg["mean_clip"] == pytest.approx(0.5 * 2 ** 0.5)
     assert cfg["pca_clip"] == pytest.approx(0.25 * 2 ** 0.5) and cfg["radius"] == pytest.approx(0.25 * 2 ** 0.5)
+    # a table takes the table default (no image transform) without the flag; the image transform is refused there
     assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
-                 "--epsilon", "1", "--delta", "1e-5", "--bounds", BOUNDS, "--out", str(tmp_path / "x")]) == 2
+                 "--epsilon", "1", "--delta", "1e-5", "--bounds", BOUNDS, "--out", str(tmp_path / "y")]) == 0
+    assert json.loads((tmp_path / "y" / "release.json").read_text())["config"]["transform"] == "none"
+    capsys.readouterr()
+    assert main(["synthesize", "--data", str(data), "--label-column", "sex", "--classes", "female,male",
+                 "--epsilon", "1", "--delta", "1e-5", "--image-transform", "dct14", "--bounds", BOUNDS,
+                 "--out", str(tmp_path / "x")]) == 2
     assert "--image-transform none" in capsys.readouterr().err and not (tmp_path / "x").exists()
 
 

@@ -166,3 +166,26 @@ def test_histogram_counts_sum_and_rounding():
     assert bool(((c - 10 * w).abs() < 1).all())
     lattice = torch.tensor([[3, 5, 2]]) / 10.0
     assert histogram_counts(lattice.to(torch.float64), 10).tolist() == [[3, 5, 2]]
+
+
+def test_the_pipeline_never_reads_its_private_statistics_before_the_noise(monkeypatch):
+    """The sound rule (found by an independent review, 2026-11-27): the Gaussian mechanism's finiteness check read
+    the pipeline's exact counts and sums on the host and could raise on them; the pipeline now adds noise without
+    it (its statistics are finite by construction)."""
+    import numpy as np
+
+    import importlib
+
+    from torchdpgmm import DPSyntheticClassifier
+
+    g = importlib.import_module("torchdpgmm.mechanisms.gaussian")  # the module (the package exports the function)
+
+    checked = []
+    real = g.check_finite
+    monkeypatch.setattr(g, "check_finite", lambda x, name: (checked.append(name), real(x, name))[1])
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300)
+    X = rng.normal(size=(300, 4)) + y[:, None]
+    for eps in (1.0, 3.0):  # one component per class, and several (Lloyd steps in class_mixture)
+        DPSyntheticClassifier(eps, classes=[0, 1], bounds=(-5.0, 6.0), random_state=0).fit(X, y)
+    assert "mean" not in checked, checked

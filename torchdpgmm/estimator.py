@@ -365,9 +365,15 @@ class _PublicLabelsMixin:
                 raise ValueError("y has a single class; the as-published release needs at least 2 "
                                  "(or pass classes=[...])")
             return classes, idx
-        # labels outside the public set (NaN, unknown values, other types) get index -1, element by element;
-        # the sound release drops such rows branch-free. y's dtype is public schema: checked against the classes
-        lookup = {c: i for i, c in enumerate(_classes_in_dtype_of(public, y).tolist())}
+        # labels outside the public set (NaN, unknown values, other types) get index -1; the sound release drops
+        # such rows branch-free. y's dtype is public schema: checked against the classes
+        cls = _classes_in_dtype_of(public, y)
+        if y.dtype.kind in "biufUS" and cls.dtype.kind in "biufUS":  # typed: one vectorised search, no Python step
+            # (nor exception) per label
+            order = np.argsort(cls, kind="stable")
+            pos = np.minimum(np.searchsorted(cls[order], y), len(cls) - 1)
+            return public, np.where(cls[order][pos] == y, order[pos], -1).astype(np.int64)
+        lookup = {c: i for i, c in enumerate(cls.tolist())}  # objects: matched one by one (mixed types)
         idx = np.fromiter((lookup.get(_hashable(v), -1) for v in y), dtype=np.int64, count=len(y))
         return public, idx
 

@@ -26,7 +26,8 @@ def gaussian_noise(cov: torch.Tensor, generator: torch.Generator | None = None,
     return (B @ z).squeeze(-1)
 
 
-def gaussian(mean: torch.Tensor, cov: torch.Tensor | float, generator: torch.Generator | None = None) -> torch.Tensor:
+def gaussian(mean: torch.Tensor, cov: torch.Tensor | float, generator: torch.Generator | None = None, *,
+             check_mean: bool = True) -> torch.Tensor:
     """Release ``mean + w`` with ``w ~ N(0, cov)`` (colored Gaussian mechanism, eq. 5).
 
     Args:
@@ -34,8 +35,12 @@ def gaussian(mean: torch.Tensor, cov: torch.Tensor | float, generator: torch.Gen
         cov: noise covariance ``(..., d, d)`` (broadcast against ``mean``), or a scalar variance
             ``sigma^2`` for i.i.d. noise.
         generator: the source of randomness.
+        check_mean: refuse a non-finite ``mean`` (a host read of it, and an error that depends on it). A sound release
+            passes ``False``: its statistics are private (the rule: nothing before the release may branch or raise
+            on them) and finite by construction (non-finite rows zeroed, records clipped).
     """
-    check_finite(mean, "mean")
+    if check_mean:
+        check_finite(mean, "mean")
     cov = as_param(cov, mean, "cov")
     if cov.dim() < 2:  # scalar / per-batch variance -> i.i.d. noise
         check_nonneg_finite(cov, "cov (variance)")

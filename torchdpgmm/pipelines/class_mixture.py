@@ -211,8 +211,8 @@ def _lloyd_step(U, g, K, m, sigma_c, sigma_s, old, generator):
     """One noisy Lloyd step on cell labels ``g`` in ``[0, K m]`` (``K m``: a dropped row)."""
     counts = torch.zeros(K * m + 1, dtype=U.dtype, device=U.device).index_add_(0, g, torch.ones_like(g, dtype=U.dtype))
     sums = torch.zeros(K * m + 1, U.shape[1], dtype=U.dtype, device=U.device).index_add_(0, g, U)
-    n = gaussian(counts[:-1], sigma_c ** 2, generator=generator).reshape(K, m)
-    s = gaussian(sums[:-1], sigma_s ** 2, generator=generator).reshape(K, m, -1)
+    n = gaussian(counts[:-1], sigma_c ** 2, generator=generator, check_mean=False).reshape(K, m)
+    s = gaussian(sums[:-1], sigma_s ** 2, generator=generator, check_mean=False).reshape(K, m, -1)
     ok = (n > 5 * sigma_s).unsqueeze(-1)  # a cell too small for its noise keeps its centre (post-processing)
     return torch.where(ok, s / n.clamp_min(1.0).unsqueeze(-1), old)
 

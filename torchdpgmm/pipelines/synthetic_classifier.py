@@ -156,8 +156,8 @@ def _noisy_mean(X, clip, mu, adjacency, generator, mask=None):
     sc, ss = (1.0, clip) if adjacency == "add-remove" else (0.0, 2 * clip)
     sig_c = 1.0 / (mu * math.sqrt(0.2))
     sig_s = (clip if adjacency == "add-remove" else 2 * clip) / (mu * math.sqrt(0.8))
-    n = gaussian(record_count(X.shape[0], mask, adjacency), sig_c ** 2, generator=generator)[0]
-    s = gaussian(Z.sum(0), sig_s ** 2, generator=generator)
+    n = gaussian(record_count(X.shape[0], mask, adjacency), sig_c ** 2, generator=generator, check_mean=False)[0]
+    s = gaussian(Z.sum(0), sig_s ** 2, generator=generator, check_mean=False)
     blocks = (NoisedBlock("mean-count", "gaussian", sc, sig_c), NoisedBlock("mean-sum", "gaussian", ss, sig_s))
     return s / n.clamp_min(1.0), blocks
 
