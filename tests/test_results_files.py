@@ -65,3 +65,15 @@ def test_an_interrupted_study_leaves_the_previous_run_whole_and_no_temporary_fil
     monkeypatch.setattr(plotting, "plot_curves", interrupted)
     assert main([*args, "--seed", "5"]) == 130
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_an_interrupted_study_removes_the_empty_folders_it_made(tmp_path, monkeypatch):
+    from torchdpgmm.cli import main
+    from torchdpgmm.experiments import synthetic
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(synthetic, "kl_sweep", interrupted)
+    out = tmp_path / "new" / "deeper"
+    assert main(["experiment", "fig2", "--quick", "--trials", "2", "--out", str(out)]) == 130
+    assert list(tmp_path.iterdir()) == []

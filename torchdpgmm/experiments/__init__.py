@@ -171,9 +171,16 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
     if config.trials is not None and config.trials < 1:
         raise ValueError(f"--trials must be >= 1, got {config.trials}")
     out = Path(config.out)
+    made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this run makes, deepest first
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    result = study.run(config)
+    try:
+        result = study.run(config)
+    except BaseException:  # an error or Ctrl-C: the folders this run made go again while they are still empty
+        for folder in made:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
     elapsed = time.perf_counter() - t0
     for note in result.notes:  # a mechanism the study could not run: in the JSON's notes, and said on the way out
         if " FAILED" in note or " NOT RUN" in note:
