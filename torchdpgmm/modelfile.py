@@ -81,14 +81,15 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` atomically (temporary file + rename: never half a file), with the
-    permissions of an ordinary new file (``0666 & ~umask``, i.e. 0644 usually; ``mkstemp`` alone gives 0600)."""
+    permissions of an ordinary new file (``0666 & ~umask``, i.e. 0644 usually; ``mkstemp`` alone gives 0600), or
+    ``mode`` when given (the sweep's shared results: 0644 whatever the umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -99,17 +100,18 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, mode: int | None = None) -> Iterator[Path]:
     """``with atomic_path(out / "fig.png") as tmp: fig.savefig(tmp)``: a temporary file beside ``path`` with the same
     suffix (writers infer the format from it), renamed onto ``path`` when the block ends without an error and removed
-    otherwise (Ctrl-C included), so ``path`` is never half written and never mixed from two runs."""
+    otherwise (Ctrl-C included), so ``path`` is never half written and never mixed from two runs. Permissions as
+    :func:`atomic_write_text`'s."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
     os.close(fd)
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -659,9 +659,9 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
 
     # both written through temporary files renamed into place (never half written); NaN (an interval of one
     # trial) is JSON null
-    with atomic_path(out / "sweep.png") as png:
+    with atomic_path(out / "sweep.png", mode=0o644) as png:  # shared results: 0644, as the chunk files
         plot_results(summary, png, spec=spec)
-        atomic_write_text(out / "summary.json", json.dumps(_jsonable(
+        atomic_write_text(out / "summary.json", mode=0o644, text=json.dumps(_jsonable(
             {"spec": spec.to_dict(), "block_sizes": block_sizes, "points": summary,
              "environment": {"torchdpgmm": __version__, "torch": torch.__version__}}), indent=2))
     return {"done": done, "skipped": total - done, "results": str(results), "summary": summary,
