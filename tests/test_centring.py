@@ -483,3 +483,16 @@ def test_radius_histogram_keeps_the_mixture_stages_rows():
     assert kept_rows(Xt - ct, yt, 2, mt).tolist() == want.tolist()
     h = distance_histogram(Xt, yt, 2, ct, torch.as_tensor(radius_grid(0.2, 1.4)), mt)
     assert int(h.sum()) == int(want.sum())
+
+
+def test_the_two_stage_record_names_the_stage_of_each_clip_note():
+    import numpy as np
+
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(100, 2)), rng.integers(0, 2, 100)
+    notes = DPGaussianMixture(classes=[0, 1], bounds=(-4.0, 4.0), random_state=0).fit(X, y).privacy_.notes
+    clips = [n for n in notes if "records clipped to" in n]
+    assert len(clips) == 2 and sum(n.startswith("centre stage: ") for n in clips) == 1, clips
+    assert sum(n.startswith("discrete samplers") for n in notes) == 1  # one sampler note for the stages together

@@ -380,7 +380,9 @@ def _composed_record(first: PrivacyRecord, second: PrivacyRecord, epsilon: float
                      f"({radius[1].mechanism}, L{'1' if radius[1].norm == 'l1' else '2'} sensitivity "
                      f"{radius[1].sensitivity:.6g}, noise scale {radius[1].noise_scale:.6g}); ")
                   + f"mixture stage (eps {eps2:.6g}): {second.accountant}")
-    notes = tuple(second.notes) + tuple(n for n in first.notes if n not in second.notes) + (
+    # the centre stage's own notes (its clip radius, ...) say which stage they belong to
+    notes = tuple(second.notes) + tuple(f"centre stage: {n}" for n in first.notes
+                                        if n not in second.notes and not n.startswith(SAMPLER_NOTE)) + (
         f"two stages: a private centre ({fraction:g} of the budget; blocks named '{_PREFIX}*') released first, the "
         "mixture clipped about it (torchdpgmm.release.centring)",)
     if radius is not None:
