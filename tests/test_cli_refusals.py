@@ -152,3 +152,16 @@ def test_too_few_images_names_n_train_not_a_negative_public_count():
     with pytest.raises(ValueError, match=r"n_train=50 exceeds the 20 training images \(pass a smaller --n-train\)"):
         prepare_features(imgs, labels, imgs, labels, n_train=50, n_components=2, pca_fit="private", n_public=-30,
                          generator=torch.Generator().manual_seed(0))
+
+
+def test_an_as_published_input_error_is_one_line_without_the_caveat(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with open("d.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["a", "b", "y"])
+        w.writerows([[1, 2, "x"], [3, 4, "x"], [5, 6, "z"]])  # a class of one row: the as-published fit refuses it
+    assert main(["release", "--data", "d.csv", "--label-column", "y", "--features", "a,b", "--mode", "as-published",
+                 "--epsilon", "1", "--delta", "1e-5", "--out", "m.json"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error" in err[0], err
+    assert not (tmp_path / "m.json").exists()

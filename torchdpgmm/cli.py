@@ -578,11 +578,12 @@ def check_privacy_flags(args: argparse.Namespace, *, need_classes: bool) -> None
 
 
 def _warn_as_published(args: argparse.Namespace) -> None:
-    """Printed once every check has passed, just before an as-published release runs."""
+    """The as-published caveat, printed once every check has passed (for ``release``, once the release ran: its
+    data checks come last), before anything is written."""
     if args.mode == "as-published":  # imports the estimators (scikit-learn) only then
         from torchdpgmm.estimator import AS_PUBLISHED_WARNING
 
-        _warn(AS_PUBLISHED_WARNING, "torchdpgmm" if not _Run.strict else None)
+        _warn(AS_PUBLISHED_WARNING)
 
 
 def _mechanisms(args: argparse.Namespace) -> list[str]:
@@ -760,7 +761,6 @@ def _cmd_release(args: argparse.Namespace) -> int:
         center = None if bounds is None else (
             bounds.unit_center if args.center == "box" else torch.as_tensor(X, dtype=torch.float64).nanmean(0))
         return _check_settings(args, table, X, kwargs["clip_bound"] if sound else None, center)
-    _warn_as_published(args)
     g = _stream_generator(args.seed, _FIT_STREAM)
     if bounds is not None:
         from torchdpgmm.bounds import release_in_unit_box
@@ -771,6 +771,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     else:
         rel = release(X, table.y, table.num_classes, args.epsilon, args.delta, mechanism=args.mechanism,
                       mode=args.mode, generator=g, **kwargs)
+    _warn_as_published(args)  # once the release ran: an as-published input error is one line, without the caveat
     privacy, model = rel.privacy, rel.model
     if bounds is not None:
         model = bounds.model_from_unit(model)
