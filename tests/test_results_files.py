@@ -77,3 +77,19 @@ def test_an_interrupted_study_removes_the_empty_folders_it_made(tmp_path, monkey
     out = tmp_path / "new" / "deeper"
     assert main(["experiment", "fig2", "--quick", "--trials", "2", "--out", str(out)]) == 130
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_resume_under_another_torch_is_refused(tmp_path):
+    import torch
+
+    out = tmp_path / "s"
+    run_sweep(_spec(), out, trial_fn=fake_trials, progress=False)
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["torch"] == torch.__version__
+    manifest["torch"] = "0.0.1"
+    (out / "sweep.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="begun with torch 0.0.1"):
+        run_sweep(_spec(), out, trial_fn=fake_trials, progress=False, resume=True)
+    del manifest["torch"]  # a manifest from before the field: resumed as before
+    (out / "sweep.json").write_text(json.dumps(manifest))
+    run_sweep(_spec(), out, trial_fn=fake_trials, progress=False, resume=True)

@@ -554,11 +554,17 @@ def _prepare(out: Path, spec: SweepSpec, resume: bool, workers: int = 1) -> dict
     if manifest.exists():
         old = json.loads(manifest.read_text())
         recorded = old.pop("block_sizes", None)
+        begun_with = old.pop("torch", None)       # manifests written before the field existed have none
         old.setdefault("results_format", "csv")   # manifests written before the field existed
         if old != spec.to_dict():
             raise ValueError(f"{out} holds a different sweep (see {manifest}); use another --out or delete it")
         if not resume:
             raise ValueError(f"{out} already holds this sweep; pass --resume to continue it")
+        import torch
+
+        if begun_with is not None and begun_with != torch.__version__:  # rows are bit-identical on one torch only
+            raise ValueError(f"{out} was begun with torch {begun_with} and this is torch {torch.__version__}: a resume "
+                             "would mix rows of two versions; resume with that torch, or use another --out")
         if recorded is not None:
             return {tuple(int(v[1:]) for v in k.split("_")): int(b) for k, b in recorded.items()}
     blocks = resolve_block_sizes(spec, workers)
@@ -567,7 +573,10 @@ def _prepare(out: Path, spec: SweepSpec, resume: bool, workers: int = 1) -> dict
 
 
 def _write_manifest(manifest: Path, spec: SweepSpec, blocks: dict[tuple[int, int, int], int]) -> None:
-    payload = dict(spec.to_dict(), block_sizes={_block_key(*k): int(b) for k, b in blocks.items()})
+    import torch
+
+    payload = dict(spec.to_dict(), block_sizes={_block_key(*k): int(b) for k, b in blocks.items()},
+                   torch=torch.__version__)
     tmp = manifest.with_name(".sweep.json.tmp")
     tmp.write_text(json.dumps(payload, indent=2))
     os.replace(tmp, manifest)
