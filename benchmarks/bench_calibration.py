@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="two epsilons, one repeat: a smoke run")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_calibration.json"))
     args = p.parse_args(argv)
+    if args.quick and Path(args.out).resolve() == Path(p.get_default("out")).resolve():
+        raise SystemExit("bench_calibration: error: --quick needs --out PATH (a smoke run never replaces the committed "
+                         "results)")
     torch.set_num_threads(1)
     from torchdpgmm.estimator import DPGaussianMixture
     from torchdpgmm.privacy import calibration as C

@@ -118,6 +118,9 @@ def main(argv=None):
     ap.add_argument("--baseline-ref", default="a2505e8")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "bench_discrete.json"))
     a = ap.parse_args(argv)
+    if a.quick and Path(a.out).resolve() == Path(ap.get_default("out")).resolve():
+        raise SystemExit("bench_discrete: error: --quick needs --out PATH (a smoke run never replaces the committed "
+                         "results)")
     torch.set_num_threads(a.threads)
     base = _baseline(a.baseline_ref)
     sizes = [200, 2000] if a.quick else [1000, 10_000, 100_000, 1_000_000]

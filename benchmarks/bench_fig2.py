@@ -122,6 +122,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "bench_fig2.json")
     p.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     a = p.parse_args(argv)
+    if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
+        raise SystemExit("bench_fig2: error: --quick needs --out PATH (a smoke run never replaces the committed "
+                         "results)")
     torch.set_num_threads(a.threads)
     if a.quick:
         res = run(min(a.trials, 2), a.seed, n=60, epsilons=(0.5, 1.0), solver=a.solver)

@@ -342,6 +342,9 @@ def main(argv=None):
     ap.add_argument("--baseline-ref", default="main",
                     help="git ref whose design/sdp.py + algorithm.py are the --kl-speed baseline (default main)")
     a = ap.parse_args(argv)
+    if a.quick and Path(a.out).resolve() == Path(ap.get_default("out")).resolve():
+        raise SystemExit("bench_sdp: error: --quick needs --out PATH (a smoke run never replaces the committed "
+                         "results)")
     torch.set_num_threads(a.threads)
     if a.quick:
         sizes, repeats, lit_T, ours_T, Nb, Kb, db, batch = [(2, 60), (3, 80)], 1, 1, 4, 60, 3, 2, 10

@@ -116,7 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.derive is not None:
         derive(a.derive)
         return 0
+    if a.quick and a.out is None:
+        raise SystemExit("bench_sweep_gpu: error: --quick needs --out PATH (a smoke run never replaces the committed "
+                         "results)")
     device = a.device or ("cpu" if a.quick else "cuda")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise SystemExit(f"bench_sweep_gpu: error: --device must be cpu or cuda[:N], got {device!r}")
     if a.quick:
         a.trials, a.large_trials, a.cpu_trials, a.cpu_workers = 20, 0, 8, 1
     cpu_trials = a.trials if a.cpu_trials is None else a.cpu_trials

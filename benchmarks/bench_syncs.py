@@ -338,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                    help="cuda: the synchronisations torch reports on the device, wall times and peak device memory")
     a = p.parse_args(argv)
+    if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
+        raise SystemExit("bench_syncs: error: --quick needs --out PATH (a smoke run never replaces the committed "
+                         "results)")
     if a.device == "cuda":
         res = cuda_run([1000, 10000] if not a.quick else [64])
         res["config"] = {"torch": torch.__version__, "python": platform.python_version(), "device": res["gpu"]}

@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="2,000 rows, 1 repeat: a smoke run, not the target")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_tabular_release.json"))
     a = p.parse_args(argv)
+    if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
+        raise SystemExit("bench_tabular_release: error: --quick needs --out PATH (a smoke run never replaces the committed "
+                         "results)")
     if a.repeats < 1 or a.threads < 1:
         p.error("--repeats and --threads must be >= 1")
     res = run(1 if a.quick else a.repeats, a.threads, 2000 if a.quick else None)

@@ -103,3 +103,49 @@ def test_pipeline_caps_the_components_rule_at_two_per_released_direction(d):
         release_pipeline(X, y, num_classes=2, epsilon=2.0, delta=1e-5,
                          config=PipelineConfig(transform="none", n_components=d, mean_clip=1.0, pca_clip=1.0,
                                                radius=1.0, components_per_class=2 * d + 1))
+
+
+def test_the_discrete_samplers_share_of_delta_is_said_where_it_matters():
+    """At epsilon near 40 the exact discrete samplers' (1 + e^epsilon) sampler_tv passes delta (found by an
+    independent accounting review, 2026-11-27): a WeakPrivacyWarning naming delta_sampler, once; none at epsilon 1."""
+    import warnings
+
+    import numpy as np
+
+    from torchdpgmm import DPGaussianMixture
+    from torchdpgmm._validation import WeakPrivacyWarning
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 3)), rng.integers(0, 3, 300)
+    for eps, expected in ((1.0, 0), (40.0, 1)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = DPGaussianMixture(epsilon=eps, delta=1e-5, classes=[0, 1, 2], clip_bound=5.0).fit(X, y)
+        said = [w for w in caught if issubclass(w.category, WeakPrivacyWarning) and "delta_sampler" in str(w.message)]
+        assert len(said) == expected, [str(w.message) for w in caught]
+        assert (float(m.privacy_.delta_sampler) > 1e-5) == bool(expected)
+
+
+def test_the_odometer_takes_a_stated_record_with_its_samplers_delta():
+    import numpy as np
+
+    from torchdpgmm import DPGaussianMixture
+    from torchdpgmm.privacy import BudgetOdometer, NoisedBlock, PrivacyRecord
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 3)), rng.integers(0, 3, 300)
+    fit = lambda eps, delta: DPGaussianMixture(epsilon=eps, delta=delta, classes=[0, 1, 2],  # noqa: E731
+                                               clip_bound=5.0).fit(X, y).privacy_
+    with pytest.warns(UserWarning):
+        high = fit(40.0, 1e-6)
+    with pytest.raises(ValueError, match="samplers' 0.01"):  # 1e-6 + 1e-2 is above the odometer's 1e-5
+        BudgetOdometer(100.0, 1e-5).spend(high)
+    with pytest.warns(UserWarning):
+        void = fit(60.0, 1e-6)
+    with pytest.raises(ValueError, match="guarantee is void"):
+        BudgetOdometer(100.0, 1e-5).spend(void)
+    assert BudgetOdometer(2.0, 1e-5).spend(fit(1.0, 1e-6)) < 1.0 + 1e-9  # small epsilon: as before
+    huge = PrivacyRecord(1000.0, 1e-6, "add-remove", "t", "sound",
+                         blocks=(NoisedBlock("d", "discrete-gaussian", 3.0, 0.01),), covered=True)
+    with pytest.raises(ValueError, match="overflows a float"):
+        BudgetOdometer(1000.0, 1e-5).spend(huge)

@@ -223,6 +223,30 @@ def check_privacy_strength(epsilon: Any, delta: Any, *, allow_weak_privacy: bool
     return [msg for _, msg in weak]
 
 
+def warn_sampler_delta(epsilon: Any, delta: Any, tv: float, *, stacklevel: int = 2) -> None:
+    """The one budget rule's companion for exact discrete noise: its samplers are within total variation ``tv`` of
+    exact draws, which adds ``delta_sampler = (1 + e^epsilon) tv`` to delta (public values only). Negligible at small
+    epsilon (about 1e-19), it passes a delta of 1e-5 near epsilon 32 and 1 near epsilon 50, where the guarantee
+    claims nothing: a :class:`WeakPrivacyWarning` (once in a :class:`budget_scope`) when it exceeds ``delta``."""
+    eps, dlt = _largest(epsilon), _largest(delta)
+    if eps is None or not tv:
+        return
+    extra = (1.0 + math.exp(eps)) * float(tv) if eps < 700 else math.inf
+    d = 0.0 if dlt is None else dlt
+    if extra <= d:
+        return
+    given = _WARNED.get()
+    if given is not None:
+        if "sampler" in given:
+            return
+        given.add("sampler")
+    void = ", which claims nothing" if d + extra >= 1 else ""
+    warnings.warn(f"epsilon = {eps:g} with exact discrete noise: its samplers add delta_sampler = {extra:.3g} to "
+                  f"delta = {d:g}, so the release is (epsilon, delta + delta_sampler)-DP{void}; choose a smaller "
+                  "epsilon, or continuous noise (release(..., noise='continuous'))", WeakPrivacyWarning,
+                  stacklevel=stacklevel + 1)
+
+
 class budget_scope:
     """``with budget_scope(): ...``: one front door's call (an estimator's ``fit``, a command of the CLI). The
     front door checks the budget first (:func:`check_privacy_strength`: refusals before any data are read); a

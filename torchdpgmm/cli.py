@@ -773,6 +773,10 @@ def _cmd_release(args: argparse.Namespace) -> int:
                       mode=args.mode, generator=g, **kwargs)
     _warn_as_published(args)  # once the release ran: an as-published input error is one line, without the caveat
     privacy, model = rel.privacy, rel.model
+    if sound:  # public values: the discrete samplers' share of delta at this epsilon (one line, or --strict refuses)
+        from torchdpgmm._validation import warn_sampler_delta
+
+        warn_sampler_delta(privacy.epsilon, privacy.delta, privacy.sampler_tv)
     if bounds is not None:
         model = bounds.model_from_unit(model)
     if args.seed is not None:

@@ -36,7 +36,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Classif
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from torchdpgmm._validation import _is_real_scalar, check_clip_bound, check_privacy_strength, checks_budget
+from torchdpgmm._validation import _is_real_scalar, check_clip_bound, check_privacy_strength, checks_budget, warn_sampler_delta
 from torchdpgmm.bounds import release_in_unit_box
 from torchdpgmm.privacy.record import FIT_STREAM as _FIT_STREAM
 from torchdpgmm.privacy.record import SAMPLE_STREAM as _SAMPLE_STREAM
@@ -627,6 +627,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         elif self.mode == "sound":
             self.clip_radius_ = float(clip)
         self.privacy_ = _float_record(rel.privacy)
+        if self.mode == "sound":  # public values: the discrete samplers' share of delta at this epsilon
+            warn_sampler_delta(self.privacy_.epsilon, self.privacy_.delta, self.privacy_.sampler_tv, stacklevel=3)
         if self.mode == "sound":  # from released values only (post-processing)
             from torchdpgmm.release.diagnostics import warn_sound_release
 
@@ -941,6 +943,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
                                torch.as_tensor(idx, dtype=torch.int64, device=dev), num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
+        warn_sampler_delta(rel.privacy.epsilon, rel.privacy.delta, rel.privacy.sampler_tv, stacklevel=2)
         from torchdpgmm.release.diagnostics import pipeline_mostly_noise, warn_mostly_noise
 
         if pipeline_mostly_noise(rel):  # released values only (post-processing)

@@ -16,9 +16,13 @@ ideal composition, so ``epsilon`` is spent at ``delta`` when the ideal compositi
 ``(epsilon, delta - (1 + e^epsilon) T)``-DP: the odometer answers ``get_epsilon(delta - (1 + e^a) T)`` with
 ``a = get_epsilon((1 - eta) delta)`` for the first ``eta`` of (1/2, 1e-3, 1e-6) with ``(1 + e^a) T <= eta delta``
 (then the answer is at most ``a``, so the bound holds), otherwise infinity. With continuous noise ``T = 0`` and
-nothing changes; with discrete noise the shift is about 1e-20 in delta. A record taken at its stated
-``(epsilon, delta)`` adds its own ``delta_sampler`` to nothing: a stated point cannot trade epsilon for delta, and
-``(epsilon, delta + delta_sampler)`` (about 1e-19 more) is what its notes claim.
+nothing changes; with discrete noise the shift is about 1e-20 in delta. A record taken at its stated point is
+taken at ``(epsilon, delta + delta_sampler)``, what its notes claim, when ``delta_sampler = (1 + e^epsilon)
+sampler_tv`` is at least a millionth of ``delta`` (:data:`STATED_SAMPLER_SLACK`), and at ``(epsilon, delta)``
+below that: an approximation by at most a millionth of delta (about 1e-19 at small epsilon) that lets a release be
+spent at its own delta. The share grows with ``e^epsilon`` (1e-2 at epsilon 40, where it counts); a record whose
+``delta + delta_sampler`` reaches 1 claims nothing and is refused in one line, and so is an epsilon whose
+``e^epsilon`` overflows a float.
 """
 from __future__ import annotations
 
@@ -31,6 +35,13 @@ from torchdpgmm.privacy.events import ApproxDPEvent, PrivacyEvent, events_from_b
 from torchdpgmm.privacy.record import PrivacyRecord
 
 __all__ = ["BudgetOdometer", "BudgetExceededError"]
+
+
+#: the samplers' share of delta, relative to a record's delta, below which a record taken at its stated point is taken
+#: at its stated delta (module docstring)
+STATED_SAMPLER_SLACK = 1e-6
+#: the largest epsilon taken at a stated point (the PLD of an (epsilon, delta) point needs e^epsilon as a float)
+MAX_STATED_EPSILON = 700.0
 
 
 class BudgetExceededError(RuntimeError):
@@ -103,7 +114,15 @@ class BudgetOdometer:
         if item.adjacency is not self.adjacency:
             raise ValueError(f"record adjacency {item.adjacency.value!r} differs from the odometer's "
                              f"{self.adjacency.value!r}")
-        stated = [(ApproxDPEvent(_scalar(item.epsilon, "epsilon"), _scalar(item.delta, "delta")), 1)]
+        eps = _scalar(item.epsilon, "epsilon")
+        # the release's own claim is (epsilon, delta + delta_sampler). Below a millionth of delta the samplers' share
+        # is left out (about 1e-19 at small epsilon: the documented approximation that lets a release be spent at
+        # its own delta); above it, it counts (at epsilon 40 it is 1e-2, a thousand times a delta of 1e-5; beyond
+        # about 50 it passes 1 and the claim is void)
+        stated_delta, extra = _scalar(item.delta, "delta"), float(item.delta_sampler)
+        claimed = stated_delta + (extra if extra > STATED_SAMPLER_SLACK * stated_delta else 0.0)
+        # e^epsilon must stay a float for the PLD of a stated point (dp_accounting computes it)
+        stated = [(ApproxDPEvent(eps, claimed), 1)] if claimed < 1 and eps < MAX_STATED_EPSILON else []
         events = events_from_blocks(item.blocks) if item.blocks else []  # TypeError: blocks with no DP accounting
         for candidate in (events, stated):  # the blocks, tightly; else the release's own (epsilon, delta) claim
             if not candidate:
@@ -114,7 +133,19 @@ class BudgetOdometer:
                     probe.compose(e, c)
             except TypeError:  # e.g. multi-dimensional discrete Gaussians under the PLD accountant
                 continue
+            if candidate is stated and claimed > self.delta:  # no epsilon at the odometer's delta covers it
+                raise ValueError(f"the record is taken at its stated point, delta {stated_delta:g} + its samplers' "
+                                 f"{extra:.3g}, above the odometer's delta {self.delta:g}: "
+                                 "build the odometer with a larger delta, or use accountant='zcdp', which prices "
+                                 "the record's discrete blocks")
             return candidate, (_scalar(item.sampler_tv, "sampler_tv") if candidate is events else 0.0)
+        if claimed >= 1:
+            raise ValueError(f"the record's own guarantee is void: delta + delta_sampler = {claimed:.3g} >= 1 at "
+                             f"epsilon {eps:g} (its discrete samplers' share grows as e^epsilon); release with a "
+                             "smaller epsilon or continuous noise")
+        if eps >= MAX_STATED_EPSILON:
+            raise ValueError(f"the {self._accountant.name} accountant cannot take a stated epsilon of {eps:g} (e^epsilon "
+                             "overflows a float): such a release protects nothing a budget could track")
         kinds = sorted({b.mechanism for b in item.blocks}) or ["none"]
         raise ValueError(f"the {self._accountant.name} accountant cannot price this record: its noise "
                          f"({', '.join(kinds)}) is not of a kind it composes exactly and it cannot take the "
