@@ -4,6 +4,7 @@
 # (GPU 10^5 and 10^6 trials, the same machine's CPU cores per trial) and the synchronisation/memory benchmark on
 # the device. Each step is time-boxed so that a short lease still returns what finished; logs and JSON
 # go to $OUT (default gpu-out/). Run from the repository root: bash scripts/gpu_checks.sh
+case "${1:-}" in -h|--help) sed -n '2,/^set /p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0;; esac  # the header above
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"

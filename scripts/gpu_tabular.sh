@@ -11,6 +11,7 @@
 # DRAW_PARTS=N splits each table's draws into N processes (a table too slow for one call's limit: digits, whose
 # Gibbs sampling is launch-bound on a GPU); scripts/tabular_device_compare.py merges the parts.
 # Run from the repository root: bash scripts/gpu_tabular.sh
+case "${1:-}" in -h|--help) sed -n '2,/^set /p' "$0" | sed -n 's/^# \{0,1\}//p'; exit 0;; esac  # the header above
 set -uo pipefail
 OUT=${OUT:-gpu-out}
 W=${W:-/tmp/tabular-cuda}
@@ -47,3 +48,5 @@ export -f one; export PY W OUT DEVICE=${DEVICE:-cuda} EPSILONS=${EPSILONS:-} DRA
   > "$W/machine.txt" 2>&1
 job_specs | xargs -P "$LANES" -I{} bash -c 'one "$@"' _ {}
 cat "$W/timings.txt"
+# exit status: 1 when any table (or draw part) did not finish with exit 0, so a caller sees a failed study
+! grep -qv " exit 0 after " "$W/timings.txt"

@@ -58,3 +58,17 @@ def test_gpu_tabular_draws_in_parts_merge_into_the_study_rows(tmp_path):
     committed = {tdc._row_key(r): r["accuracy"] for r in
                  json.loads((ROOT / "docs" / "results" / "tabular" / "tabular.json").read_text())["rows"]}
     assert all(committed[tdc._row_key(r)] == r["accuracy"] for r in rows)
+
+
+def test_the_shell_scripts_answer_help_without_running(tmp_path):
+    """--help prints the header and runs nothing (it had launched the study, run the checks, or been taken as the
+    output folder)."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for script in ("gpu_tabular.sh", "gpu_checks.sh", "figures_synthetic.sh"):
+        r = subprocess.run(["bash", str(root / "scripts" / script), "--help"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and len(r.stdout.splitlines()) >= 2, (script, r.stderr)
+        assert not list(tmp_path.iterdir()), script  # nothing written (no gpu-out/, no results/)
