@@ -221,6 +221,8 @@ def test_estimators_warn_once_per_weak_parameter(name, eps, delta, words):
         warnings.simplefilter("always")
         ESTIMATORS[name](eps, delta).fit(X, y)
     weak = [str(w.message) for w in caught if issubclass(w.category, WeakPrivacyWarning)]
+    if name.startswith("gmm") and eps >= 40:  # exact discrete noise: its samplers' share of delta passes delta too
+        words = [*words, "delta_sampler"]
     assert len(weak) == len(words) and all(any(t in m for m in weak) for t in words), weak
     if name.startswith("gmm"):  # pointing at the caller's line
         assert all(w.filename == __file__ for w in caught if issubclass(w.category, WeakPrivacyWarning))
