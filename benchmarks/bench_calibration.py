@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                     "load_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    data["provenance"] = _environment()  # commit (+dirty), versions, machine
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"zcdp_rho: tensor path {med_t * 1e3:.1f} ms, float path {med_f * 1e3:.2f} ms ({med_t / med_f:.0f}x); "
           f"fit at a new epsilon {fit_med['tensor path'] * 1e3:.0f} ms -> {fit_med['float path'] * 1e3:.0f} ms; "

@@ -154,7 +154,10 @@ def main(argv=None):
                 row["rejection_loops"] = _counts(base, kind, n, param, a.device)
             counts.append(row)
     meta["loadavg_end"] = os.getloadavg()
-    out = {"benchmark": "bench_discrete", "meta": meta, "timings": rows, "dispatch_counts": counts}
+    from torchdpgmm._provenance import environment as _environment
+
+    out = {"benchmark": "bench_discrete", "meta": meta, "timings": rows, "dispatch_counts": counts,
+           "provenance": _environment()}
     path = Path(a.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))

@@ -186,6 +186,8 @@ def main(argv=None) -> dict:
     res["skew_normal"] = bench_skew_normal(a.sn_datasets, a.sn_N, 3, a.sn_iters, a.repeats, a.seed)
     limiter.unregister() if hasattr(limiter, "unregister") else None
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    res["provenance"] = _environment()  # commit (+dirty), versions, machine
     a.out.write_text(json.dumps(res, indent=2))
     print(json.dumps({k: res[k] for k in ("median_ours", "median_sklearn_loop", "speedup", "max_rel_loglik_diff",
                                           "torch_threads")}))

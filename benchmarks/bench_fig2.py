@@ -131,6 +131,8 @@ def main(argv=None) -> int:
     else:
         res = run(a.trials, a.seed, solver=a.solver)
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    res["provenance"] = _environment()  # commit (+dirty), versions, machine
     a.out.write_text(json.dumps(res, indent=2))
     print(json.dumps({k: res[k] for k in ("a_sweep_seconds", "d_ratio_sweep_to_generate_and_fit")}, indent=None))
     return 0

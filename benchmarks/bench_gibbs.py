@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                           "checksum": rs[0]["checksum"], "strictly_inside": rs[0]["strictly_inside"]}
         print(f"{k}: {out['legs'][k]}")
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    out["provenance"] = _environment()  # commit (+dirty), versions, machine
     a.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {a.out}")
     return 0

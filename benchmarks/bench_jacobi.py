@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
            "torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
            "rows": rows, "release": release_ops()}
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    out["provenance"] = _environment()  # commit (+dirty), versions, machine
     a.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"release fit ops: {out['release']}")
     print(f"wrote {a.out}")

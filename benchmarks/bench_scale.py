@@ -210,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                         "started_unix": t0, "elapsed_s": time.time() - t0},
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    res["provenance"] = _environment()  # commit (+dirty), versions, machine
     a.out.write_text(json.dumps(res, indent=2))
     plot(res, a.out.with_suffix(".png"))
     print(json.dumps({k: res[k] for k in ("sweeps", "max_peak_rss_gib")}, indent=1))

@@ -360,7 +360,9 @@ def main(argv=None):
         path = Path(a.out)
         out = json.loads(path.read_text()) if path.exists() else {"benchmark": "bench_sdp", "meta": meta}
         T = 4 if a.quick else a.kl_trials
-        out["kl_speed"] = {"meta": meta, **bench_kl_speed(T, 1 if a.quick else a.repeats, ref=a.baseline_ref,
+        from torchdpgmm._provenance import environment as _environment
+
+        out["kl_speed"] = {"meta": meta | {"provenance": _environment()}, **bench_kl_speed(T, 1 if a.quick else a.repeats, ref=a.baseline_ref,
                                                           block=2 if a.quick else 40)}
         sizes = [(2, 60)] if a.quick else [(2, 1000), (4, 1000), (5, 1000), (10, 1000), (3, 5000)]
         out["kl_speed"]["other_sizes"] = bench_kl_sizes(sizes, 2 if a.quick else 20, 1 if a.quick else a.repeats,
@@ -370,7 +372,9 @@ def main(argv=None):
         path.write_text(json.dumps(out, indent=1))
         print("wrote", a.out)
         return out
-    out = {"benchmark": "bench_sdp", "meta": meta}
+    from torchdpgmm._provenance import environment as _environment
+
+    out = {"benchmark": "bench_sdp", "meta": meta, "provenance": _environment()}
     if not a.skip_c:
         out["c_per_problem"] = bench_c(sizes, repeats, a.lmi_cap, batch)
     if not a.skip_b:

@@ -157,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
                 "cpu2_1e5": (not on_gpu and ok("cpu") and by["cpu"]["trials"] >= 100_000 and os.cpu_count() == 2
                              and by["cpu"]["wall_s"] <= TARGETS["cpu2_1e5_seconds"])},
     }
+    from torchdpgmm._provenance import environment as _environment
+
+    res["provenance"] = _environment(device)  # commit (+dirty), versions, the card
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2) + "\n")
     for lg in legs:

@@ -168,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                     "python": platform.python_version()},
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    res["provenance"] = _environment()  # commit (+dirty), versions, machine
     a.out.write_text(json.dumps(res, indent=2) + "\n")
     print(json.dumps({k: res[k] for k in ("peak_rss_ratio_large_over_small", "target_rss_within_10_percent",
                                           "target_large_under_600_s")}))

@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
     payload["median_saved_seconds"] = payload["median_seconds"]["baseline"] - payload["median_seconds"]["this tree"]
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
+        from torchdpgmm._provenance import environment as _environment
+        payload["provenance"] = _environment()  # commit (+dirty), versions, machine
         a.out.write_text(json.dumps(payload, indent=1) + "\n")
     print(json.dumps(payload["median_seconds"]))
     return payload

@@ -345,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
         res = cuda_run([1000, 10000] if not a.quick else [64])
         res["config"] = {"torch": torch.__version__, "python": platform.python_version(), "device": res["gpu"]}
         out = Path(a.out if a.out != str(OUT) else OUT.with_name("bench_syncs_cuda.json"))
+        from torchdpgmm._provenance import environment as _environment
+
+        res["provenance"] = _environment("cuda")  # commit (+dirty), versions, the card
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
         print(json.dumps({k: [(r["trials"], r["syncs"], round(r["peak_bytes_per_trial"])) if "syncs" in r
@@ -356,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     res = run(trials, blocks, stacks=a.stacks)
     res["config"] = {"trials": trials, "blocks": blocks, "quick": a.quick, "torch": torch.__version__,
                      "python": platform.python_version(), "device": "cpu (dispatch-mode counts)"}
+    from torchdpgmm._provenance import environment as _environment
+
+    res["provenance"] = _environment("cpu")  # commit (+dirty), versions, machine
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")

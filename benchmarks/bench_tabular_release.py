@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--repeats and --threads must be >= 1")
     res = run(1 if a.quick else a.repeats, a.threads, 2000 if a.quick else None)
     a.out.parent.mkdir(parents=True, exist_ok=True)
+    from torchdpgmm._provenance import environment as _environment
+    res["provenance"] = _environment()  # commit (+dirty), versions, machine
     a.out.write_text(json.dumps(res, indent=2) + "\n")
     print(f"release median {res['release_seconds_median']:.3f} s, QDA {res['baseline_seconds_median']:.3f} s, "
           f"ratio {res['ratio_to_baseline']:.2f} (load {res['environment']['load_average_start'][0]:.2f})")

@@ -15,7 +15,6 @@ import argparse
 import inspect
 import json
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
@@ -103,11 +102,9 @@ def _record_row(family: str, mode: str, mechanism: str, thunk: Callable[[], Any]
 def collect() -> dict[str, Any]:
     torch.set_num_threads(1)
     rows = [_record_row(*r) for r in _releases()]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=False).stdout.strip()
-    except OSError:
-        commit = ""
+    from torchdpgmm._provenance import commit as _commit
+
+    commit = _commit() or ""  # "+dirty" when tracked files differ from the commit
     return {"study": "privacy-records", "config": {"epsilon": EPS, "delta": DELTA, "num_classes": K,
                                                    "clip_bound": CLIP, "num_records": 60},
             "rows": rows, "environment": {"torch": torch.__version__, "python": platform.python_version(),

@@ -660,9 +660,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     results = out / f"results{_suffix(spec)}"
     _concat_chunks(results, (_chunk_path(chunk_dir, spec, c) for c in iter_chunks(spec, blocks)))
     block_sizes = {_block_key(*k): int(b) for k, b in blocks.items()}
-    import torch
-
-    from torchdpgmm import __version__
+    from torchdpgmm._provenance import environment
     from torchdpgmm.experiments import _jsonable
     from torchdpgmm.modelfile import atomic_path, atomic_write_text
 
@@ -672,7 +670,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
         plot_results(summary, png, spec=spec)
         atomic_write_text(out / "summary.json", mode=0o644, text=json.dumps(_jsonable(
             {"spec": spec.to_dict(), "block_sizes": block_sizes, "points": summary,
-             "environment": {"torchdpgmm": __version__, "torch": torch.__version__}}), indent=2))
+             "environment": environment(spec.device)}), indent=2))
     return {"done": done, "skipped": total - done, "results": str(results), "summary": summary,
             "block_sizes": block_sizes}
 

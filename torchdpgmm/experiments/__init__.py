@@ -17,7 +17,6 @@ import importlib
 import json
 import math
 import pkgutil
-import platform
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -187,7 +186,7 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
             warnings.warn(f"{name}: {note}", UserWarning, stacklevel=2)
     cfg = config.as_dict()
     cfg.update(result.config)
-    from torchdpgmm import __version__
+    from torchdpgmm._provenance import environment
 
     payload = {
         "study": name,
@@ -195,12 +194,7 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
         "rows": _jsonable(result.rows),
         "notes": list(result.notes),
         "runtime_seconds": elapsed,
-        "environment": {
-            "torchdpgmm": __version__,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-        },
+        "environment": environment(config.device),
     }
     import io
 
