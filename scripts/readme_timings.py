@@ -109,17 +109,11 @@ def time_fig2(trials: int = README_TRIALS, quick: bool = False) -> dict:
 
 
 def _commit() -> str | None:
-    """The short hash of the checked-out commit (with ``+dirty`` when tracked files differ), or None outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              timeout=30)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    """The short hash of the checked-out commit (with ``+dirty`` when tracked files differ), or None outside git:
+    :func:`torchdpgmm._provenance.commit` of this checkout."""
+    from torchdpgmm._provenance import commit
+
+    return commit(ROOT)
 
 
 def time_suite(root: Path = ROOT) -> dict:
