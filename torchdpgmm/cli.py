@@ -275,7 +275,9 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ray-address", default=None, help="Ray cluster address host:port or ray://host:port "
                    "(default: start a local Ray); one that accepts no connection within 15 s is an error")
     p.add_argument("--resume", action="store_true", help="continue an interrupted sweep in --out")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (it is shown only when stderr is a terminal; OUT/progress.json is written "
+                        "either way)")
     p.add_argument("--out", type=Path, required=True)
 
 
@@ -1103,7 +1105,8 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
     if not args.resume:
         _new_folder(args.out, created)
     res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,
-                    progress=not args.no_progress, workers=args.workers, threads=args.threads)
+                    progress=not args.no_progress and sys.stderr.isatty(),  # a log file gets no bar
+                    workers=args.workers, threads=args.threads)
     created.clear()
     blocks = ", ".join(sorted({str(b) for b in res.get("block_sizes", {}).values()}))
     print(f"sweep in {args.out}: {res['done']} chunks run, {res['skipped']} already done, blocks of {blocks} trials; "
