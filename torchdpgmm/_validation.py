@@ -223,17 +223,15 @@ def check_privacy_strength(epsilon: Any, delta: Any, *, allow_weak_privacy: bool
     return [msg for _, msg in weak]
 
 
-def warn_sampler_delta(epsilon: Any, delta: Any, tv: float, *, stacklevel: int = 2) -> None:
-    """The one budget rule's companion for exact discrete noise: its samplers are within total variation ``tv`` of
-    exact draws, which adds ``delta_sampler = (1 + e^epsilon) tv`` to delta (public values only). Negligible at small
-    epsilon (about 1e-19), it passes a delta of 1e-5 near epsilon 32 and 1 near epsilon 50, where the guarantee
-    claims nothing: a :class:`WeakPrivacyWarning` (once in a :class:`budget_scope`) when it exceeds ``delta``."""
-    eps, dlt = _largest(epsilon), _largest(delta)
-    if eps is None or not tv:
-        return
-    extra = (1.0 + math.exp(eps)) * float(tv) if eps < 700 else math.inf
+def warn_sampler_delta(epsilon: Any, delta: Any, delta_sampler: Any, *, stacklevel: int = 2) -> None:
+    """The one budget rule's companion for exact discrete noise: its samplers are within total variation of exact
+    draws, which adds a record's ``delta_sampler`` (:attr:`torchdpgmm.privacy.PrivacyRecord.delta_sampler`,
+    ``(1 + e^epsilon) sampler_tv``) to delta (public values only). Negligible at small epsilon (about 1e-19), it passes
+    a delta of 1e-5 near epsilon 32 and 1 near epsilon 50, where the guarantee claims nothing: a
+    :class:`WeakPrivacyWarning` (once in a :class:`budget_scope`) when it exceeds ``delta``."""
+    eps, dlt, extra = _largest(epsilon), _largest(delta), _largest(delta_sampler)
     d = 0.0 if dlt is None else dlt
-    if extra <= d:
+    if eps is None or extra is None or extra <= d:
         return
     given = _WARNED.get()
     if given is not None:
@@ -288,12 +286,11 @@ def byte_count(text: str) -> float:
 
     units = {"kib": 2 ** 10, "mib": 2 ** 20, "gib": 2 ** 30, "kb": 1e3, "mb": 1e6, "gb": 1e9, "b": 1}
     t = str(text).strip().lower()
-    for u, f in units.items():
-        if t.endswith(u):
-            value = _float_or_type_error(t[: -len(u)], text) * f
-            break
-    else:
-        value = _float_or_type_error(t, text)
+    unit = next((u for u in units if t.endswith(u)), None)
+    try:
+        value = float(t[: -len(unit)]) * units[unit] if unit else float(t)
+    except ValueError:  # not a number: refused below with the same line (NaN fails every comparison)
+        value = math.nan
     if not (value >= MIN_MEMORY_BUDGET and value < float("inf")):
         raise argparse.ArgumentTypeError(f"must be a byte count of at least {MIN_MEMORY_BUDGET // 2 ** 20}MiB "
                                          f"(e.g. 512MiB or 2e9), got {text!r}")
@@ -301,13 +298,3 @@ def byte_count(text: str) -> float:
 
 
 byte_count.__name__ = "byte count"  # argparse names the type so
-
-
-def _float_or_type_error(t: str, text: str) -> float:
-    import argparse
-
-    try:
-        return float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a byte count of at least {MIN_MEMORY_BUDGET // 2 ** 20}MiB "
-                                         f"(e.g. 512MiB or 2e9), got {text!r}") from None

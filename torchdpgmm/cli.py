@@ -778,7 +778,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     if sound:  # public values: the discrete samplers' share of delta at this epsilon (one line, or --strict refuses)
         from torchdpgmm._validation import warn_sampler_delta
 
-        warn_sampler_delta(privacy.epsilon, privacy.delta, privacy.sampler_tv)
+        warn_sampler_delta(privacy.epsilon, privacy.delta, privacy.delta_sampler)
     if bounds is not None:
         model = bounds.model_from_unit(model)
     if args.seed is not None:

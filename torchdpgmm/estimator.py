@@ -628,7 +628,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
             self.clip_radius_ = float(clip)
         self.privacy_ = _float_record(rel.privacy)
         if self.mode == "sound":  # public values: the discrete samplers' share of delta at this epsilon
-            warn_sampler_delta(self.privacy_.epsilon, self.privacy_.delta, self.privacy_.sampler_tv, stacklevel=3)
+            warn_sampler_delta(self.privacy_.epsilon, self.privacy_.delta, self.privacy_.delta_sampler, stacklevel=3)
         if self.mode == "sound":  # from released values only (post-processing)
             from torchdpgmm.release.diagnostics import warn_sound_release
 
@@ -943,7 +943,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
                                torch.as_tensor(idx, dtype=torch.int64, device=dev), num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
-        warn_sampler_delta(rel.privacy.epsilon, rel.privacy.delta, rel.privacy.sampler_tv, stacklevel=2)
+        warn_sampler_delta(rel.privacy.epsilon, rel.privacy.delta, rel.privacy.delta_sampler, stacklevel=2)
         from torchdpgmm.release.diagnostics import pipeline_mostly_noise, warn_mostly_noise
 
         if pipeline_mostly_noise(rel):  # released values only (post-processing)

@@ -85,18 +85,8 @@ def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``text`` to ``path`` atomically (temporary file + rename: never half a file), with the
     permissions of an ordinary new file (``0666 & ~umask``, i.e. 0644 usually; ``mkstemp`` alone gives 0600), or
     ``mode`` when given (the sweep's shared results: 0644 whatever the umask)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path, mode) as tmp:
+        tmp.write_text(text)
 
 
 @contextlib.contextmanager

@@ -217,7 +217,6 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
             w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
         text_csv = buf.getvalue()
     with contextlib.ExitStack() as stack:
-        png = None
         if result.plot is not None:
             import matplotlib
 

@@ -83,9 +83,8 @@ def _nonprivate_fits(Xtr, G: int, cfg: ExperimentConfig, g: torch.Generator):
     from torchdpgmm.em import fit_gmm, fit_skew_normal_mixture
 
     given = cfg.options.get("em_iterations")
-    it = int(cfg.pick("em_iterations", 100 if given is None else given, 30))  # explicit beats --quick
-    if it < 1:
-        raise ValueError("--em-iterations must be >= 1")
+    it = int(cfg.pick("em_iterations", 100 if given is None else given, 30))  # explicit beats --quick (checked
+    # >= 1 by _options, which both studies run first)
     return (fit_gmm(Xtr, G, max_iter=it, tol=1e-7, generator=g),
             fit_skew_normal_mixture(Xtr, G, max_iter=it, tol=1e-7, generator=g))
 

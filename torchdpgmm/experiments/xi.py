@@ -288,8 +288,6 @@ def format_figure(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-
-
 def _xi_settings(rows, num_test: int | None) -> str:
     first = rows[0] if rows else {}
     trials = max((int(r.get("trials") or 0) for r in rows), default=0)
