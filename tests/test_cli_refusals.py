@@ -41,6 +41,8 @@ BAD = {
                                     "16MiB"),
     "fig2 seed negative": (["experiment", "fig2", "--quick", "--seed", "-1", "--out", "ex"], "--seed"),
     "sweep seed negative": (["sweep", "--seed", "-1", "--clip-bound", "10", "--trials", "2", "--out", "sw"], "--seed"),
+    "as-published sweep seed negative": (["sweep", "--mode", "as-published", "--seed", "-1", "--trials", "2",
+                                          "--out", "sw"], "--seed"),  # one line: the caveat comes after the checks
     "sweep out is a file": (["sweep", "--clip-bound", "10", "--trials", "2", "--out", "afile"], "not a folder"),
     "experiment out is a file": (["experiment", "fig2", "--quick", "--out", "afile"], "not a folder"),
     "negative delta in e-notation": (["release", "--data", "d.csv", "--label-column", "y", "--features", "a,b",

@@ -1089,10 +1089,10 @@ def _sweep_spec(args: argparse.Namespace):
 def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
     from torchdpgmm.sweep import run_sweep
 
-    spec = _sweep_spec(args)
-    _warn_as_published(args)
     if args.seed < 0:  # as every other command: a seed is a non-negative integer
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    spec = _sweep_spec(args)
+    _warn_as_published(args)
     if args.threads < 1:
         raise UsageError(f"--threads must be >= 1, got {args.threads}")
     if args.workers < 1:
