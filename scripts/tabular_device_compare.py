@@ -190,7 +190,8 @@ def compare(cpu: dict, gpu: dict) -> dict:
             "default_release_mean_fit_seconds": {"cpu": mean_fit_seconds(ours_cpu),
                                                  "gpu": mean_fit_seconds(gpu["rows"]),
                                                  "note": "not like for like: the CPU run on 2 cores (1 thread), the "
-                                                         "GPU run six tables at a time on one H100 (2 threads each)"},
+                                                         "GPU runs several processes at a time on one card "
+                                                         "(gpu_runs: lanes and threads per run)"},
             "groups_significant_bonferroni": [g for g in groups if g["p_value"] < 0.05 / max(len(groups), 1)],
             "largest_abs_difference": max((abs(c["difference"]) for c in cells), default=None),
             "targets_gpu": _targets(gpu["rows"], peer_rows), "targets_cpu_same_tables": _targets(ours_cpu, peer_rows),
