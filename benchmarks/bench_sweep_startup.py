@@ -64,11 +64,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--trials", type=int, default=100_000)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="untimed runs of each tree first (bytecode written, caches filled: an installed package's "
+                         "state; where site-packages is read-only, set PYTHONPYCACHEPREFIX)")
     ap.add_argument("--quick", action="store_true", help="smoke run on CPU: 64 trials, 1 round")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     if (a.baseline is None) == (a.baseline_tree is None):
         ap.error("give one of --baseline REV and --baseline-tree PATH")
+    if a.rounds < 1 or a.warmup < 0:
+        ap.error("--rounds must be >= 1 and --warmup >= 0")
     if a.quick:
         a.trials, a.device, a.rounds = 64, "cpu", 1
     import torch
@@ -79,6 +84,9 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         base = a.baseline_tree.resolve() if a.baseline_tree else baseline_tree(a.baseline, Path(tmp))
         trees = {"this tree": ROOT, "baseline": base}
+        for _ in range(a.warmup):
+            for name in trees:
+                run_once(trees[name], a.trials, a.device, Path(tmp))
         for r in range(a.rounds):
             order = ("this tree", "baseline") if r % 2 == 0 else ("baseline", "this tree")
             for name in order:
@@ -88,7 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
         "benchmark": "bench_sweep_startup", "script": "benchmarks/bench_sweep_startup.py",
         "command": "torchdpgmm " + " ".join(command(a.trials, a.device, Path("OUT"))[2:]),
         "baseline": a.baseline or str(a.baseline_tree), "baseline_label": a.baseline_label or a.baseline, "device": device_name, "torch": torch.__version__,
-        "python": platform.python_version(), "trials": a.trials, "rounds": a.rounds, "quick": a.quick,
+        "python": platform.python_version(), "trials": a.trials, "rounds": a.rounds, "warmup_runs_per_tree": a.warmup,
+        "bytecode": {k: os.environ.get(k) for k in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}, "quick": a.quick,
         "date": time.strftime("%Y-%m-%d"), "load_1min_before": load_before, "load_1min_after": os.getloadavg()[0],
         "seconds": times, "median_seconds": {k: statistics.median(v) for k, v in times.items()},
         "min_seconds": {k: min(v) for k, v in times.items()},

@@ -8,7 +8,8 @@ import json
 def test_bench_sweep_startup_quick(tmp_path, load_script):
     mod = load_script("benchmarks/bench_sweep_startup.py")
     out = tmp_path / "b.json"
-    res = mod.main(["--quick", "--baseline-tree", str(mod.ROOT), "--out", str(out)])
+    res = mod.main(["--quick", "--warmup", "1", "--baseline-tree", str(mod.ROOT), "--out", str(out)])
     d = json.loads(out.read_text())
     assert d == json.loads(json.dumps(res)) and d["trials"] == 64 and d["rounds"] == 1
+    assert d["warmup_runs_per_tree"] == 1 and set(d["bytecode"]) == {"PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE"}
     assert [len(v) for v in d["seconds"].values()] == [1, 1] and all(v > 0 for v in d["min_seconds"].values())
