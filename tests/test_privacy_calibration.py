@@ -44,6 +44,48 @@ def test_gdp_epsilon_inverts_gdp_delta():
             assert _scipy_gdp_delta(e, mu) <= delta * (1 + 1e-12)
 
 
+def _mp_gdp_delta(eps, mu):
+    """The exact delta in 80-digit arithmetic (mpmath): no cancellation left to round."""
+    import mpmath
+
+    with mpmath.workdps(80):
+        e, m = mpmath.mpf(eps), mpmath.mpf(mu)
+        return mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
+
+
+def _random_points(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        mu = float(10 ** rng.uniform(-8, 1.5))
+        yield float(rng.uniform(0, 40) * mu), mu
+
+
+def test_gdp_delta_is_never_below_the_exact_delta():
+    """Small mu makes log Phi(a) and eps + log Phi(b) large and nearly equal; their float64 difference used to
+    lose digits on the optimistic side (delta 1.2e-9 too small at mu = 1e-5). The value is now an upper bound:
+    never below the 80-digit value, and within 1e-8 of it from mu = 1e-2 on."""
+    import mpmath
+
+    for eps, mu in _random_points():
+        exact = _mp_gdp_delta(eps, mu)
+        if exact < mpmath.mpf(10) ** -300:
+            continue
+        ratio = float(mpmath.mpf(P.gdp_delta(eps, mu)) / exact)
+        assert ratio >= 1.0, (eps, mu, ratio)
+        assert ratio <= (1 + 1e-8 if mu >= 1e-2 else 1.01), (eps, mu, ratio)
+
+
+@pytest.mark.parametrize("delta", [1e-3, 1e-5, 1e-9, 1e-15])
+def test_calibrations_are_safe_in_exact_arithmetic(delta):
+    """gdp_mu's mu and gdp_epsilon's epsilon, priced by the 80-digit delta, never exceed the delta asked for
+    (at epsilon 1e-7 the old gdp_mu gave 2.7e-9 more, and gdp_epsilon 2.4e-7 more at mu 1e-6)."""
+    for eps in [1e-7, 1e-5, 1e-3, 0.1, 1.0, 10.0, 50.0]:
+        assert _mp_gdp_delta(eps, P.gdp_mu(eps, delta)) <= delta, eps
+    for mu in [1e-7, 1e-6, 1e-5, 1e-3, 0.1, 1.0, 10.0]:
+        e = P.gdp_epsilon(delta, mu)
+        assert e == 0.0 or _mp_gdp_delta(e, mu) <= delta, mu
+
+
 def test_analytic_sigma_matches_dp_accounting_gaussian_loss():
     pytest.importorskip("dp_accounting")
     from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
