@@ -115,6 +115,9 @@ def test_pipeline_record_matches_independent_accountants(adjacency):
     assert rec.epsilon <= 2.0 + 1e-12
     assert abs(eps_pld - 2.0) < 0.01  # the budget is fully used, and not exceeded
     assert rel.model.means.shape == (3, 2, 5)
+    # the record's split holds the stages' fractions of mu^2 only (the total mu is a note, not a part)
+    assert set(rec.split) == {"mean", "pca", "mixture"} and sum(rec.split.values()) == pytest.approx(1.0)
+    assert any(n.startswith(f"mu {rel.extras['mu']:.6g} in total") for n in rec.notes)
 
 
 def _worst_cell_change(U, cells, centres, clip, rng, trials=500):

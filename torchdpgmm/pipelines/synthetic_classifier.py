@@ -231,6 +231,7 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
                                          class_to_pooled=cfg.class_to_pooled, generator=generator)
     blocks = tuple(b_feat) + tuple(b_mix)
     notes = [f"record-level DP, adjacency {adjacency}; every private-data step is a Gaussian block below",
+             f"mu {mu:.6g} in total (Gaussian DP); split: the stages' fractions of mu^2",
              f"public transform {cfg.transform!r}; mean clip {cfg.mean_clip:g}, PCA clip {cfg.pca_clip:g}, "
              f"radius {cfg.radius:g}, d={cfg.n_components}, {m} component(s) per class"]
     if cfg.covariance_type != "full":
@@ -240,7 +241,7 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
                      "block), class covariances by the noise-aware rule of torchdpgmm.release.covariance_rule")
     rec = make_record(blocks=blocks, delta=float(delta), adjacency=adjacency, mechanism="dp-pca+class-mixture",
                       covered=True, notes=notes,
-                      split={"mean": cfg.mean_fraction, "pca": cfg.pca_fraction, "mixture": 1 - fr, "target_mu": mu})
+                      split={"mean": cfg.mean_fraction, "pca": cfg.pca_fraction, "mixture": 1 - fr})
     if composed_mu(blocks) > mu * (1 + 1e-9):  # a defect of this code, never of the data
         raise RuntimeError("composed mu exceeds the target; refusing to return the release")
     extras = {"components_per_class": m, "mu": mu}  # no wall time: it is a side channel on private data
