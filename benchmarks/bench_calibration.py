@@ -19,12 +19,16 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 
 
 def _time(fn) -> float:
@@ -35,13 +39,13 @@ def _time(fn) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=_args.whole(1), default=5)
     p.add_argument("--quick", action="store_true", help="two epsilons, one repeat: a smoke run")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_calibration.json"))
     args = p.parse_args(argv)
     if args.quick and Path(args.out).resolve() == Path(p.get_default("out")).resolve():
-        raise SystemExit("bench_calibration: error: --quick needs --out PATH (a smoke run never replaces the committed "
-                         "results)")
+        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_out(p, args.out)
     torch.set_num_threads(1)
     from torchdpgmm.estimator import DPGaussianMixture
     from torchdpgmm.privacy import calibration as C

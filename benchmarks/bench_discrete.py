@@ -28,7 +28,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 from torchdpgmm.mechanisms import discrete as current  # noqa: E402
 
 SYNC_OPS = ("nonzero", "_local_scalar_dense", "item", "is_nonzero", "masked_select")
@@ -113,14 +115,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=_args.whole(1), default=1)
+    ap.add_argument("--repeats", type=_args.whole(1), default=3)
     ap.add_argument("--baseline-ref", default="a2505e8")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "bench_discrete.json"))
     a = ap.parse_args(argv)
     if a.quick and Path(a.out).resolve() == Path(ap.get_default("out")).resolve():
-        raise SystemExit("bench_discrete: error: --quick needs --out PATH (a smoke run never replaces the committed "
-                         "results)")
+        ap.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_device(ap, a.device)
+    _args.check_out(ap, a.out)
     torch.set_num_threads(a.threads)
     base = _baseline(a.baseline_ref)
     sizes = [200, 2000] if a.quick else [1000, 10_000, 100_000, 1_000_000]

@@ -17,12 +17,16 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 
 
 def make_data(B: int, N: int, K: int, d: int, seed: int) -> torch.Tensor:
@@ -103,20 +107,22 @@ def bench_skew_normal(datasets: int, N: int, K: int, iters: int, repeats: int, s
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--datasets", type=int, default=100)
-    p.add_argument("--N", type=int, default=1000)
-    p.add_argument("--K", type=int, default=5)
-    p.add_argument("--d", type=int, default=3)
-    p.add_argument("--iters", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the machine is shared)")
+    count = _args.whole(1)
+    p.add_argument("--datasets", type=count, default=100)
+    p.add_argument("--N", type=count, default=1000)
+    p.add_argument("--K", type=count, default=5)
+    p.add_argument("--d", type=count, default=3)
+    p.add_argument("--iters", type=count, default=100)
+    p.add_argument("--repeats", type=count, default=3)
+    p.add_argument("--threads", type=count, default=1, help="torch threads (default 1: the machine is shared)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--smoke", action="store_true", help="tiny sizes for a test")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_em.json"))
-    p.add_argument("--sn-datasets", type=int, default=20, help="skew-normal section: datasets (20, as em-synthetic)")
-    p.add_argument("--sn-N", type=int, default=3500, help="skew-normal section: rows per dataset (3500)")
-    p.add_argument("--sn-iters", type=int, default=50, help="skew-normal section: EM iterations (50)")
+    p.add_argument("--sn-datasets", type=count, default=20, help="skew-normal section: datasets (20, as em-synthetic)")
+    p.add_argument("--sn-N", type=count, default=3500, help="skew-normal section: rows per dataset (3500)")
+    p.add_argument("--sn-iters", type=count, default=50, help="skew-normal section: EM iterations (50)")
     a = p.parse_args(argv)
+    _args.check_out(p, a.out)
     if a.smoke:
         a.datasets, a.N, a.iters, a.repeats = 3, 100, 5, 1
         a.sn_datasets, a.sn_N, a.sn_iters = 2, 200, 5

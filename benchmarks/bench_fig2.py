@@ -29,7 +29,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 from torchdpgmm.experiments.synthetic import EPS_GRID  # noqa: E402
 from torchdpgmm.mixture import fit_labeled  # noqa: E402
 from torchdpgmm.montecarlo import synthetic_data  # noqa: E402
@@ -115,16 +117,16 @@ def run(trials: int, seed: int, n: int = 1000, k: int = 5, d: int = 3, delta: fl
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trials", type=int, default=100)
+    p.add_argument("--trials", type=_args.whole(1), default=100)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=_args.whole(1), default=2)
     p.add_argument("--solver", default="dual", choices=["dual", "cvxpylayers"])
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "bench_fig2.json")
     p.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     a = p.parse_args(argv)
     if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
-        raise SystemExit("bench_fig2: error: --quick needs --out PATH (a smoke run never replaces the committed "
-                         "results)")
+        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_out(p, a.out)
     torch.set_num_threads(a.threads)
     if a.quick:
         res = run(min(a.trials, 2), a.seed, n=60, epsilons=(0.5, 1.0), solver=a.solver)

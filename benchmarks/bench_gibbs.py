@@ -23,6 +23,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
+
 
 _CHILD = r"""
 import json, sys, time
@@ -76,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.repeats < 1:
         p.error(f"--repeats must be >= 1, got {a.repeats}")
+    if a.baseline:
+        _args.check_git_ref(p, "--baseline", a.baseline)
+    _args.check_out(p, a.out)
     with tempfile.TemporaryDirectory() as tmp:
         legs = {"this tree": ROOT}
         if a.baseline:

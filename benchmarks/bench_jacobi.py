@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -30,7 +31,9 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchdpgmm.mechanisms import psd
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
+from torchdpgmm.mechanisms import psd  # noqa: E402
 
 
 class _Count(TorchDispatchMode):
@@ -105,11 +108,13 @@ def release_ops(d: int = 8) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--dims", default="3,4,5,6,7,8")
+    p.add_argument("--repeats", type=_args.whole(1), default=5)
+    p.add_argument("--dims", default="3,4,5,6,7,8", type=_args.csv_of(_args.whole(1), "whole numbers >= 1"))
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_jacobi.json"))
     a = p.parse_args(argv)
+    _args.check_device(p, a.device)
+    _args.check_out(p, a.out)
     rng = np.random.default_rng(0)
     rows = []
     for d in (int(x) for x in a.dims.split(",")):

@@ -34,7 +34,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 from torchdpgmm.experiments.synthetic import EPS_GRID  # noqa: E402
 
 MECHS = ("kl", "colored", "gaussian", "laplace", "r1smg")
@@ -167,17 +169,21 @@ def plot(res: dict, path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trials", default="1000,10000", help="comma-separated trial counts of the sweep")
+    count = _args.whole(1)
+    p.add_argument("--trials", default="1000,10000", type=_args.csv_of(count, "whole numbers >= 1", allow_empty=True),
+                   help="comma-separated trial counts of the sweep")
     p.add_argument("--big", action="store_true", help="also run 10^5 trials")
-    p.add_argument("--cost-trials", type=int, default=200, help="trials of the per-mechanism measurement")
-    p.add_argument("--block-size", type=int, default=40)
-    p.add_argument("--memory-budget", type=float, default=None, help="bytes per chunk (default: the sweep's)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--cost-trials", type=count, default=200, help="trials of the per-mechanism measurement")
+    p.add_argument("--block-size", type=count, default=40)
+    p.add_argument("--memory-budget", type=_args.positive_float, default=None,
+                   help="bytes per chunk (default: the sweep's)")
+    p.add_argument("--threads", type=count, default=2)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_scale.json")
     p.add_argument("--quick", action="store_true", help="tiny smoke run (2 mechanisms, 2 epsilons)")
-    p.add_argument("--cli-trials", type=int, default=2000,
+    p.add_argument("--cli-trials", type=_args.whole(0), default=2000,
                    help="trials of the timed `torchdpgmm sweep --mechanisms kl ...` command (0: skip)")
     a = p.parse_args(argv)
+    _args.check_out(p, a.out)
     torch.set_num_threads(a.threads)
     mechs, eps = (["gaussian", "laplace"], [0.5, 2.0]) if a.quick else (list(MECHS), list(EPS_GRID))
     trials = [int(x) for x in a.trials.split(",") if x.strip()] + ([100000] if a.big else [])

@@ -33,7 +33,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 from torchdpgmm.design import (covering_violation, design_mechanism, label_flip_differences,  # noqa: E402
                                solve_covering_sdp, solve_lmi_cvxpy)
 from torchdpgmm.design.algorithm import _mvdigamma  # noqa: E402
@@ -324,27 +326,38 @@ def bench_kl_sizes(sizes, T, repeats, K=5, ref="main"):
     return rows
 
 
+def _size(text: str) -> tuple[int, int]:
+    """``dxN`` (``3x5000``): d and N, both whole numbers >= 1."""
+    d, n = (int(v) for v in text.split("x"))
+    if d < 1 or n < 1:
+        raise ValueError(text)
+    return d, n
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "bench_sdp.json"))
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--lmi-cap", type=float, default=150.0, help="skip an LMI solve estimated above this (s)")
-    ap.add_argument("--literal-trials", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=100, help="problems in the amortised dual measurement")
-    ap.add_argument("--sizes", default=None, help="comma list of dxN, e.g. 3x5000,5x1000 (default: the grid)")
+    count = _args.whole(1)
+    ap.add_argument("--threads", type=count, default=1)
+    ap.add_argument("--repeats", type=count, default=3)
+    ap.add_argument("--lmi-cap", type=_args.positive_float, default=150.0,
+                    help="skip an LMI solve estimated above this (s)")
+    ap.add_argument("--literal-trials", type=count, default=2)
+    ap.add_argument("--batch", type=count, default=100, help="problems in the amortised dual measurement")
+    ap.add_argument("--sizes", default=None, type=_args.csv_of(_size, "dxN sizes (e.g. 3x5000)"),
+                    help="comma list of dxN, e.g. 3x5000,5x1000 (default: the grid)")
     ap.add_argument("--skip-b", action="store_true")
     ap.add_argument("--skip-c", action="store_true")
     ap.add_argument("--kl-speed", action="store_true",
                     help="only the barrier-vs-multiplicative comparison (issue 16 item 3); merged into --out")
-    ap.add_argument("--kl-trials", type=int, default=200)
+    ap.add_argument("--kl-trials", type=count, default=200)
     ap.add_argument("--baseline-ref", default="main",
                     help="git ref whose design/sdp.py + algorithm.py are the --kl-speed baseline (default main)")
     a = ap.parse_args(argv)
     if a.quick and Path(a.out).resolve() == Path(ap.get_default("out")).resolve():
-        raise SystemExit("bench_sdp: error: --quick needs --out PATH (a smoke run never replaces the committed "
-                         "results)")
+        ap.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_out(ap, a.out)
     torch.set_num_threads(a.threads)
     if a.quick:
         sizes, repeats, lit_T, ours_T, Nb, Kb, db, batch = [(2, 60), (3, 80)], 1, 1, 4, 60, 3, 2, 10

@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
+
 COMMANDS = {"--version": ["--version"], "--help": ["--help"], "release --help": ["release", "--help"]}
 
 
@@ -61,9 +64,11 @@ def _baseline_tree(rev: str, into: Path) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="a2505e8", help="git revision to compare with (default a2505e8)")
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=_args.whole(1), default=7)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_startup.json")
     args = ap.parse_args()
+    _args.check_git_ref(ap, "--baseline", args.baseline)
+    _args.check_out(ap, args.out)
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True, check=True).stdout.strip()
     base_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline], capture_output=True,

@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
+
 EPSILONS = "0.1,0.2,0.5,1,2,5,10"
 TARGETS = {"gpu_1e5_seconds": 5.0, "gpu_1e6_seconds": 40.0, "gpu_over_cpu": 10.0, "cpu2_1e5_seconds": 175.0}
 
@@ -103,30 +106,33 @@ def device_info(device: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None, help="cuda (default) or cpu")
-    p.add_argument("--trials", type=int, default=100_000)
-    p.add_argument("--large-trials", type=int, default=1_000_000, help="0 skips the large leg")
-    p.add_argument("--cpu-trials", type=int, default=None, help="trials of the CPU leg (default --trials; 0 skips)")
-    p.add_argument("--cpu-workers", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--timeout", type=float, default=None, help="seconds per leg before it is recorded as timed out")
+    p.add_argument("--trials", type=_args.whole(1), default=100_000)
+    p.add_argument("--large-trials", type=_args.whole(0), default=1_000_000, help="0 skips the large leg")
+    p.add_argument("--cpu-trials", type=_args.whole(0), default=None,
+                   help="trials of the CPU leg (default --trials; 0 skips)")
+    p.add_argument("--cpu-workers", type=_args.whole(1), default=os.cpu_count() or 1)
+    p.add_argument("--timeout", type=_args.positive_float, default=None,
+                   help="seconds per leg before it is recorded as timed out")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--quick", action="store_true", help="smoke run on CPU: tiny sizes, no large leg")
     p.add_argument("--derive", type=Path, default=None, metavar="JSON",
                    help="only add this version's derived fields to a JSON written earlier, then exit")
     a = p.parse_args(argv)
     if a.derive is not None:
+        _args.check_in(p, a.derive, "--derive")
+        _args.check_out(p, a.derive, "--derive")
         derive(a.derive)
         return 0
     if a.quick and a.out is None:
-        raise SystemExit("bench_sweep_gpu: error: --quick needs --out PATH (a smoke run never replaces the committed "
-                         "results)")
+        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
     device = a.device or ("cpu" if a.quick else "cuda")
-    if device != "cpu" and not device.startswith("cuda"):
-        raise SystemExit(f"bench_sweep_gpu: error: --device must be cpu or cuda[:N], got {device!r}")
+    _args.check_device(p, device)
+    on_gpu = device.startswith("cuda")
+    out = a.out or ROOT / "benchmarks" / "results" / ("bench_sweep_gpu.json" if on_gpu else "bench_sweep_cpu.json")
+    _args.check_out(p, out)
     if a.quick:
         a.trials, a.large_trials, a.cpu_trials, a.cpu_workers = 20, 0, 8, 1
     cpu_trials = a.trials if a.cpu_trials is None else a.cpu_trials
-    on_gpu = device.startswith("cuda")
-    out = a.out or ROOT / "benchmarks" / "results" / ("bench_sweep_gpu.json" if on_gpu else "bench_sweep_cpu.json")
     legs = []
     if on_gpu:
         legs.append(leg("gpu", device, a.trials, small=a.quick, timeout=a.timeout))

@@ -38,6 +38,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
+
 ISSUE_TRIALS = 100_000   # issue 27 item 8: 10^5 trials x 7 epsilons in under 10 minutes on 2 cores
 #: the commit before the KL sweep's speed-up (single-threaded chunks, worker processes, cheaper SDP steps)
 BASELINE_REF = "9db3c83"
@@ -121,15 +124,16 @@ def speed(trials: int, ref: str, threads: int, workers: int, n: int, k: int, d: 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--small", type=int, default=1000)
-    p.add_argument("--large", type=int, default=100_000)
-    p.add_argument("--threads", type=int, default=2, help="torch threads of the baseline's run")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--speed-trials", type=int, default=160)
+    count = _args.whole(1)
+    p.add_argument("--small", type=count, default=1000)
+    p.add_argument("--large", type=count, default=100_000)
+    p.add_argument("--threads", type=count, default=2, help="torch threads of the baseline's run")
+    p.add_argument("--workers", type=count, default=2)
+    p.add_argument("--speed-trials", type=_args.whole(0), default=160, help="0 skips the before/after timing")
     p.add_argument("--baseline-ref", default=BASELINE_REF)
-    p.add_argument("--n", type=int, default=1000)
-    p.add_argument("--k", type=int, default=5)
-    p.add_argument("--d", type=int, default=3)
+    p.add_argument("--n", type=count, default=1000)
+    p.add_argument("--k", type=count, default=5)
+    p.add_argument("--d", type=count, default=3)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_sweep_memory.json")
     p.add_argument("--quick", action="store_true", help="smoke run: 4 and 40 trials, N=40, K=2, d=2")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
@@ -141,6 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(a.code))
         print(json.dumps(child(a.child, a.threads, a.workers, a.n, a.k, a.d, str(a.out), a.chunk_size, a.kl_out)))
         return 0
+    if a.speed_trials > 0 and not a.quick:
+        _args.check_git_ref(p, "--baseline-ref", a.baseline_ref)
+    _args.check_out(p, a.out)
     if a.quick:
         a.small, a.large, a.n, a.k, a.d, a.speed_trials = 4, 40, 40, 2, 2, 0
     load_before = list(os.getloadavg())

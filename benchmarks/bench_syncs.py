@@ -48,6 +48,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
+
 OUT = ROOT / "benchmarks" / "results" / "bench_syncs.json"
 MAX_SYNCS = 5
 MAX_BYTES_PER_TRIAL = 100_000
@@ -330,8 +333,8 @@ def cuda_run(trials: list[int]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--trials", type=int, nargs="+", default=[16, 256, 4096])
-    p.add_argument("--block", type=int, nargs=2, default=[64, 256])
+    p.add_argument("--trials", type=_args.whole(1), nargs="+", default=[16, 256, 4096])
+    p.add_argument("--block", type=_args.whole(1), nargs=2, default=[64, 256])
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--quick", action="store_true")
     p.add_argument("--stacks", action="store_true", help="record where each host read comes from")
@@ -339,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="cuda: the synchronisations torch reports on the device, wall times and peak device memory")
     a = p.parse_args(argv)
     if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
-        raise SystemExit("bench_syncs: error: --quick needs --out PATH (a smoke run never replaces the committed "
-                         "results)")
+        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_device(p, a.device)
+    _args.check_out(p, a.out)
     if a.device == "cuda":
         res = cuda_run([1000, 10000] if not a.quick else [64])
         res["config"] = {"torch": torch.__version__, "python": platform.python_version(), "device": res["gpu"]}

@@ -18,11 +18,15 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 
 TARGET_SECONDS = 2.0
 
@@ -99,16 +103,14 @@ def run(repeats: int, threads: int, rows: int | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=_args.whole(1), default=7)
+    p.add_argument("--threads", type=_args.whole(1), default=2)
     p.add_argument("--quick", action="store_true", help="2,000 rows, 1 repeat: a smoke run, not the target")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_tabular_release.json"))
     a = p.parse_args(argv)
     if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
-        raise SystemExit("bench_tabular_release: error: --quick needs --out PATH (a smoke run never replaces the committed "
-                         "results)")
-    if a.repeats < 1 or a.threads < 1:
-        p.error("--repeats and --threads must be >= 1")
+        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_out(p, a.out)
     res = run(1 if a.quick else a.repeats, a.threads, 2000 if a.quick else None)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     from torchdpgmm._provenance import environment as _environment

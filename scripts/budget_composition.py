@@ -14,9 +14,13 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+
 OUT = ROOT / "docs" / "results" / "budget" / "composition.json"
 EPS0, DELTA0, DELTA, KS = 0.5, 1e-6, 1e-5, (1, 2, 5, 10, 20, 50)
 
@@ -43,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=OUT)
     a = p.parse_args(argv)
+    _args.check_out(p, a.out)
     res = compute()
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=2) + "\n")

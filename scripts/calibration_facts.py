@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 from scipy import optimize
 
-from torchdpgmm.privacy import analytic_gaussian_sigma, gaussian_delta, paper_gaussian_sigma
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+from torchdpgmm.privacy import analytic_gaussian_sigma, gaussian_delta, paper_gaussian_sigma  # noqa: E402
 
 
 def paper_rule_threshold(delta: float) -> float:
@@ -29,6 +32,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="output folder (writes calibration_facts.json)")
     args = p.parse_args(argv)
+    _args.check_out(p, args.out, folder=True)
     delta = 1e-5
     threshold = paper_rule_threshold(delta)
     facts = {

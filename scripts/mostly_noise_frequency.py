@@ -14,12 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
 
 MESSAGE = "the release is mostly noise"
 
@@ -38,12 +42,16 @@ def _cell(make, Xtr, ytr, Xte, yte, draws: int, seed0: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tables", default=None, help="comma-separated table names (default: the study's, all available)")
-    p.add_argument("--epsilons", default="0.5,1,2,5")
-    p.add_argument("--draws", type=int, default=10)
-    p.add_argument("--seed", type=int, default=0, help="the study's split seed")
+    p.add_argument("--epsilons", default="0.5,1,2,5", type=_args.csv_of(_args.positive_float, "numbers > 0"))
+    p.add_argument("--draws", type=_args.whole(1), default=10)
+    p.add_argument("--seed", type=_args.whole(0), default=0, help="the study's split seed")
     p.add_argument("--out", type=Path, default=Path("docs/results/mostly-noise-frequency.json"))
     args = p.parse_args(argv)
-    from torchdpgmm.data.tables import available_tables, load_table
+    from torchdpgmm.data.tables import TABLE_NAMES, available_tables, load_table
+
+    if args.tables is not None:
+        _args.check_names(p, "--tables", args.tables.split(","), TABLE_NAMES)
+    _args.check_out(p, args.out)
     from torchdpgmm.estimator import DPGaussianMixture, DPSyntheticClassifier
     from torchdpgmm.experiments.tabular import DELTA, _bounds, _split
 

@@ -20,9 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
-from torchdpgmm.experiments.audit import (audit_markdown, audit_summary_markdown, records_markdown,
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+from torchdpgmm.experiments.audit import (audit_markdown, audit_summary_markdown, records_markdown,  # noqa: E402
                                           utility_markdown)
 
 
@@ -101,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="a page holding generated blocks (repeatable; default docs/privacy.md and docs/audit.md)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is stale")
     a = ap.parse_args(argv)
+    for flag in ("--audit", "--utility", "--records", "--discrete"):
+        _args.check_in(ap, getattr(a, flag[2:]), flag)
+    for page in a.doc or []:
+        _args.check_in(ap, page, "--doc")
+        if not a.check:
+            _args.check_out(ap, page, "--doc")
     docs = {p: p.read_text() for p in (a.doc or [DOCS / "privacy.md", DOCS / "audit.md"])}
     bad = {n: ps for n, ps in placement(docs).items() if len(ps) != 1}
     if bad:

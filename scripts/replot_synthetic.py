@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from torchdpgmm.experiments.synthetic import STUDIES, _plot_factory
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+from torchdpgmm.experiments.synthetic import STUDIES, _plot_factory  # noqa: E402
 
 _SPECS = {  # study -> (swept parameter, title, log x-axis); titles as in torchdpgmm.experiments.synthetic
     "fig1": ("epsilon", "Fig. 1: proposed mechanism, mean KL and 95% CI", True),
@@ -30,12 +33,17 @@ def main(argv: list[str] | None = None) -> list[Path]:
                    help="directory holding figN.json (default scripts/results/synthetic)")
     p.add_argument("--studies", default=",".join(_SPECS), help="comma-separated subset of fig1..fig5")
     a = p.parse_args(argv)
+    names = [s.strip() for s in a.studies.split(",") if s.strip()]
+    if not names:
+        p.error("--studies: give at least one of " + ", ".join(_SPECS))
+    _args.check_names(p, "--studies", names, [s for s in _SPECS if s in STUDIES])
+    for name in names:
+        _args.check_in(p, Path(a.results) / f"{name}.json", "--results")
     out = Path(a.out)
+    _args.check_out(p, out, folder=True)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in [s.strip() for s in a.studies.split(",") if s.strip()]:
-        if name not in _SPECS or name not in STUDIES:
-            raise SystemExit(f"unknown study {name!r}; choose from {list(_SPECS)}")
+    for name in names:
         src = Path(a.results) / f"{name}.json"
         rows = json.loads(src.read_text())["rows"]
         x, title, logx = _SPECS[name]

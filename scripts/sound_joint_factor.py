@@ -13,9 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
-from torchdpgmm.release import sound
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+from torchdpgmm.release import sound  # noqa: E402
 
 
 def factors(dims=(1, 2, 3, 5, 10, 20), clip_bound: float = 1.0) -> list[dict]:
@@ -52,6 +55,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path, help="JSON file to write")
     args = p.parse_args(argv)
+    _args.check_out(p, args.out)
     rows = factors()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     cost = discrete_cost()

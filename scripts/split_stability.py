@@ -27,12 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import sys
 import time
 import warnings
 
 import numpy as np
 
-from torchdpgmm.experiments.tabular import DELTA, EPSILONS, REFERENCE_COVARIANCES, TIE, _bounds, _split
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+from torchdpgmm.experiments.tabular import DELTA, EPSILONS, REFERENCE_COVARIANCES, TIE, _bounds, _split  # noqa: E402
 
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "split-stability.json"
 MARGIN = 0.01  # the "within 1 point"
@@ -123,7 +126,7 @@ def _yardstick(cells: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    from torchdpgmm.data.tables import available_tables, load_table
+    from torchdpgmm.data.tables import TABLE_NAMES, available_tables, load_table
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--splits", type=int, default=5, help="80/20 splits, seeds 0..S-1 (0 is the study's)")
@@ -139,9 +142,13 @@ def main(argv=None) -> int:
         p.error(f"--epsilons must be comma-separated numbers, got {a.epsilons!r}")
     if not all(0 < e <= 1000 for e in eps_list):
         p.error("--epsilons must lie in (0, 1000] (the estimators refuse larger ones)")
-    if a.splits < 2 or a.draws < 1:
-        p.error("--splits must be at least 2 and --draws at least 1")
+    if a.splits < 2:
+        p.error(f"--splits must be at least 2, got {a.splits}")
+    if a.draws < 1:
+        p.error(f"--draws must be at least 1, got {a.draws}")
     names = a.tables.split(",") if a.tables else available_tables()
+    _args.check_names(p, "--tables", names, TABLE_NAMES)
+    _args.check_out(p, a.out)
     t0 = time.perf_counter()
     tables = {}
     for name in names:
@@ -171,6 +178,7 @@ def main(argv=None) -> int:
            "release": "DPGaussianMixture(bounds=...) front door as in the tabular study, Bayes accuracy on each "
                       "split's test rows; split s draws random_state s * 1000 + draw (split 0 = the study's rows)",
            "tables": tables, "summary": summary, "seconds": time.perf_counter() - t0}
+    pathlib.Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     return 0

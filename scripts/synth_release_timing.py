@@ -13,22 +13,27 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+
 
 def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--repeats", type=_args.whole(1), default=5)
+    p.add_argument("--threads", type=_args.whole(1), default=2)
+    a = p.parse_args(argv)
+    _args.check_out(p, a.out, folder=True)
     from torchdpgmm.data import load_fashion_mnist
     from torchdpgmm.pipelines.dpsgd_fast import calibrate_noise_multiplier, train_dpsgd_fast
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, public_transform, release_pipeline
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", type=int, default=2)
-    a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     X, y = load_fashion_mnist(None, split="train")
     X = X.reshape(X.shape[0], -1)

@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+
 RESULTS = ROOT / "docs" / "results" / "tabular"
 DOC = ROOT / "docs" / "tables.md"
 BENCH = ROOT / "benchmarks" / "results" / "bench_tabular_release.json"
@@ -286,6 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--doc", type=Path, default=DOC)
     p.add_argument("--bench", type=Path, default=BENCH)
     a = p.parse_args(argv)
+    _args.check_in(p, a.results, "--results", folder=True)
+    _args.check_in(p, a.results / "tabular.json", "--results")
+    _args.check_in(p, a.doc, "--doc")
+    if a.write:
+        _args.check_out(p, a.results / "tabular-summary.json", "--results")
+        _args.check_out(p, a.doc, "--doc")
     summary = summarize(json.loads((a.results / "tabular.json").read_text()))
     bench = json.loads(a.bench.read_text()) if a.bench.is_file() else None
     text = json.dumps(summary, indent=1) + "\n"

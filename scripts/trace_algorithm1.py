@@ -20,7 +20,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
 from torchdpgmm.design import design_mechanism  # noqa: E402
 
 
@@ -46,16 +48,22 @@ def synthetic(seed, T, N, K, d):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--N", type=int, default=1000)
-    ap.add_argument("--K", type=int, default=5)
-    ap.add_argument("--d", type=int, default=3)
-    ap.add_argument("--delta", type=float, default=1e-5)
-    ap.add_argument("--eps", type=float, nargs="+", default=[0.1, 0.5, 1.0, 2.0, 5.0, 10.0])
+    count = _args.whole(1)
+    ap.add_argument("--trials", type=count, default=20)
+    ap.add_argument("--N", type=count, default=1000)
+    ap.add_argument("--K", type=count, default=5)
+    ap.add_argument("--d", type=count, default=3)
+    ap.add_argument("--delta", type=_args.positive_float, default=1e-5)
+    ap.add_argument("--eps", type=_args.positive_float, nargs="+", default=[0.1, 0.5, 1.0, 2.0, 5.0, 10.0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=count, default=1)
     ap.add_argument("--out", required=True, help="JSON file to write (e.g. scripts/results/trace_algorithm1.json)")
     a = ap.parse_args(argv)
+    if a.delta >= 1:
+        ap.error(f"--delta must lie in (0, 1), got {a.delta}")
+    if a.N < a.K * (a.d + 1):  # every class needs d + 1 points (datasets are redrawn until they have them)
+        ap.error(f"--N must be at least K (d + 1) = {a.K * (a.d + 1)} for K={a.K}, d={a.d}, got {a.N}")
+    _args.check_out(ap, a.out)
     torch.set_num_threads(a.threads)
     X, y = synthetic(a.seed, a.trials, a.N, a.K, a.d)
     t0 = time.perf_counter()
