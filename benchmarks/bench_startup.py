@@ -61,12 +61,12 @@ def _baseline_tree(rev: str, into: Path) -> Path:
     return into / "tree"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="a2505e8", help="git revision to compare with (default a2505e8)")
     ap.add_argument("--rounds", type=_args.whole(1), default=7)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_startup.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     _args.check_git_ref(ap, "--baseline", args.baseline)
     _args.check_out(ap, args.out)
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,

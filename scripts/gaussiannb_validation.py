@@ -29,14 +29,22 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+import _args  # noqa: E402  (benchmarks/_args.py: the command-line checks shared by the benchmarks and scripts)
+
 EPS = (0.5, 1.0, 2.0, 5.0)
 DELTA = 1e-5
 SEEDS_SMALL, SEEDS_LARGE, LARGE = 100, 20, 2000
 OUT = pathlib.Path(__file__).resolve().parents[1] / "docs" / "results" / "covariance-rule-gaussiannb.json"
+#: ``--quick --out PATH`` (both steps; a smoke run of the same code, for the tests): two small tables, two epsilons,
+#: three draws each; ``ours.json`` and the output record ``"quick": true``, and ``gnb`` refuses a WORKDIR whose
+#: ``ours.json`` was written with another ``--quick`` than its own
+QUICK = {"tables": ("iris", "wine"), "epsilons": (1.0, 5.0), "seeds": 3}
 
 
-def ours(work: pathlib.Path) -> None:
-    """Project environment: write the unit-box splits (``splits.npz``) and the rule's accuracies (``ours.json``)."""
+def ours(work: pathlib.Path, quick: bool = False) -> None:
+    """Project environment: write the unit-box splits (``splits.npz``) and the rule's accuracies (``ours.json``);
+    ``quick``: only :data:`QUICK`'s tables, epsilons and draws."""
     import torch
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -46,12 +54,14 @@ def ours(work: pathlib.Path) -> None:
 
     work.mkdir(parents=True, exist_ok=True)
     arrays, acc, t0 = {}, {}, time.time()
-    for name, (X, y, pb) in tables().items():
+    tabs = tables()
+    for name, (X, y, pb) in (((n, tabs[n]) for n in QUICK["tables"]) if quick else tabs.items()):
         Utr, Uva, ytr, yva, b = unit_split(X, y, pb)
         arrays |= {f"{name}/Xtr": Utr.numpy(), f"{name}/Xva": Uva.numpy(), f"{name}/ytr": ytr, f"{name}/yva": yva}
         K, seeds = int(y.max()) + 1, SEEDS_LARGE if len(ytr) > LARGE else SEEDS_SMALL
+        seeds = QUICK["seeds"] if quick else seeds
         yv = torch.as_tensor(yva)
-        for eps in EPS:
+        for eps in QUICK["epsilons"] if quick else EPS:
             acc[f"{name}|{eps:g}"] = []
             for s in range(seeds):  # the rows as DPGaussianMixture.predict gives them (auto: pulled onto the ball)
                 rel = release_in_unit_box(Utr, torch.as_tensor(ytr), K, eps, DELTA, b, covariance_type="auto",
@@ -60,11 +70,13 @@ def ours(work: pathlib.Path) -> None:
                                                     .double().mean()))
             print(f"{name} eps={eps:g} auto={np.mean(acc[f'{name}|{eps:g}']):.3f}", flush=True)
     np.savez(work / "splits.npz", **arrays)
-    (work / "ours.json").write_text(json.dumps({"accuracy": acc, "runtime_s": time.time() - t0}))
+    (work / "ours.json").write_text(json.dumps({"accuracy": acc, "runtime_s": time.time() - t0}
+                                               | ({"quick": True} if quick else {})))
 
 
-def gnb(work: pathlib.Path, out: pathlib.Path) -> None:
-    """diffprivlib environment: GaussianNB on the same splits and draws count; the comparison JSON."""
+def gnb(work: pathlib.Path, out: pathlib.Path, quick: bool = False) -> None:
+    """diffprivlib environment: GaussianNB on the same splits and draws count; the comparison JSON (``quick``: of a
+    ``ours --quick`` run, recorded as ``"quick": true``)."""
     import warnings
 
     import diffprivlib
@@ -91,6 +103,7 @@ def gnb(work: pathlib.Path, out: pathlib.Path) -> None:
         print(f"{key}: auto {row['auto']:.3f} gaussiannb {row['gaussiannb']:.3f}", flush=True)
     worst = min(rows, key=lambda r: r["auto_minus_gaussiannb"])
     out.write_text(json.dumps({
+        **({"quick": True} if quick else {}),
         "description": __doc__, "delta": DELTA, "adjacency": "add-remove (ours); diffprivlib's own (n public)",
         "diffprivlib": diffprivlib.__version__, "rows": rows, "cells_below_gaussiannb": below,
         "worst_auto_minus_gaussiannb": {k: worst[k] for k in ("table", "epsilon", "auto_minus_gaussiannb")},
@@ -103,9 +116,18 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("step", choices=["ours", "gnb"])
     p.add_argument("work", type=pathlib.Path, help="folder for the splits and our accuracies")
-    p.add_argument("--out", type=pathlib.Path, default=OUT)
+    p.add_argument("--out", type=pathlib.Path, default=OUT, help="the gnb step's JSON")
+    p.add_argument("--quick", action="store_true", help="smoke run on QUICK's tables (needs --out)")
     a = p.parse_args(argv)
-    ours(a.work) if a.step == "ours" else gnb(a.work, a.out)
+    if a.quick and a.out.resolve() == OUT.resolve():
+        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    if a.step == "gnb":
+        _args.check_in(p, a.work / "ours.json", "work")
+        if json.loads((a.work / "ours.json").read_text()).get("quick", False) != a.quick:
+            p.error(f"work {a.work}: its ours.json is from a run {'without' if a.quick else 'with'} --quick; give gnb "
+                    "the same --quick as ours")
+        _args.check_out(p, a.out)
+    ours(a.work, a.quick) if a.step == "ours" else gnb(a.work, a.out, a.quick)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ deviation shrinks when the GDP parameter is the exact worst case of one record's
 (:func:`torchdpgmm.release.sound.joint_mu`) instead of the sum of the per-block maxima. The factor depends only
 on the split, B (scale-free), d and the type. Usage::
 
-    python scripts/sound_joint_factor.py --out results/sound_joint_factor.json
+    python scripts/sound_joint_factor.py --out scripts/results/sound/joint_factor.json
 """
 from __future__ import annotations
 

@@ -3,9 +3,10 @@ N = 60,000 Fashion-MNIST training images, d = 40 (at eps = 1, one Gaussian per c
 components per class: the defaults of ``components_rule``), next to one DP-SGD training of the study's chosen kind, both
 measured in the same run, with the load average recorded.
 
-    python scripts/synth_release_timing.py --out DIR [--repeats 5] [--threads 2]
+    python scripts/synth_release_timing.py --out DIR [--repeats 5] [--threads 2] [--data-dir IDX_DIR]
 
-Writes ``DIR/synth-release-timing.json``.
+Writes ``DIR/synth-release-timing.json``. ``--data-dir``: a folder of Fashion-MNIST IDX training files (default
+Debian's ``dataset-fashion-mnist``; the tests give a small stand-in).
 """
 from __future__ import annotations
 
@@ -28,14 +29,16 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--repeats", type=_args.whole(1), default=5)
     p.add_argument("--threads", type=_args.whole(1), default=2)
+    p.add_argument("--data-dir", default=None, help="Fashion-MNIST IDX folder (default: Debian's)")
     a = p.parse_args(argv)
     _args.check_out(p, a.out, folder=True)
+    _args.check_in(p, a.data_dir, "--data-dir", folder=True)
     from torchdpgmm.data import load_fashion_mnist
     from torchdpgmm.pipelines.dpsgd_fast import calibrate_noise_multiplier, train_dpsgd_fast
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, public_transform, release_pipeline
 
     torch.set_num_threads(a.threads)
-    X, y = load_fashion_mnist(None, split="train")
+    X, y = load_fashion_mnist(a.data_dir, split="train")
     X = X.reshape(X.shape[0], -1)
     load0 = os.getloadavg()
     rel_s, tr_s = [], []
