@@ -183,3 +183,36 @@ def test_zcdp_float_path_matches_the_tensor_path_and_stays_on_the_safe_side():
         P.zcdp_delta(-1.0, 1.0)
     with pytest.raises(ValueError, match="rho"):
         P.zcdp_epsilon(float("inf"), 1e-5)
+
+
+@pytest.mark.parametrize("eps,delta", [(1e-12, 1e-300), (1e-13, 5.6e-300), (4.7e-12, 1e-27), (1e-9, 1e-200)])
+def test_gdp_mu_is_safe_at_tiny_epsilon(eps, delta):
+    """The bracket's zCDP start lost its digits to cancellation at tiny epsilon and was never checked: gdp_mu(1e-12,
+    1e-300) returned a mu whose exact delta was 1.4e14 times the target (independent review). The start is now
+    the cancellation-free root, checked and halved until feasible."""
+    mu = P.gdp_mu(eps, delta)
+    assert mu > 0
+    assert _mp_gdp_delta(eps, mu) <= delta
+
+
+def test_delta_below_1e_300_is_refused_in_one_line():
+    """Below 1e-300, 1/delta and the log-space terms leave float64's range (a delta of 1e-310 gave a NaN noise
+    scale); such a delta is refused rather than priced."""
+    for delta in (1e-310, 5e-324):
+        with pytest.raises(ValueError, match=r"delta must lie in \[1e-300, 1\)"):
+            P.gdp_mu(1.0, delta)
+    assert math.isfinite(P.analytic_gaussian_sigma(1.0, 1e-300))
+
+
+def test_float32_sigma_is_rounded_up():
+    """A float32 epsilon gets its sigma in float32; rounding to nearest went below the float64 sigma about half the
+    time (true delta up to 1 + 2.2e-6 times the target). It is now never below it."""
+    eps = torch.rand(400, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 5 + 0.05
+    e32 = eps.to(torch.float32)
+    for rule in ("analytic", "classical"):
+        if rule == "classical":
+            e32 = e32.clamp(max=0.99)
+        s32 = P.gaussian_sigma(e32, 1e-5, rule=rule)
+        s64 = P.gaussian_sigma(e32.to(torch.float64), 1e-5, rule=rule)
+        assert s32.dtype == torch.float32 and bool((s32.to(torch.float64) >= s64).all())
+        assert bool((s32.to(torch.float64) <= s64 * (1 + 2 ** -22)).all())

@@ -63,18 +63,23 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> None:
         raise ValueError(f"{name} must be finite and > 0, got {epsilon!r}")
 
 
+#: the smallest delta accepted: below it ``1/delta`` and the calibrations' log-space terms leave float64's normal
+#: range (delta 1e-310 gave a NaN noise scale), and no guarantee that small means anything
+MIN_DELTA = 1e-300
+
+
 def check_delta(delta: Any, name: str = "delta") -> None:
-    """Raise ``ValueError`` unless every entry of ``delta`` lies in the open interval (0, 1)."""
+    """Raise ``ValueError`` unless every entry of ``delta`` lies in ``[MIN_DELTA, 1)`` (``MIN_DELTA`` = 1e-300)."""
     v = _python_number(delta)
     if v is not None:
-        if not (math.isfinite(v) and 0 < v < 1):
-            raise ValueError(f"{name} must lie in (0, 1), got {delta!r}")
+        if not (math.isfinite(v) and MIN_DELTA <= v < 1):
+            raise ValueError(f"{name} must lie in [1e-300, 1), got {delta!r}")
         return
     t = _scalar_values(delta)
     if t.numel() == 0:
         raise ValueError(f"{name} is empty")
-    if not bool(torch.isfinite(t).all()) or not bool(((t > 0) & (t < 1)).all()):
-        raise ValueError(f"{name} must lie in (0, 1), got {delta!r}")
+    if not bool(torch.isfinite(t).all()) or not bool(((t >= MIN_DELTA) & (t < 1)).all()):
+        raise ValueError(f"{name} must lie in [1e-300, 1), got {delta!r}")
 
 
 def check_privacy_params(epsilon: Any, delta: Any | None = None) -> None:

@@ -36,7 +36,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Classif
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from torchdpgmm._validation import _is_real_scalar, check_clip_bound, check_privacy_strength, checks_budget, warn_sampler_delta
+from torchdpgmm._validation import (_is_real_scalar, check_clip_bound, check_delta, check_privacy_strength, checks_budget,
+                                    warn_sampler_delta)
 from torchdpgmm.bounds import release_in_unit_box
 from torchdpgmm.privacy.record import FIT_STREAM as _FIT_STREAM
 from torchdpgmm.privacy.record import SAMPLE_STREAM as _SAMPLE_STREAM
@@ -250,8 +251,7 @@ class _PublicLabelsMixin:
                                 + (f" of shape {np.shape(v)}" if np.ndim(v) else ""))
         if not (math.isfinite(self.epsilon) and self.epsilon > 0):
             raise ValueError(f"epsilon must be finite and > 0, got {self.epsilon!r}")
-        if not (0 < self.delta < 1):
-            raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
+        check_delta(self.delta)
 
     def _device(self) -> torch.device:
         """``device`` as a ``torch.device``; a wrong type or an unknown name is refused in one line (public)."""

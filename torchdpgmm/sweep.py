@@ -121,12 +121,13 @@ class SweepSpec:
     results_format: str = "csv"
 
     def validate(self) -> None:
+        from torchdpgmm._validation import check_delta
+
         if not self.mechanisms:
             raise ValueError("give at least one mechanism")
         if not self.epsilons or any(not (e > 0) for e in self.epsilons):
             raise ValueError("epsilons must be > 0")
-        if not (0 < self.delta < 1):
-            raise ValueError("delta must lie in (0, 1)")
+        check_delta(self.delta)
         for name, vals, lo in (("N", self.Ns, 4), ("K", self.Ks, 2), ("d", self.ds, 1)):
             if not vals or any(int(v) != v or v < lo for v in vals):
                 raise ValueError(f"{name} values must be integers >= {lo}")

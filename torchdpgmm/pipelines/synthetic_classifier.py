@@ -207,7 +207,7 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
     if m > 2 * cfg.n_components:
         raise ValueError(f"components_per_class must be <= 2 x n_components = {2 * cfg.n_components} (the initial "
                          f"centres lie along the top released directions), got {m}")
-    mu = gdp_mu(float(epsilon), float(delta)) * (1 - 1e-9)  # safe side of the float rounding
+    mu = gdp_mu(float(epsilon), float(delta)) * (1 - 1e-9)  # insurance: gdp_mu is on the safe side already
     X = public_transform(images, cfg.transform)
     if not (1 <= cfg.n_components <= X.shape[-1]):
         raise ValueError(f"n_components must be in [1, {X.shape[-1]}], got {cfg.n_components}")

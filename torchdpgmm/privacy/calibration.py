@@ -78,11 +78,17 @@ def _gdp_delta(eps: torch.Tensor, mu: torch.Tensor) -> torch.Tensor:
     ``delta = Phi(a) (1 - exp(lb - la))`` with ``la = log Phi(a)``, ``lb = eps + log Phi(b)``. When mu is small,
     ``la`` and ``lb`` are large and nearly equal, and their difference loses digits (a relative error of 2e-10 in
     delta at mu = 1e-6, on the optimistic side as often as not). The difference is therefore taken smaller by
-    a bound on the rounding of its terms, and ``Phi(a)`` larger by its own: the value is never below the exact
-    delta (tests/test_privacy_calibration.py checks it against 80-digit arithmetic)."""
+    ``err`` and ``Phi(a)`` larger by a relative ``_ROUNDING (|la| + 1)``. These cover the rounding of ``log_ndtr``
+    (within 2.5 ulps of the exact value for negative arguments) and of the ``+- mu/2`` sums, but not the rounding
+    of the shared ``eps/mu``, which can exceed them for ``Phi(a)`` alone at large mu: delta is stationary in it
+    (``e^eps phi(b) = phi(a)``), so it cancels, as long as ``a`` and ``b`` are formed from the SAME rounded
+    ``eps/mu`` (keep it so). The value is then never below the exact delta while that is at least 2.2e-308
+    (tests/test_privacy_calibration.py checks it against 80-digit arithmetic; an independent review searched
+    1.8 million points)."""
     safe = torch.where(mu > 0, mu, torch.ones_like(mu))
-    la = torch.special.log_ndtr(-eps / safe + safe / 2)
-    lb = eps + torch.special.log_ndtr(-eps / safe - safe / 2)
+    t = eps / safe  # one rounding shared by a and b (see above)
+    la = torch.special.log_ndtr(-t + safe / 2)
+    lb = eps + torch.special.log_ndtr(-t - safe / 2)
     err = _ROUNDING * (eps.abs() + la.abs() + lb.abs() + 1)
     d = torch.exp(la) * (1 + _ROUNDING * (la.abs() + 1)) * -torch.expm1(torch.clamp(lb - la - err, max=0.0))
     return torch.where(mu > 0, torch.clamp(d, min=0.0), torch.zeros_like(d))
@@ -144,8 +150,10 @@ def gdp_mu(epsilon: Any, delta: Any) -> Any:
     check_epsilon(epsilon)
     check_delta(delta)
     (eps, dl), is_t = _prepare(epsilon, delta)
-    L = torch.sqrt(2 * torch.log(1 / dl))
-    lo = -L + torch.sqrt(L * L + 2 * eps)  # zCDP: feasible
+    L = torch.sqrt(-2 * torch.log(dl))
+    lo = 2 * eps / (L + torch.sqrt(L * L + 2 * eps))  # the zCDP root of mu^2/2 + mu L = eps, without cancellation
+    for _ in range(64):  # feasible in exact arithmetic; checked, and halved where rounding says otherwise
+        lo = torch.where(_gdp_delta(eps, lo) <= dl, lo, lo / 2)
     hi = 2 * lo
     for _ in range(64):  # grow hi until infeasible (public values only)
         ok = _gdp_delta(eps, hi) <= dl
@@ -211,6 +219,9 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0, *, rule: st
     if rule not in fns:
         raise ValueError(f"rule must be one of {GAUSSIAN_RULES}, got {rule!r}")
     out = fns[rule](epsilon, delta, sensitivity)
+    if torch.is_tensor(epsilon) and epsilon.dtype.is_floating_point and epsilon.dtype != out.dtype:
+        low = out.to(epsilon.dtype)  # rounded to nearest: up where it went down, so the noise is never smaller
+        return torch.where(low.to(out.dtype) < out, torch.nextafter(low, torch.full_like(low, math.inf)), low)
     if torch.is_tensor(epsilon) and epsilon.dtype.is_floating_point:
         return out.to(epsilon.dtype)
     return out
