@@ -192,6 +192,7 @@ def test_class_rule_diagnosis_on_a_standin_folder(tmp_path, fashion_split, load_
         ev = r["pooled_eigenvalues"]
         assert ev["min"] <= ev["median"] <= ev["max"] and r["whitening_floor"] > 0 and r["class_entry_noise_std"] > 0
         assert r["acc_release_auto"] > 0.5  # ten separable classes: chance is 0.1
+        assert r["rebuilds_release"] == (r["acc_rule"] == r["acc_release_auto"])  # the row says whether it does
     # The docstring's check "acc_rule equals acc_release_auto" is not asserted: since the counts floor was merged the
     # script no longer rebuilds the release exactly (torchdpgmm/pipelines/class_mixture.py's docstring says so).
 
