@@ -6,10 +6,10 @@ defaults of ``PipelineConfig``.
         [--suffix=-NAME] [--geometry]
 
 ``docs/results/synth-validation-class-rule.json`` (the class stage's covariance rule, issue #26 item 3: the
-tabular noise-aware rule ``class_rule=auto``, with the rule's class-to-pooled ratio and with 0.5, 1 and 2, against
+tabular noise-aware rule ``class_rule=auto``, with the rule's class-to-pooled ratio and with 1, against
 ``class_rule=legacy``, same release seeds) was written by ``--out docs/results --suffix=-class-rule --epsilons
-0.5,1,2 --seeds 4 --threads 1 --only "class_rule=legacy;class_rule=auto;class_rule=auto,class_to_pooled=0.5;
-class_rule=auto,class_to_pooled=1;class_rule=auto,class_to_pooled=2"``.
+0.5,1,2 --seeds 4 --threads 2 --only "class_rule=legacy;class_rule=auto;class_rule=auto,class_to_pooled=1"`` (the
+command its JSON records).
 
 ``synth-validation-cellclip.json`` (the cell clip and the components rule) was written by
 ``--epsilons 1,2,5 --seeds 4 --suffix=-cellclip --geometry --only "default;components=1;components=4;
