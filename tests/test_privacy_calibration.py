@@ -216,3 +216,22 @@ def test_float32_sigma_is_rounded_up():
         s64 = P.gaussian_sigma(e32.to(torch.float64), 1e-5, rule=rule)
         assert s32.dtype == torch.float32 and bool((s32.to(torch.float64) >= s64).all())
         assert bool((s32.to(torch.float64) <= s64 * (1 + 2 ** -22)).all())
+
+
+def test_gdp_mu_brackets_from_zero_when_its_start_is_judged_infeasible(monkeypatch):
+    """The zCDP start is feasible in exact arithmetic; where the bound judges it infeasible it becomes the bracket's
+    upper end and 0 its lower, so the result is the largest mu the bound accepts, below the start (the unchecked
+    start of the earlier code was returned as it was). Simulated by a bound that refuses every mu from the start on."""
+    from torchdpgmm.privacy import calibration as C
+
+    eps, delta = 1.0, 1e-5
+    L = math.sqrt(-2 * math.log(delta))
+    start = 2 * eps / (L + math.sqrt(L * L + 2 * eps))
+    real = C._gdp_delta
+
+    def refuses_from_start(e, m):
+        return torch.where(m >= start, torch.full_like(m, math.inf), real(e, m))
+
+    monkeypatch.setattr(C, "_gdp_delta", refuses_from_start)
+    mu = P.gdp_mu(eps, delta)
+    assert start * (1 - 1e-12) < mu < start and _mp_gdp_delta(eps, mu) <= delta

@@ -73,13 +73,13 @@ def check_delta(delta: Any, name: str = "delta") -> None:
     v = _python_number(delta)
     if v is not None:
         if not (math.isfinite(v) and MIN_DELTA <= v < 1):
-            raise ValueError(f"{name} must lie in [1e-300, 1), got {delta!r}")
+            raise ValueError(f"{name} must lie in [{MIN_DELTA:g}, 1), got {delta!r}")
         return
     t = _scalar_values(delta)
     if t.numel() == 0:
         raise ValueError(f"{name} is empty")
     if not bool(torch.isfinite(t).all()) or not bool(((t >= MIN_DELTA) & (t < 1)).all()):
-        raise ValueError(f"{name} must lie in [1e-300, 1), got {delta!r}")
+        raise ValueError(f"{name} must lie in [{MIN_DELTA:g}, 1), got {delta!r}")
 
 
 def check_privacy_params(epsilon: Any, delta: Any | None = None) -> None:

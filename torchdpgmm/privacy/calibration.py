@@ -144,17 +144,18 @@ def gdp_mu(epsilon: Any, delta: Any) -> Any:
     """Largest mu such that mu-GDP is (epsilon, delta)-DP (the analytic Gaussian calibration).
 
     Batched bisection on ``delta(eps; mu) <= delta`` (increasing in mu). The bracket starts at the zCDP
-    lower bound ``mu_0`` solving ``mu^2/2 + mu sqrt(2 ln(1/delta)) = eps`` (always feasible) and is grown
-    by doubling a fixed number of times; the returned value is the feasible (lower) end.
+    lower bound ``mu_0`` solving ``mu^2/2 + mu sqrt(2 ln(1/delta)) = eps`` (feasible in exact arithmetic; where
+    the bound of :func:`gdp_delta` says otherwise, the bracket is ``[0, mu_0]``) and is grown by doubling a fixed
+    number of times; the returned value is the feasible (lower) end, checked by that bound at every step.
     """
     check_epsilon(epsilon)
     check_delta(delta)
     (eps, dl), is_t = _prepare(epsilon, delta)
     L = torch.sqrt(-2 * torch.log(dl))
-    lo = 2 * eps / (L + torch.sqrt(L * L + 2 * eps))  # the zCDP root of mu^2/2 + mu L = eps, without cancellation
-    for _ in range(64):  # feasible in exact arithmetic; checked, and halved where rounding says otherwise
-        lo = torch.where(_gdp_delta(eps, lo) <= dl, lo, lo / 2)
-    hi = 2 * lo
+    start = 2 * eps / (L + torch.sqrt(L * L + 2 * eps))  # the zCDP root of mu^2/2 + mu L = eps, without cancellation
+    # feasible in exact arithmetic, and checked: where rounding says otherwise it is the bracket's upper end, 0 its lower
+    ok = _gdp_delta(eps, start) <= dl
+    lo, hi = torch.where(ok, start, torch.zeros_like(start)), torch.where(ok, 2 * start, start)
     for _ in range(64):  # grow hi until infeasible (public values only)
         ok = _gdp_delta(eps, hi) <= dl
         if not bool(ok.any()):
@@ -219,11 +220,9 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0, *, rule: st
     if rule not in fns:
         raise ValueError(f"rule must be one of {GAUSSIAN_RULES}, got {rule!r}")
     out = fns[rule](epsilon, delta, sensitivity)
-    if torch.is_tensor(epsilon) and epsilon.dtype.is_floating_point and epsilon.dtype != out.dtype:
+    if torch.is_tensor(epsilon) and epsilon.dtype.is_floating_point:
         low = out.to(epsilon.dtype)  # rounded to nearest: up where it went down, so the noise is never smaller
         return torch.where(low.to(out.dtype) < out, torch.nextafter(low, torch.full_like(low, math.inf)), low)
-    if torch.is_tensor(epsilon) and epsilon.dtype.is_floating_point:
-        return out.to(epsilon.dtype)
     return out
 
 
