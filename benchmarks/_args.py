@@ -10,7 +10,8 @@ installed)::
 * argparse ``type=`` functions: :func:`whole` (``whole(1)`` a count, ``whole(0)`` a count where 0 skips),
   :func:`positive_float`, and :func:`csv_of` for a comma-separated flag (it checks the text and returns it
   unchanged, so what a script parses and records stays the same);
-* checks after ``parse_args``: :func:`check_out` (the output file or folder can be made: nothing is created),
+* checks after ``parse_args``: :func:`check_quick_out` (``--quick`` needs ``--out``), :func:`check_out` (the output
+  file or folder can be made: nothing is created),
   :func:`check_in` (an input file or folder exists), :func:`check_device` (``cuda`` needs a GPU here),
   :func:`check_git_ref` and :func:`check_names` (names against the valid ones, listed in the message).
 
@@ -82,6 +83,14 @@ def check_names(ap: argparse.ArgumentParser, flag: str, names: Iterable[str], va
     if bad:
         ap.error(f"{flag}: unknown name{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))}; "
                  f"choose from {', '.join(valid)}")
+
+
+def check_quick_out(ap: argparse.ArgumentParser, quick: bool, out: str | os.PathLike | None) -> None:
+    """``--quick`` writes only where ``--out`` points: a smoke run never replaces the committed results at the
+    parser's default ``--out`` (or, where that default is None, runs without one)."""
+    default = ap.get_default("out")
+    if quick and (out is None or (default is not None and Path(out).resolve() == Path(default).resolve())):
+        ap.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
 
 
 def _nearest_existing(path: Path) -> Path:

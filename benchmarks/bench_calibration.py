@@ -43,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="two epsilons, one repeat: a smoke run")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_calibration.json"))
     args = p.parse_args(argv)
-    if args.quick and Path(args.out).resolve() == Path(p.get_default("out")).resolve():
-        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(p, args.quick, args.out)
     _args.check_out(p, args.out)
     torch.set_num_threads(1)
     from torchdpgmm.estimator import DPGaussianMixture

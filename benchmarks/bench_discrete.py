@@ -120,8 +120,7 @@ def main(argv=None):
     ap.add_argument("--baseline-ref", default="a2505e8")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "bench_discrete.json"))
     a = ap.parse_args(argv)
-    if a.quick and Path(a.out).resolve() == Path(ap.get_default("out")).resolve():
-        ap.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(ap, a.quick, a.out)
     _args.check_device(ap, a.device)
     _args.check_out(ap, a.out)
     torch.set_num_threads(a.threads)

@@ -124,8 +124,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "bench_fig2.json")
     p.add_argument("--quick", action="store_true", help="tiny run for smoke tests")
     a = p.parse_args(argv)
-    if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
-        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(p, a.quick, a.out)
     _args.check_out(p, a.out)
     torch.set_num_threads(a.threads)
     if a.quick:

@@ -355,8 +355,7 @@ def main(argv=None):
     ap.add_argument("--baseline-ref", default="main",
                     help="git ref whose design/sdp.py + algorithm.py are the --kl-speed baseline (default main)")
     a = ap.parse_args(argv)
-    if a.quick and Path(a.out).resolve() == Path(ap.get_default("out")).resolve():
-        ap.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(ap, a.quick, a.out)
     _args.check_out(ap, a.out)
     torch.set_num_threads(a.threads)
     if a.quick:

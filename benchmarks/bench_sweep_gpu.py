@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         _args.check_out(p, a.derive, "--derive")
         derive(a.derive)
         return 0
-    if a.quick and a.out is None:
-        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(p, a.quick, a.out)
     device = a.device or ("cpu" if a.quick else "cuda")
     _args.check_device(p, device)
     on_gpu = device.startswith("cuda")

@@ -341,8 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                    help="cuda: the synchronisations torch reports on the device, wall times and peak device memory")
     a = p.parse_args(argv)
-    if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
-        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(p, a.quick, a.out)
     _args.check_device(p, a.device)
     _args.check_out(p, a.out)
     if a.device == "cuda":

@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="2,000 rows, 1 repeat: a smoke run, not the target")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_tabular_release.json"))
     a = p.parse_args(argv)
-    if a.quick and Path(a.out).resolve() == Path(p.get_default("out")).resolve():
-        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(p, a.quick, a.out)
     _args.check_out(p, a.out)
     res = run(1 if a.quick else a.repeats, a.threads, 2000 if a.quick else None)
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -119,8 +119,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", type=pathlib.Path, default=OUT, help="the gnb step's JSON")
     p.add_argument("--quick", action="store_true", help="smoke run on QUICK's tables (needs --out)")
     a = p.parse_args(argv)
-    if a.quick and a.out.resolve() == OUT.resolve():
-        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(p, a.quick, a.out)
     if a.step == "gnb":
         _args.check_in(p, a.work / "ours.json", "work")
         if json.loads((a.work / "ours.json").read_text()).get("quick", False) != a.quick:

@@ -56,8 +56,7 @@ def main(argv=None) -> None:
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--quick", action="store_true", help="smoke run on QUICK's settings (needs --out)")
     args = p.parse_args(argv)
-    if args.quick and pathlib.Path(args.out).resolve() == OUT.resolve():
-        p.error("--quick needs --out PATH (a smoke run never replaces the committed results)")
+    _args.check_quick_out(p, args.quick, args.out)
     _args.check_out(p, args.out)
     cases, epsilons, compared, long = ((QUICK["cases"], QUICK["epsilons"], QUICK["sweeps"], QUICK["long"])
                                        if args.quick else (CASES, EPS, SWEEPS, LONG))

@@ -116,3 +116,22 @@ def test_other_checks_in_process(case, tmp_path, capsys, load_script):
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and err and names in err[-1] and " error: " in err[-1], (e.value.code, err[-1:])
     assert not list(tmp_path.iterdir())
+
+
+def test_quick_needs_its_own_out(tmp_path, monkeypatch, load_script):
+    """benchmarks/_args.check_quick_out, the one rule of every --quick: refused at the parser's default --out (however
+    spelled) or, where the default is None, without --out; any other path, or no --quick, passes."""
+    import argparse
+
+    args = load_script("benchmarks/_args.py")
+    monkeypatch.chdir(tmp_path)
+    for default, bad, good in ((Path("results/b.json"), ["results/b.json", "./results/../results/b.json"], "o.json"),
+                               (None, [None], "o.json")):
+        ap = argparse.ArgumentParser(prog="b")
+        ap.add_argument("--out", default=default)
+        for out in bad:
+            with pytest.raises(SystemExit) as e:
+                args.check_quick_out(ap, True, out)
+            assert e.value.code == 2
+        args.check_quick_out(ap, True, good)
+        args.check_quick_out(ap, False, default)
