@@ -135,7 +135,7 @@ def check_in(ap: argparse.ArgumentParser, path: str | os.PathLike | None, flag: 
 
 
 def check_device(ap: argparse.ArgumentParser, device: str, flag: str = "--device") -> None:
-    """``device`` is cpu or cuda[:N], and cuda only where torch sees a GPU (torchdpgmm's ``--device`` check)."""
+    """``device`` is cpu or cuda[:N], and cuda[:N] only where torch sees that GPU (torchdpgmm's ``--device`` check)."""
     from torchdpgmm.cli import UsageError
     from torchdpgmm.cli import check_device as _check
 
@@ -143,12 +143,6 @@ def check_device(ap: argparse.ArgumentParser, device: str, flag: str = "--device
         _check(device)
     except UsageError as e:
         ap.error(str(e) if flag == "--device" else f"{flag}: {e}")
-    if device.startswith("cuda:"):
-        import torch
-
-        index = torch.device(device).index or 0
-        if index >= torch.cuda.device_count():
-            ap.error(f"{flag} {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
 
 
 def check_git_ref(ap: argparse.ArgumentParser, flag: str, ref: str) -> None:

@@ -167,3 +167,17 @@ def test_an_as_published_input_error_is_one_line_without_the_caveat(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "error" in err[0], err
     assert not (tmp_path / "m.json").exists()
+
+
+def test_device_index_beyond_the_machines_gpus_is_refused(monkeypatch):
+    """--device cuda:N names a GPU that must exist here, checked where every command (and the scripts' own checks)
+    look: cli.check_device."""
+    import torch
+
+    from torchdpgmm.cli import UsageError, check_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert check_device("cuda") == "cuda" and check_device("cuda:0") == "cuda:0"
+    with pytest.raises(UsageError, match=r"--device cuda:1: this machine has 1 CUDA device"):
+        check_device("cuda:1")

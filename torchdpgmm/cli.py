@@ -545,6 +545,8 @@ def check_device(device: str) -> str:
         raise UsageError(f"--device {device!r} is not a torch device (use cpu or cuda)") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"--device {device}: no CUDA GPU is available on this machine; use --device cpu")
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     if dev.type not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: only cpu and cuda are supported")
     return device
