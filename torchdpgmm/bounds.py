@@ -56,8 +56,9 @@ __all__ = ["Bounds", "CLIP_FRACTION", "CENTRED_CLIP_RADIUS", "CENTERS", "DEFAULT
            "truncated_sample", "PRIVATE_RADIUS", "release_in_unit_box"]
 
 #: The default clip bound of a release in the unit box as a fraction of its half-diagonal ``sqrt(d)/2``
-#: (module docstring): the fraction with the highest mean validation accuracy of the default release's
-#: Bayes classifier over 14 tables x 4 epsilons (``docs/results/clip-rule.json``); public, never read off data.
+#: (module docstring): chosen by the mean validation accuracy of the default release's Bayes classifier over 14
+#: tables x 4 epsilons (``docs/results/clip-rule.json``; kept unless another fraction beats it by more than two
+#: standard errors of the paired difference, ``scripts/clip_rule_validation.py``); public, never read off data.
 CLIP_FRACTION = 0.5
 #: The default clip bound about a PRIVATE centre (``center="noisy-mean"``, :mod:`torchdpgmm.release.centring`), in
 #: unit-box units whatever d: the radius of the ball inscribed in the unit box. Chosen with the centre's budget
