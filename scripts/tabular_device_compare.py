@@ -6,6 +6,8 @@
     python scripts/tabular_device_compare.py RUN1 RUN2 --tree REV1 --tree REV2 --out ...   # a table per lease
     python scripts/tabular_device_compare.py NEW --tree REV --out docs/results/tabular/cuda-h100 \
         --previous docs/results/tabular/cuda-h100/tabular-cuda.json      # add to the committed runs
+    python scripts/tabular_device_compare.py --out docs/results/tabular/cuda-h100 \
+        --previous docs/results/tabular/cuda-h100/tabular-cuda.json      # the committed runs against a re-run CPU study
 
 Reads every ``RUN/<table>/tabular.json`` (one process per table, as ``gpu_tabular.sh`` writes them), its
 ``timings.txt`` and ``machine.txt``, and the CPU study ``docs/results/tabular/tabular.json``. Several runs merge
@@ -230,9 +232,10 @@ def merge_runs(runs: list[Path], trees: list[str], previous: dict | None = None)
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run", type=Path, nargs="+", help="extracted gpu_tabular.sh runs (one folder per table in each)")
+    p.add_argument("run", type=Path, nargs="*", help="extracted gpu_tabular.sh runs (one folder per table in each); "
+                   "none with --previous: its runs compared again, e.g. against a re-run CPU study")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--tree", action="append", required=True,
+    p.add_argument("--tree", action="append", default=[],
                    help="the commit each run used: once per run, in the same order (once for all of them)")
     p.add_argument("--cpu", type=Path, default=CPU)
     p.add_argument("--previous", type=Path, default=None,
@@ -240,10 +243,14 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.previous is not None and not a.previous.is_file():
         p.error(f"--previous {a.previous}: no such file")
+    if not a.run and a.previous is None:
+        p.error("give a gpu_tabular.sh run, or --previous alone to compare its runs again")
     for run in a.run:
         if not (run / "timings.txt").is_file():
             p.error(f"{run} has no timings.txt: not a gpu_tabular.sh run")
-    if len(a.tree) not in (1, len(a.run)):
+    if not a.run and a.tree:
+        p.error("--tree names a run's commit: give it with a run")
+    if a.run and len(a.tree) not in (1, len(a.run)):
         p.error(f"--tree given {len(a.tree)} times for {len(a.run)} runs: once per run, or once for all")
     try:
         previous = None if a.previous is None else json.loads(a.previous.read_text())

@@ -97,6 +97,22 @@ def test_runs_merge_and_a_table_in_two_runs_is_refused(tmp_path, capsys):
     q = json.loads((tmp_path / "q" / "tabular-cuda.json").read_text())
     assert [r["tree"] for r in q["runs"]] == ["t1", "t2"] and sorted(q["tables"]) == ["t", "v"]
     assert json.loads((tmp_path / "q" / "comparison.json").read_text())["tables"] == ["t", "v"]
+    # the committed runs alone, against a re-run CPU study: same GPU rows, the comparison made with the new CPU rows
+    cpu2 = tmp_path / "cpu2.json"
+    cpu2.write_text(json.dumps({"environment": {}, "rows": [*_ours([0.7] * 4, [0.7] * 4),
+                                                          *[{**r, "table": "v"} for r in _ours([0.6] * 3, [0.6] * 3)]]}))
+    assert tdc.main(["--out", str(tmp_path / "r"), "--cpu", str(cpu2),
+                     "--previous", str(tmp_path / "q" / "tabular-cuda.json")]) == 0
+    assert json.loads((tmp_path / "r" / "tabular-cuda.json").read_text()) == q
+    by_cell = {(c["table"], c["method"]): c for c in json.loads((tmp_path / "r" / "comparison.json").read_text())["per_cell"]}
+    assert by_cell[("t", "DPGaussianMixture[default=auto]")]["mean_cpu"] == pytest.approx(0.7)
+    for argv, msg in ((["--out", str(tmp_path / "s")], "or --previous alone"),
+                      (["--out", str(tmp_path / "s"), "--tree", "x", "--previous", str(tmp_path / "q" / "tabular-cuda.json")],
+                       "--tree names a run's commit")):
+        with pytest.raises(SystemExit) as e:
+            tdc.main(argv)
+        assert e.value.code == 2 and msg in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
 
 
 def test_not_a_run_folder_is_one_line(tmp_path, capsys):
