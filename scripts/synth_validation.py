@@ -6,10 +6,12 @@ defaults of ``PipelineConfig``.
         [--suffix=-NAME] [--geometry]
 
 ``docs/results/synth-validation-class-rule.json`` (the class stage's covariance rule, issue #26 item 3: the
-tabular noise-aware rule ``class_rule=auto``, with the rule's class-to-pooled ratio and with 1, against
-``class_rule=legacy``, same release seeds) was written by ``--out docs/results --suffix=-class-rule --epsilons
-0.5,1,2 --seeds 4 --threads 2 --only "class_rule=legacy;class_rule=auto;class_rule=auto,class_to_pooled=1"`` (the
-command its JSON records).
+tabular noise-aware rule ``class_rule=auto`` with the pipeline's class-to-pooled ratio 1 and with the tables' old
+0.3, against ``class_rule=legacy``, same release seeds) was written by ``--out docs/results --suffix=-class-rule
+--epsilons 0.5,1,2 --seeds 4 --threads 2 --only "class_rule=legacy;class_rule=auto;class_rule=auto,class_to_pooled=0.3"``
+(the command its JSON records; before 2026-11-28 the third setting was ``class_to_pooled=1`` and ``class_rule=auto``
+meant 0.3, the default when it was written), and ``synth-validation-class-rule-eps5.json`` by ``--suffix=-class-rule-eps5
+--epsilons 5 --seeds 4 --threads 2 --only "class_rule=legacy;class_rule=auto"``.
 
 ``synth-validation-cellclip.json`` (the cell clip and the components rule) was written by
 ``--epsilons 1,2,5 --seeds 4 --suffix=-cellclip --geometry --only "default;components=1;components=4;
@@ -85,7 +87,7 @@ VARIATIONS = {
     "covariance=tied": {"covariance_type": "tied"},
     "class_rule=legacy": {"class_rule": "legacy"},
     "class_rule=auto": {"class_rule": "auto"},
-    **{f"class_rule=auto,class_to_pooled={r:g}": {"class_rule": "auto", "class_to_pooled": r} for r in (0.5, 1.0, 2.0)},
+    **{f"class_rule=auto,class_to_pooled={r:g}": {"class_rule": "auto", "class_to_pooled": r} for r in (0.3, 0.5, 1.0, 2.0)},
 }
 
 
