@@ -42,9 +42,9 @@ moments are combined with it by generalised least squares, the pooled covariance
 shrunk toward these class covariances as above. ``"legacy"`` is the older rule above. ``class_to_pooled`` (None:
 the tables' :func:`~torchdpgmm.release.covariance_rule.class_to_pooled_ratio`) sets the class blocks' precision over the
 pooled block's; the pipeline passes :data:`PIPELINE_CLASS_TO_POOLED`. On Fashion-MNIST's validation split
-(``docs/results/synth-validation-class-rule.json``, ``scripts/synth_validation.py``, 4 release seeds, the rule as
-merged) ``"auto"`` with ratio 1 scores 79.04 / 80.88 / 82.76% at eps 0.5 / 1 / 2 against ``"legacy"``'s
-77.91 / 80.54 / 82.79%, and with the tables' ratio 0.3 it scores 78.41 / 80.29 / 82.97% (below ``"legacy"`` at
+(``docs/results/synth-validation-class-rule.json``, ``scripts/synth_validation.py``, 4 release seeds,
+re-run 2026-11-28) ``"auto"`` with ratio 1 scores 79.04 / 80.88 / 82.79% at eps 0.5 / 1 / 2 against ``"legacy"``'s
+77.91 / 80.54 / 82.81%, and with the tables' old ratio 0.3 it scores 78.41 / 80.29 / 82.99% (below ``"legacy"`` at
 eps 1: the class blocks then get too little of the budget). The rule's class weights against a grid of fixed
 weights on the same releases: ``docs/results/class-rule-diagnosis.json`` (``scripts/class_rule_diagnosis.py``, as
 of commit 8c5eeef, before the counts floor was merged). Ratio 1 loses on the tables

@@ -46,7 +46,7 @@ class PipelineConfig:
     :data:`~torchdpgmm.pipelines.class_mixture.PIPELINE_CLASS_TO_POOLED`; None: the tables'
     :func:`~torchdpgmm.release.covariance_rule.class_to_pooled_ratio`) is the class blocks' precision over the pooled
     block's. ``"auto"`` with ratio 1 is the default: on Fashion-MNIST's validation split it scored 79.04 / 80.88 /
-    82.76% at eps 0.5 / 1 / 2 against ``"legacy"``'s 77.91 / 80.54 / 82.79%
+    82.79% at eps 0.5 / 1 / 2 against ``"legacy"``'s 77.91 / 80.54 / 82.81% (a tie at eps 2)
     (``docs/results/synth-validation-class-rule.json``)."""
 
     transform: str = "dct14"
