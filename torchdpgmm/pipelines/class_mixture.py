@@ -48,7 +48,9 @@ re-run 2026-11-28) ``"auto"`` with ratio 1 scores 79.04 / 80.88 / 82.79% at eps 
 eps 1: the class blocks then get too little of the budget). The rule's class weights against a grid of fixed
 weights on the same releases: ``docs/results/class-rule-diagnosis.json`` (``scripts/class_rule_diagnosis.py``, as
 of commit 8c5eeef, before the counts floor was merged). Ratio 1 loses on the tables
-(``docs/results/covariance-rule-weight-ratio1.json``), so it is the pipeline's constant, not the tables'.
+(``docs/results/covariance-rule-weight-ratio1.json``: ``scripts/covariance_rule_validation.py --class-to-pooled 1`` at
+commit 3757094, reproduced only there; the rule's later ratio sweep, ``docs/results/class-to-pooled.json``, says the
+same at this code), so it is the pipeline's constant, not the tables'.
 """
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ the whitened squared sensitivity of the pair is ``B^4 (1/sigma_F^2 + 1/sigma_P^2
    (the noise's law is orthogonally invariant) and ``c = 3`` (:data:`NOISE_SDS`): a direction counts as
    noise-dominated when its variance is within three noise standard deviations, one public constant validated on
    both families (the tables: ``docs/results/covariance-rule.json``, exploration in
-   ``docs/results/covariance-rule-weight.json``; Fashion-MNIST:
+   ``docs/results/covariance-rule-weight.json``, written at commit 51f72d0 by ``scripts/covariance_rule_validation.py
+   --noise-sds 3 --out ...`` and reproduced only there; Fashion-MNIST:
    ``docs/results/synth-validation-class-rule.json``). Earlier weights that summed the noise
    over all directions into one size lost: a James-Stein weight (``E||N||^2 / ||Sigma~_k - Sigma~_pool||^2``,
    Frobenius loss) left 5% of a class noise several times larger than the small eigenvalues (up to 17 points on
