@@ -359,6 +359,12 @@ def test_clip_rule_validation_on_one_table(study, tmp_path, load_script):
         assert all(set(v) == {"pulled", "raw"} for c in accs for v in c.values())
     else:
         assert len(accs[0]) == len(mod.COMPONENTS) + 1 and d["seeds"] == len(mod.COMPONENTS_SEEDS)
+    # the committed JSON's iris cells are reproduced exactly: a change to the noise stream (a last-bit change of mu
+    # re-draws the discrete noise) must come with a re-run of the study, not leave its JSON behind
+    committed_path = {"": mod.OUT, "--pipeline": mod.PIPELINE_OUT, "--centre": mod.CENTRE_OUT,
+                      "--radius": mod.RADIUS_OUT, "--pull": mod.PULL_OUT, "--components": mod.COMPONENTS_OUT}[study]
+    committed = [c for c in json.loads(committed_path.read_text())["cells"] if c["table"] == "iris"]
+    assert committed == d["cells"], f"{committed_path.name} is not reproduced at this code: re-run its study"
 
 
 def test_bench_startup_one_round(tmp_path, load_script):
