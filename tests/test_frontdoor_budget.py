@@ -149,3 +149,58 @@ def test_the_odometer_takes_a_stated_record_with_its_samplers_delta():
                          blocks=(NoisedBlock("d", "discrete-gaussian", 3.0, 0.01),), covered=True)
     with pytest.raises(ValueError, match="overflows a float"):
         BudgetOdometer(1000.0, 1e-5).spend(huge)
+
+
+# --- budgets too small to calibrate: one clear line, not an internal message (session 14) ---
+
+def test_a_stage_that_delta_alone_covers_is_refused_before_any_data_is_read(monkeypatch):
+    """A Gaussian mechanism with ``mu <= mu0``, ``2 Phi(mu0 / 2) - 1 = delta`` (scipy, independent of the code), is
+    (0, delta)-DP: the pipeline's class stage then had epsilon 0 and failed mid-release with "epsilon must be finite
+    and > 0, got 0.0" (a user's epsilon 0.01 with delta 0.1). It is refused up front, naming the stage."""
+    from scipy.stats import norm
+
+    from torchdpgmm.pipelines import synthetic_classifier
+    from torchdpgmm.pipelines.class_mixture import check_stage_budgets, stage_mus
+
+    for delta in (1e-5, 0.1):
+        mu0 = 2 * norm.ppf((1 + delta) / 2)
+        check_stage_budgets(mu0 * 1.01, delta, 1)  # a positive epsilon: accepted
+        with pytest.raises(ValueError, match="class stage gets mu = .* alone already covers"):
+            check_stage_budgets(mu0 * 0.99, delta, 1)
+    mus = stage_mus(1.0, 8)  # the default split 0.5 / 0.06 / 0.44 of mu^2
+    assert mus == pytest.approx({"class": 0.5 ** 0.5, "cells": 0.44 ** 0.5})
+
+    def no_data(*a, **k):
+        raise AssertionError("the data were read before the budget was checked")
+
+    monkeypatch.setattr(synthetic_classifier, "private_projection", no_data)
+    X, y = _xy()
+    with pytest.raises(ValueError, match="too small for the class mixture"):
+        _synthetic(1e-2, 0.1).fit(X, y)
+
+
+def test_a_budget_beyond_the_discrete_sampler_is_refused_in_one_line(tmp_path, capsys):
+    """The default release's discrete noise has a largest scale (2^25 grid units); a budget that needs more said
+    "discrete Gaussian sigma must lie in [0.25, 2^25] (grid units)". Over a grid of tiny budgets every fit either
+    releases or gives the new message; the command line gives it as one line, exit 2, nothing written."""
+    X, y = _xy()
+    outcomes = set()
+    for eps in (1e-3, 1e-6, 1e-9):
+        for delta in (1e-5, 1e-12):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    DPGaussianMixture(eps, delta, classes=["u", "v"], bounds=BOUNDS).fit(X, y)
+                outcomes.add("released")
+            except ValueError as e:
+                assert "too small for the discrete noise" in str(e) and "grid units" in str(e), e
+                outcomes.add("refused")
+    assert outcomes == {"released", "refused"}
+    data = tmp_path / "t.csv"
+    data.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{lab}\n" for r, lab in zip(X, y)))
+    out = tmp_path / "m.json"
+    assert main(["release", "--data", str(data), "--label-column", "label", "--classes", "u,v", "--epsilon", "1e-6",
+                 "--delta", "1e-12", "--bounds", "a=0:1,b=0:1,c=0:1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "too small for the discrete noise" in err
+    assert not out.exists()

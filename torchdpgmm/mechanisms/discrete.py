@@ -297,11 +297,15 @@ def rational_laplace_scale(scale: float) -> tuple[int, int]:
     return t, s
 
 
+#: the largest discrete Gaussian sigma (grid units) the exact sampler takes (:func:`rational_gaussian_variance`)
+GAUSSIAN_SIGMA_MAX = 2.0 ** 25
+
+
 def rational_gaussian_variance(sigma: float) -> tuple[int, int, int]:
     """``(t, q, den)`` with ``sigma_r^2 = t q / den >= sigma^2``, ``t = floor(sigma) + 1`` the proposal
     scale of Algorithm 3, ``den`` a power of two and ``q`` of about 20 bits or more (module docstring)."""
     sg = float(sigma)
-    if not (math.isfinite(sg) and 0.25 <= sg <= 2.0 ** 25):
+    if not (math.isfinite(sg) and 0.25 <= sg <= GAUSSIAN_SIGMA_MAX):
         raise ValueError(f"discrete Gaussian sigma must lie in [0.25, 2^25] (grid units), got {sigma!r}")
     t = math.floor(sg) + 1
     var = Fraction(sg) ** 2

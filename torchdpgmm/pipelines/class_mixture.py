@@ -68,7 +68,7 @@ from .dp_pca import usable_records
 
 __all__ = ["ClassMixture", "release_class_mixture", "COVARIANCE_TYPES", "CLASS_RULES", "DEFAULT_CLASS_RULE",
            "PIPELINE_CLASS_TO_POOLED",
-           "check_class_rule", "check_class_to_pooled"]
+           "check_class_rule", "check_class_to_pooled", "stage_mus", "check_stage_budgets"]
 
 COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 #: how the class stage estimates the class covariances (:func:`_class_stage`)
@@ -92,6 +92,34 @@ def check_class_to_pooled(class_to_pooled) -> None:
     v = class_to_pooled
     if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf):
         raise ValueError(f"class_to_pooled must be None or a finite number > 0, got {v!r}")
+
+
+def _stage_split(components_per_class: int, stage_split: dict | None) -> dict[str, float]:
+    """The mixture's stages' shares of ``mu^2`` before normalising (one class stage when ``m == 1``)."""
+    return {"class": 1.0, "lloyd": 0.0, "cells": 0.0} if int(components_per_class) == 1 else \
+        dict(stage_split or {"class": 0.5, "lloyd": 0.06, "cells": 0.44})
+
+
+def stage_mus(mu: float, components_per_class: int, stage_split: dict | None = None) -> dict[str, float]:
+    """The Gaussian-DP ``mu`` of each stage that :func:`release_class_mixture` calibrates as an (epsilon, delta)
+    release: ``class`` always, ``cells`` with several components per class (public values only)."""
+    split = _stage_split(components_per_class, stage_split)
+    tot = sum(split.values())
+    out = {"class": float(mu) * math.sqrt(split["class"] / tot)}
+    if int(components_per_class) > 1:
+        out["cells"] = float(mu) * math.sqrt(split["cells"] / tot)
+    return out
+
+
+def check_stage_budgets(mu: float, delta: float, components_per_class: int, stage_split: dict | None = None) -> None:
+    """Refuse, in one line and before any data is read, a budget whose smallest stage ``delta`` alone already covers:
+    a Gaussian mechanism with so small a ``mu`` is (0, delta)-DP, so the stage's epsilon is 0 and it has nothing to
+    calibrate (``ValueError``; public values only)."""
+    for name, mu_s in stage_mus(mu, components_per_class, stage_split).items():
+        if not float(gdp_epsilon(float(delta), mu_s)) > 0:
+            raise ValueError(f"the budget is too small for the class mixture: its {name} stage gets mu = {mu_s:.3g} "
+                             f"(Gaussian DP), which delta = {float(delta):g} alone already covers (epsilon 0), so it "
+                             f"has nothing to calibrate; use a larger epsilon or a smaller delta")
 
 
 @dataclass
@@ -296,9 +324,10 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
         raise ValueError(f"lloyd_rank must be >= 1, cell_floor > 0 and cell_clip finite > 0, got {lloyd_rank!r}, "
                          f"{cell_floor!r}, {cell_clip!r}")
     K, d = int(num_classes), U.shape[-1]
-    split = {"class": 1.0, "lloyd": 0.0, "cells": 0.0} if m == 1 else \
-        dict(stage_split or {"class": 0.5, "lloyd": 0.06, "cells": 0.44})
+    check_stage_budgets(mu, delta, m, stage_split)
+    split = _stage_split(m, stage_split)
     tot = sum(split.values())
+    mus = stage_mus(mu, m, stage_split)
     mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
     blocks: list = []
     common = {"delta": delta, "adjacency": adjacency, "generator": generator}
@@ -308,7 +337,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
     U, valid = usable_records(U, (y >= 0) & (y < K), 0.0)  # U is in the unit ball: its sum cannot overflow
     ys = torch.where(valid, y, torch.zeros_like(y))  # a safe index for the per-class metric
     y = torch.where(valid, y, torch.full_like(y, -1))
-    mu_class = float(mu) * math.sqrt(split["class"] / tot)
+    mu_class = mus["class"]
     cls, cov_k, extras = _class_stage(U, y, K, d, mu_class, blocks, class_rule=class_rule, mom=mom, shrink=shrink,
                                       min_shrinkage=min_shrinkage, class_to_pooled=class_to_pooled, **common)
     if m == 1:
@@ -328,7 +357,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
                 blocks += [NoisedBlock(name=f"lloyd{t}-counts", mechanism="gaussian", sensitivity=sc, noise_scale=sig_c),
                            NoisedBlock(name=f"lloyd{t}-sums", mechanism="gaussian", sensitivity=ss, noise_scale=sig_s)]
         cell = _assign(U, ys, centres, metric)
-        mu_cells = float(mu) * math.sqrt(split["cells"] / tot)
+        mu_cells = mus["cells"]
         g = torch.where(valid, ys * m + cell, torch.full_like(cell, -1))
         Z = U - centres.reshape(K * m, d)[ys * m + cell]  # centred at the cell's released centre (public)
         st, sq_c = _sound_stage(Z, g, K * m, mu_cells, "cells", blocks, split=mom, clip=float(cell_clip),

@@ -24,7 +24,7 @@ import torch
 
 from ._privacy import composed_mu, gdp_mu, make_record, parse_adjacency
 from .class_mixture import (COVARIANCE_TYPES, DEFAULT_CLASS_RULE, PIPELINE_CLASS_TO_POOLED, ClassMixture, check_class_rule, check_class_to_pooled,
-                            release_class_mixture)
+                            check_stage_budgets, release_class_mixture)
 from .dp_pca import DPPCA, dp_pca, lowfreq_dct, project_to_ball, record_count, usable_records
 
 __all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform"]
@@ -208,6 +208,8 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
         raise ValueError(f"components_per_class must be <= 2 x n_components = {2 * cfg.n_components} (the initial "
                          f"centres lie along the top released directions), got {m}")
     mu = gdp_mu(float(epsilon), float(delta)) * (1 - 1e-9)  # insurance: gdp_mu is on the safe side already
+    check_stage_budgets(mu * math.sqrt(1 - fr), float(delta), m,  # before any data is read (public values)
+                        dict(zip(("class", "lloyd", "cells"), cfg.stage_split)))
     X = public_transform(images, cfg.transform)
     if not (1 <= cfg.n_components <= X.shape[-1]):
         raise ValueError(f"n_components must be in [1, {X.shape[-1]}], got {cfg.n_components}")

@@ -100,7 +100,7 @@ from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
 from torchdpgmm.mechanisms.clip import row_abs_max
-from torchdpgmm.mechanisms.discrete import add_noise_tv, rational_gaussian_variance, rational_laplace_scale
+from torchdpgmm.mechanisms.discrete import GAUSSIAN_SIGMA_MAX, add_noise_tv, rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
 from torchdpgmm.privacy.record import with_sampler_tv
 from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, prime_zcdp_rho, zcdp_rho
@@ -505,6 +505,13 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
     sigma = {k: lam * v for k, v in shape.items()}
     grids = {k: c * sigma[k] for k in names if k != "counts"}
     grids["counts"] = 1.0 if sigma["counts"] >= 0.25 else 2.0 ** math.floor(math.log2(4 * sigma["counts"]))
+    for k in names:  # public values: refuse a budget the exact sampler cannot draw for, before any data is read
+        units = m * sigma[k] / grids[k]
+        if not units <= GAUSSIAN_SIGMA_MAX:
+            raise ValueError(f"the budget is too small for the discrete noise: at epsilon={st.epsilon:g} (this "
+                             f"release's share of yours) and delta={st.delta:g} the {k} block's noise would be "
+                             f"{units:.3g} grid units, beyond the exact sampler's {GAUSSIAN_SIGMA_MAX:.3g} (such a "
+                             f"release is noise alone); use a larger epsilon")
     scales = {k: _grid_gaussian(m * sigma[k], grids[k]) for k in names}
     W = jm(scales) + math.sqrt(sum(aff[k] * (grids[k] / scales[k]) ** 2 for k in names if k != "counts"))
     share = {k: (sens[k] / scales[k]) ** 2 for k in names}
