@@ -204,3 +204,14 @@ def test_a_budget_beyond_the_discrete_sampler_is_refused_in_one_line(tmp_path, c
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "too small for the discrete noise" in err
     assert not out.exists()
+
+
+def test_a_sweep_beyond_the_discrete_laplace_sampler_is_refused_before_any_trial(tmp_path, capsys):
+    """The discrete Laplace sampler's largest scale (2^40 grid units) is passed at epsilon 1e-9: the sweep said
+    "discrete Laplace scale must lie in [2^-20, 2^40] (grid units)"; now the budget's one line, nothing written."""
+    out = tmp_path / "o"
+    assert main(["sweep", "--mechanisms", "laplace", "--epsilons", "1e-9,1", "--clip-bound", "1", "--trials", "10",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "too small for the discrete noise" in err
+    assert not out.exists()

@@ -286,10 +286,14 @@ def _check_shape(shape: Any) -> tuple:
     return tuple(int(s) for s in shape)
 
 
+#: the largest discrete Laplace scale (grid units) the exact sampler takes (:func:`rational_laplace_scale`)
+LAPLACE_SCALE_MAX = 2.0 ** 40
+
+
 def rational_laplace_scale(scale: float) -> tuple[int, int]:
     """``(t, s)`` with ``t/s >= scale`` (``s`` a power of two, ``t`` ~ 20 bits; see module docstring)."""
     b = float(scale)
-    if not (math.isfinite(b) and 2.0 ** -20 <= b <= 2.0 ** 40):
+    if not (math.isfinite(b) and 2.0 ** -20 <= b <= LAPLACE_SCALE_MAX):
         raise ValueError(f"discrete Laplace scale must lie in [2^-20, 2^40] (grid units), got {scale!r}")
     p = max(0, 20 - math.floor(math.log2(b)))
     s = 2 ** p

@@ -100,7 +100,7 @@ from torchdpgmm.mixture import COVARIANCE_TYPES as _MIXTURE_COVARIANCE_TYPES
 from torchdpgmm.mixture import moments_to_parameters
 from torchdpgmm.mechanisms import add_noise, clip_records
 from torchdpgmm.mechanisms.clip import row_abs_max
-from torchdpgmm.mechanisms.discrete import GAUSSIAN_SIGMA_MAX, add_noise_tv, rational_gaussian_variance, rational_laplace_scale
+from torchdpgmm.mechanisms.discrete import GAUSSIAN_SIGMA_MAX, LAPLACE_SCALE_MAX, add_noise_tv, rational_gaussian_variance, rational_laplace_scale
 from torchdpgmm.privacy import Adjacency, NoisedBlock, PrivacyRecord
 from torchdpgmm.privacy.record import with_sampler_tv
 from torchdpgmm.privacy.calibration import gdp_delta, gdp_epsilon, gdp_mu, prime_zcdp_rho, zcdp_rho
@@ -505,13 +505,8 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
     sigma = {k: lam * v for k, v in shape.items()}
     grids = {k: c * sigma[k] for k in names if k != "counts"}
     grids["counts"] = 1.0 if sigma["counts"] >= 0.25 else 2.0 ** math.floor(math.log2(4 * sigma["counts"]))
-    for k in names:  # public values: refuse a budget the exact sampler cannot draw for, before any data is read
-        units = m * sigma[k] / grids[k]
-        if not units <= GAUSSIAN_SIGMA_MAX:
-            raise ValueError(f"the budget is too small for the discrete noise: at epsilon={st.epsilon:g} (this "
-                             f"release's share of yours) and delta={st.delta:g} the {k} block's noise would be "
-                             f"{units:.3g} grid units, beyond the exact sampler's {GAUSSIAN_SIGMA_MAX:.3g} (such a "
-                             f"release is noise alone); use a larger epsilon")
+    for k in names:
+        _check_sampler_range(st, k, m * sigma[k] / grids[k], GAUSSIAN_SIGMA_MAX)
     scales = {k: _grid_gaussian(m * sigma[k], grids[k]) for k in names}
     W = jm(scales) + math.sqrt(sum(aff[k] * (grids[k] / scales[k]) ** 2 for k in names if k != "counts"))
     share = {k: (sens[k] / scales[k]) ** 2 for k in names}
@@ -523,6 +518,16 @@ def _calibrate_gaussian(st: SoundSettings, dim: int) -> tuple[dict[str, float], 
         f"zCDP of the discrete Gaussian (Canonne, Kamath & Steinke 2020), joint worst case over the noised blocks "
         f"under {st.adjacency} including the grid rounding, rho={W * W / 2:.6g} <= {rho:.6g}; (eps, delta) by "
         f"Canonne, Kamath & Steinke 2020 Cor. 13")}
+
+
+def _check_sampler_range(st: SoundSettings, block: str, units: float, limit: float) -> None:
+    """Refuse a budget the exact discrete sampler cannot draw for (its noise ``units`` grid units above ``limit``) in
+    one line; public values only, before any data is read."""
+    if not units <= limit:
+        raise ValueError(f"the budget is too small for the discrete noise: at epsilon={st.epsilon:g} (this "
+                         f"release's share of yours) and delta={st.delta:g} the {block} block's noise would be "
+                         f"{units:.3g} grid units, beyond the exact sampler's {limit:.3g} (such a release is noise "
+                         f"alone); use a larger epsilon")
 
 
 def _calibrate_laplace(st: SoundSettings, dim: int) -> tuple[dict[str, float], dict[str, Any]]:
@@ -544,6 +549,7 @@ def _calibrate_laplace(st: SoundSettings, dim: int) -> tuple[dict[str, float], d
         if k != "counts":
             grids[k] = 0.01 * eps_b[k] / aff[k] * b
         requested[k] = m * b
+        _check_sampler_range(st, k, m * b / grids[k], LAPLACE_SCALE_MAX)
         t, s = rational_laplace_scale(m * b / grids[k])
         scales[k] = grids[k] * t / s
         gsens = sens[k] / grids[k] + (0 if k == "counts" else aff[k])
