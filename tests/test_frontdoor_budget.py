@@ -124,6 +124,38 @@ def test_the_discrete_samplers_share_of_delta_is_said_where_it_matters():
         said = [w for w in caught if issubclass(w.category, WeakPrivacyWarning) and "delta_sampler" in str(w.message)]
         assert len(said) == expected, [str(w.message) for w in caught]
         assert (float(m.privacy_.delta_sampler) > 1e-5) == bool(expected)
+        assert str(w.filename) == __file__ if (w := (said or [None])[0]) else True  # said at the user's line
+
+
+def test_a_release_the_samplers_leave_void_is_refused_and_nothing_kept_or_written(tmp_path, capsys):
+    """Where delta + delta_sampler reaches the budget rule's 0.5 (about epsilon 44 with the default discrete noise)
+    the release claimed nothing yet was returned and written with a warning (found by probing the front doors,
+    2026-11-28). The estimator now raises one line and keeps no model; the command line exits 2 and writes nothing;
+    epsilon 40 (delta_sampler about 0.01) still releases with the warning."""
+    import numpy as np
+
+    from sklearn.exceptions import NotFittedError
+
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 3)), rng.integers(0, 3, 300)
+    for eps in (60.0, 999.0):
+        m = DPGaussianMixture(epsilon=eps, delta=1e-5, classes=[0, 1, 2], clip_bound=5.0)
+        with pytest.raises(ValueError, match="too large for the exact discrete noise.*nothing was released"):
+            m.fit(X, y)
+        with pytest.raises(NotFittedError):
+            m.predict(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DPGaussianMixture(epsilon=40.0, delta=1e-5, classes=[0, 1, 2], clip_bound=5.0).fit(X, y)
+    data = tmp_path / "t.csv"
+    data.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{lab}\n" for r, lab in zip(X, y)))
+    out = tmp_path / "m.json"
+    assert main(["release", "--data", str(data), "--label-column", "label", "--classes", "0,1,2", "--epsilon", "999",
+                 "--delta", "1e-5", "--bounds", "a=-5:5,b=-5:5,c=-5:5", "--out", str(out)]) == 2
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines() if "nothing was released" in ln]
+    assert len(err) == 1 and not out.exists()
 
 
 def test_the_odometer_takes_a_stated_record_with_its_samplers_delta():
@@ -140,8 +172,10 @@ def test_the_odometer_takes_a_stated_record_with_its_samplers_delta():
         high = fit(40.0, 1e-6)
     with pytest.raises(ValueError, match="samplers' 0.01"):  # 1e-6 + 1e-2 is above the odometer's 1e-5
         BudgetOdometer(100.0, 1e-5).spend(high)
-    with pytest.warns(UserWarning):
-        void = fit(60.0, 1e-6)
+    from torchdpgmm.release import release
+
+    with pytest.warns(UserWarning):  # the library's release() returns it (with the warning); the estimator refuses
+        void = release(torch.as_tensor(X), torch.as_tensor(y), 3, 60.0, 1e-6, clip_bound=5.0).privacy
     with pytest.raises(ValueError, match="guarantee is void"):
         BudgetOdometer(100.0, 1e-5).spend(void)
     assert BudgetOdometer(2.0, 1e-5).spend(fit(1.0, 1e-6)) < 1.0 + 1e-9  # small epsilon: as before

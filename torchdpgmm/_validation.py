@@ -19,6 +19,8 @@ import torch
 
 __all__ = [
     "check_privacy_strength",
+    "check_sampler_delta",
+    "allow_weak_privacy",
     "budget_scope",
     "checks_budget",
     "WeakPrivacyWarning",
@@ -36,9 +38,15 @@ __all__ = [
 ]
 
 
-def _scalar_values(x: Any) -> torch.Tensor:
-    t = torch.as_tensor(x, dtype=torch.float64) if not torch.is_tensor(x) else x.detach()
-    return t
+def _scalar_values(x: Any, name: str) -> torch.Tensor:
+    if torch.is_tensor(x):
+        return x.detach()
+    if isinstance(x, (str, bytes)):  # torch.as_tensor would say "new(): invalid data type 'str'"
+        raise TypeError(f"{name} must be a real number (or a list or tensor of them), got {type(x).__name__}")
+    try:
+        return torch.as_tensor(x, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be a real number (or a list or tensor of them), got {x!r}") from None
 
 
 def _python_number(x: Any) -> float | None:
@@ -56,7 +64,7 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> None:
         if not (math.isfinite(e) and e > 0):
             raise ValueError(f"{name} must be finite and > 0, got {epsilon!r}")
         return
-    t = _scalar_values(epsilon)
+    t = _scalar_values(epsilon, name)
     if t.numel() == 0:
         raise ValueError(f"{name} is empty")
     if not bool(torch.isfinite(t).all()) or not bool((t > 0).all()):
@@ -75,7 +83,7 @@ def check_delta(delta: Any, name: str = "delta") -> None:
         if not (math.isfinite(v) and MIN_DELTA <= v < 1):
             raise ValueError(f"{name} must lie in [{MIN_DELTA:g}, 1), got {delta!r}")
         return
-    t = _scalar_values(delta)
+    t = _scalar_values(delta, name)
     if t.numel() == 0:
         raise ValueError(f"{name} is empty")
     if not bool(torch.isfinite(t).all()) or not bool(((t >= MIN_DELTA) & (t < 1)).all()):
@@ -180,6 +188,26 @@ _WARNED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torch
                                                                          default=None)
 
 
+# inside allow_weak_privacy(): the Python front doors' refusals of the one budget rule only warn
+_ALLOW_WEAK: contextvars.ContextVar[bool] = contextvars.ContextVar("torchdpgmm_allow_weak_privacy", default=False)
+
+
+class allow_weak_privacy:
+    """``with allow_weak_privacy(): est.fit(X, y)``: inside the scope the Python front doors (the estimators, and
+    :func:`check_privacy_strength` wherever it is called) turn the one budget rule's refusals (``epsilon > 1e3``,
+    ``delta >= 0.5``, and a discrete release whose samplers leave ``delta + delta_sampler >= 0.5``,
+    :func:`check_sampler_delta`) into :class:`WeakPrivacyWarning`, as ``release(..., allow_weak_privacy=True)`` does.
+    For measurements beyond a meaningful guarantee (the low-noise limit of a study), never for a release you
+    publish: the record still states the delta that holds. The command line has no such scope."""
+
+    def __enter__(self) -> "allow_weak_privacy":
+        self._token = _ALLOW_WEAK.set(True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _ALLOW_WEAK.reset(self._token)
+
+
 def _largest(v: Any) -> float | None:
     """The largest non-NaN entry of a number, a list or a tensor (a batch is as weak as its weakest setting);
     None for None or a value that is not numeric (left to the caller's own validation)."""
@@ -209,6 +237,7 @@ def check_privacy_strength(epsilon: Any, delta: Any, *, allow_weak_privacy: bool
     refusal does not offer ``allow_weak_privacy`` (a front door that has no such option). ``warn=False``: refuse
     only (a front door whose release checks the same budget again and warns there)."""
     eps, dlt = _largest(epsilon), _largest(delta)
+    allow_weak_privacy = allow_weak_privacy or _ALLOW_WEAK.get()
     if (eps is not None and eps > REFUSE_EPSILON or dlt is not None and dlt >= REFUSE_DELTA) and not allow_weak_privacy:
         raise ValueError(f"epsilon <= {REFUSE_EPSILON:g} and delta < {REFUSE_DELTA:g} are required for a "
                          "meaningful guarantee" + (" (pass allow_weak_privacy=True to release anyway)" if override else ""))
@@ -246,8 +275,23 @@ def warn_sampler_delta(epsilon: Any, delta: Any, delta_sampler: Any, *, stacklev
     void = ", which claims nothing" if d + extra >= 1 else ""
     warnings.warn(f"epsilon = {eps:g} with exact discrete noise: its samplers add delta_sampler = {extra:.3g} to "
                   f"delta = {d:g}, so the release is (epsilon, delta + delta_sampler)-DP{void}; choose a smaller "
-                  "epsilon, or continuous noise (release(..., noise='continuous'))", WeakPrivacyWarning,
+                  "epsilon (or, through torchdpgmm.release.release, noise='continuous')", WeakPrivacyWarning,
                   stacklevel=stacklevel + 1)
+
+
+def check_sampler_delta(epsilon: Any, delta: Any, delta_sampler: Any, *, stacklevel: int = 2) -> None:
+    """A front door's check of a finished sound release before it hands the model over (public values only): the
+    one budget rule applied to the delta the release actually holds, ``delta + delta_sampler``. At or above
+    :data:`REFUSE_DELTA` (about epsilon 44 with the default discrete noise) it protects nothing, and a one-line
+    ``ValueError`` is raised so that nothing is returned or written (a warning inside :class:`allow_weak_privacy`);
+    below, :func:`warn_sampler_delta`."""
+    eps, dlt, extra = _largest(epsilon), _largest(delta), _largest(delta_sampler)
+    if eps is not None and extra is not None and (0.0 if dlt is None else dlt) + extra >= REFUSE_DELTA \
+            and not _ALLOW_WEAK.get():
+        raise ValueError(f"epsilon = {eps:g} is too large for the exact discrete noise: its samplers add "
+                         f"delta_sampler = {extra:.3g} to delta = {0.0 if dlt is None else dlt:g}, and a delta of "
+                         f"{REFUSE_DELTA:g} or more protects nothing; nothing was released: choose a smaller epsilon")
+    warn_sampler_delta(epsilon, delta, delta_sampler, stacklevel=stacklevel + 1)
 
 
 class budget_scope:

@@ -63,12 +63,16 @@ def _csv_list(kind: type):
     what = {float: "numbers", int: "whole numbers"}.get(kind, "values")
 
     def parse(text: str) -> list:
+        items = [v.strip() for v in text.split(",")]
+        if not any(items):
+            raise argparse.ArgumentTypeError(f"must be a non-empty list of comma-separated {what}, got {text!r}")
+        if not all(items):  # 'a,,b' is a typo, not the class set {a, b}: said, not dropped
+            raise argparse.ArgumentTypeError(f"must not hold an empty value (two commas in a row, or a comma at "
+                                             f"an end), got {text!r}")
         try:
-            vals = [kind(v.strip()) for v in text.split(",") if v.strip()]
+            vals = [kind(v) for v in items]
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be comma-separated {what}, got {text!r}") from None
-        if not vals:
-            raise argparse.ArgumentTypeError(f"must be a non-empty list of comma-separated {what}, got {text!r}")
         dup = sorted({str(v) for v in vals if vals.count(v) > 1})
         if dup:  # a repeated value would double rows (and trials) silently
             raise argparse.ArgumentTypeError(f"must not repeat a value (names {', '.join(dup)} twice)")
@@ -777,10 +781,10 @@ def _cmd_release(args: argparse.Namespace) -> int:
                       mode=args.mode, generator=g, **kwargs)
     _warn_as_published(args)  # once the release ran: an as-published input error is one line, without the caveat
     privacy, model = rel.privacy, rel.model
-    if sound:  # public values: the discrete samplers' share of delta at this epsilon (one line, or --strict refuses)
-        from torchdpgmm._validation import warn_sampler_delta
+    if sound:  # public values: the discrete samplers' share of delta (one line; refused, nothing written, where void)
+        from torchdpgmm._validation import check_sampler_delta
 
-        warn_sampler_delta(privacy.epsilon, privacy.delta, privacy.delta_sampler)
+        check_sampler_delta(privacy.epsilon, privacy.delta, privacy.delta_sampler)
     if bounds is not None:
         model = bounds.model_from_unit(model)
     if args.seed is not None:

@@ -137,6 +137,12 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
         y = np.array([cn[i] if 0 <= i < len(cn) else "" for i in y.tolist()], dtype=object)  # "": dropped
     if not private and any(v in ("nan", "inf", "-inf") for v in np.asarray(y, dtype=object).tolist()):
         raise ValueError(f"{path}: y contains NaN or inf labels")
+    if classes is not None and cn is None and np.issubdtype(y.dtype, np.integer):  # public schema and classes
+        named = [str(c).strip() for c in classes]
+        bad = [c for c in named if not (c.lstrip("-").isdigit() and str(int(c)) == c)]  # as a label's text reads
+        if bad:  # every label would be dropped as outside the classes: a noise-only release
+            raise ValueError(f"{path}: NPZ array y holds integer labels but --classes names {', '.join(bad[:3])}: "
+                             "name the integers (e.g. --classes 0,1), or store class_names in the NPZ")
     return _finish(X, list(y), fn, str(path), cn, classes, private)
 
 

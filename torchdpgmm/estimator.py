@@ -37,7 +37,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from torchdpgmm._validation import (_is_real_scalar, check_clip_bound, check_delta, check_privacy_strength, checks_budget,
-                                    warn_sampler_delta)
+                                    check_sampler_delta)
 from torchdpgmm.bounds import release_in_unit_box
 from torchdpgmm.privacy.record import FIT_STREAM as _FIT_STREAM
 from torchdpgmm.privacy.record import SAMPLE_STREAM as _SAMPLE_STREAM
@@ -617,6 +617,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         else:
             rel = release(Xt, yt, len(classes), float(self.epsilon), float(self.delta), mechanism=self.mechanism,
                           mode=self.mode, generator=g, **kw)
+        if self.mode == "sound":  # public values: the discrete samplers' share of delta; refused before it is kept
+            check_sampler_delta(rel.privacy.epsilon, rel.privacy.delta, rel.privacy.delta_sampler, stacklevel=3)
         self.model_ = rel.model
         if self.bounds is not None:  # back to the user's units; the clipping centre (released, or the box's middle)
             self.model_ = self.bounds_.model_from_unit(rel.model)
@@ -627,8 +629,6 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         elif self.mode == "sound":
             self.clip_radius_ = float(clip)
         self.privacy_ = _float_record(rel.privacy)
-        if self.mode == "sound":  # public values: the discrete samplers' share of delta at this epsilon
-            warn_sampler_delta(self.privacy_.epsilon, self.privacy_.delta, self.privacy_.delta_sampler, stacklevel=3)
         if self.mode == "sound":  # from released values only (post-processing)
             from torchdpgmm.release.diagnostics import warn_sound_release
 
@@ -688,24 +688,24 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """``log p(y = k | x)`` under the released model, columns in ``classes_`` order; ``x`` first mapped as the
         release mapped its records (:meth:`_x_released`: in sound mode pulled onto the clipping ball)."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         lp = self.model_.class_log_prob(self._x_released(X))
         return (lp - torch.logsumexp(lp, -1, keepdim=True)).cpu().numpy()
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Posterior class probabilities ``p(y = k | x)`` (columns in ``classes_`` order)."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         return self.model_.predict_proba(self._x_released(X)).cpu().numpy()
 
     def predict(self, X: Any) -> np.ndarray:
         """Maximum-posterior class under the released model (its Bayes classifier) at ``x`` mapped as the release
         mapped its records (:meth:`_x_released`), so that the model and its input describe the same clipped records."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         return self.classes_[self.model_.predict(self._x_released(X)).cpu().numpy()]
 
     def score_samples(self, X: Any) -> np.ndarray:
         """Per-sample marginal log-density ``log p(x) = log sum_k pi_k N(x; mu_k, Sigma_k)``."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         return self.model_.log_prob(self._x(X)).cpu().numpy()
 
     def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
@@ -756,7 +756,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         ``preserve_histogram=True`` (default) fixes the class counts to the released histogram rescaled to
         ``n_samples`` (largest remainders); labels come sorted by class, as in ``GaussianMixture.sample``.
         """
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool):
             raise TypeError(f"n_samples must be an integer, got {type(n_samples).__name__} {n_samples!r}")
         if n_samples < 1:
@@ -942,8 +942,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
         rel = release_pipeline(torch.tensor(np.ascontiguousarray(X), device=dev),
                                torch.as_tensor(idx, dtype=torch.int64, device=dev), num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
+        check_sampler_delta(rel.privacy.epsilon, rel.privacy.delta, rel.privacy.delta_sampler, stacklevel=2)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
-        warn_sampler_delta(rel.privacy.epsilon, rel.privacy.delta, rel.privacy.delta_sampler, stacklevel=2)
         from torchdpgmm.release.diagnostics import pipeline_mostly_noise, warn_mostly_noise
 
         if pipeline_mostly_noise(rel):  # released values only (post-processing)
@@ -962,7 +962,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
 
     def _features(self, X: Any) -> np.ndarray:
         """:meth:`transform` as an array, whatever ``set_output`` says (predict's input)."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         X = self._centred_box(validate_data(self, _detached(X), reset=False, dtype=np.float64))
         Xt = torch.tensor(np.ascontiguousarray(X), device=self._model_device())
         return self.release_.features(Xt).cpu().numpy()
@@ -977,7 +977,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
         """Released features back to rows of the table: ``m + R F V`` (the released mean ``m``, components
         ``V`` and public radius ``R``), then, with bounds, the user's units clipped into them (post-processing).
         Needs ``image_transform="none"``."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         if self.release_.config.transform != "none":
             raise ValueError("inverse_transform needs image_transform='none' (the DCT features are not rows)")
         pca = self.release_.pca
@@ -998,7 +998,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """``log p(y = k | x)`` under the released class mixtures, columns in ``classes_`` order."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         lj = self.model_.log_joint(torch.as_tensor(self._features(X), device=self._model_device()))
         return (lj - torch.logsumexp(lj, -1, keepdim=True)).cpu().numpy()
 
@@ -1007,7 +1007,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
 
     def predict(self, X: Any) -> np.ndarray:
         """The released model's Bayes rule."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         Xt = torch.as_tensor(self._features(X), device=self._model_device())
         return self.classes_[self.model_.predict(Xt).cpu().numpy()]
 
@@ -1016,7 +1016,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
         the user's units drawn from the released model restricted to the bounds (never clipped onto a bound),
         discrete columns rounded (post-processing); fitted on a DataFrame with bounds: a DataFrame with its column
         names and the labels as a Series."""
-        check_is_fitted(self)
+        check_is_fitted(self, "model_")
         if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
             raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         _check_sample_size(n_samples)

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
+from torchdpgmm._validation import check_clip_bound
+
 from ._privacy import composed_mu, gdp_mu, make_record, parse_adjacency
 from .class_mixture import (COVARIANCE_TYPES, DEFAULT_CLASS_RULE, PIPELINE_CLASS_TO_POOLED, ClassMixture, check_class_rule, check_class_to_pooled,
                             check_stage_budgets, release_class_mixture)
@@ -82,6 +84,12 @@ class PipelineConfig:
 
         for name in ("mean_clip", "pca_clip", "radius", "cell_floor", "cell_clip"):
             pos(name)
+        for name in ("mean_clip", "pca_clip", "radius", "cell_clip"):  # bounds whose 4th power the release computes
+            try:
+                check_clip_bound(getattr(self, name))
+            except ValueError:
+                raise ValueError(f"{name}={getattr(self, name)!r} is outside the range the release computes with "
+                                 f"(about 1e-77 < {name} < 1e77); rescale the features and the bound") from None
         if self.transform not in ("dct14", "none"):
             raise ValueError(f"transform must be 'dct14' or 'none', got {self.transform!r}")
         if self.covariance_type not in COVARIANCE_TYPES:

@@ -37,9 +37,11 @@ from torchdpgmm.release.dispatch import (
     check_privacy_strength,
     release,
 )
+from torchdpgmm._validation import allow_weak_privacy
 from torchdpgmm.release.result import Release
 
-__all__ = ["release", "Release", "WeakPrivacyWarning", "check_privacy_strength", "REGISTRY", "Mechanism",
+__all__ = ["release", "Release", "WeakPrivacyWarning", "check_privacy_strength", "allow_weak_privacy", "REGISTRY",
+           "Mechanism",
            "KLMechanism", "BaselineMechanism", "SoundMechanism", "MECHANISMS", "VARIANTS", "SOLVERS", "MODES",
            "AS_PUBLISHED_NOTES", "AS_PUBLISHED_CAVEATS", "REFUSE_EPSILON", "REFUSE_DELTA"]
 

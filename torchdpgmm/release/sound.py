@@ -92,7 +92,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchdpgmm._validation import check_delta, check_epsilon
+from torchdpgmm._validation import check_clip_bound, check_delta, check_epsilon
 from torchdpgmm.release.covariance_rule import POOLED, auto_split, floored_counts, shrunk_covariances
 from torchdpgmm.release.diagnostics import second_moment_signal
 from torchdpgmm.release.result import PER_RELEASE_EXTRAS
@@ -387,7 +387,7 @@ def sound_settings(
         raise ValueError(
             "clip_bound is required in sound mode: record-level DP needs a public bound B on ||x - center||_2 "
             "(records are clipped to it); taking it from the data would leak privacy")
-    B = _positive(clip_bound, "clip_bound")
+    B = check_clip_bound(_positive(clip_bound, "clip_bound"))  # B**4 computable: one line, not an OverflowError
     _check_mechanism(mechanism)
     eps, dlt = _check_privacy(epsilon, delta, mechanism)
     adjacency = _check_adjacency(adjacency)

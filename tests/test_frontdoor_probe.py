@@ -1,0 +1,77 @@
+"""Bad public inputs found by probing the front doors at extreme values (2026-11-28): each was an internal error, or a
+release of noise alone; each is now one line naming the input, and nothing is written."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from torchdpgmm.cli import main
+from torchdpgmm.estimator import DPSyntheticClassifier
+from torchdpgmm.release import release
+
+
+def _xy(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0, 10, (n, 2)), np.array(["a", "b"])[np.arange(n) % 2]
+
+
+@pytest.mark.parametrize("name, value", [("radius", 1e300), ("radius", 1e-300), ("mean_clip", 1e300),
+                                         ("pca_clip", 1e300)])
+def test_pipeline_bounds_outside_the_computable_range_are_one_line(name, value):
+    """radius=1e300 gave OverflowError (34, 'Numerical result out of range'), radius=1e-300 a Cholesky error."""
+    X, y = _xy()
+    with pytest.raises(ValueError, match=f"{name}=.* is outside the range the release computes with") as e:
+        DPSyntheticClassifier(1.0, 1e-5, classes=["a", "b"], bounds=(0, 10), **{name: value}).fit(X, y)
+    assert "\n" not in str(e.value)
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig
+
+    with pytest.raises(ValueError, match="cell_clip=1e.200 is outside the range"):  # the pipeline's own setting
+        PipelineConfig(cell_clip=1e200).check()
+
+
+def test_release_clip_bound_outside_the_computable_range_is_one_line():
+    X = torch.rand(50, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="outside the range the release computes with"):
+        release(X, torch.arange(50) % 2, 2, 1.0, 1e-5, clip_bound=1e300)
+
+
+@pytest.mark.parametrize("epsilon, delta, name", [("1", 1e-5, "epsilon"), (1.0, "x", "delta")])
+def test_release_names_a_budget_that_is_not_a_number(epsilon, delta, name):
+    """release(..., "1", ...) said "new(): invalid data type 'str'" (torch's)."""
+    with pytest.raises(TypeError, match=f"^{name} must be a real number"):
+        release(torch.rand(20, 2, dtype=torch.float64), torch.arange(20) % 2, 2, epsilon, delta, clip_bound=1.0)
+
+
+def test_an_empty_class_name_is_refused_not_dropped(tmp_path, capsys):
+    """--classes a,,b was read as the class set {a, b}."""
+    X, y = _xy()
+    data = tmp_path / "t.csv"
+    data.write_text("h,w,lab\n" + "".join(f"{r[0]},{r[1]},{lab}\n" for r, lab in zip(X, y)))
+    out = tmp_path / "m.json"
+    for classes in ("a,,b", "a,b,"):
+        assert main(["release", "--data", str(data), "--label-column", "lab", "--classes", classes, "--bounds", "0:10",
+                     "--epsilon", "1", "--delta", "1e-5", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "must not hold an empty value" in err[0]
+    assert not out.exists()
+
+
+def test_an_npz_of_integer_labels_with_string_classes_is_refused(tmp_path, capsys):
+    """An NPZ's dtype is public schema: integer labels can never match --classes a,b, and the release was noise
+    alone (exit 0, a mostly-noise warning); the estimator already refused the same mismatch."""
+    X, _ = _xy()
+    path = tmp_path / "t.npz"
+    np.savez(path, X=X, y=np.arange(len(X)) % 2)
+    out = tmp_path / "m.json"
+    assert main(["release", "--data", str(path), "--classes", "a,b", "--bounds", "0:10", "--epsilon", "1",
+                 "--delta", "1e-5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds integer labels but --classes names a, b" in err[0] and not out.exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["release", "--data", str(path), "--classes", "0,1", "--bounds", "0:10", "--epsilon", "1",
+                     "--delta", "1e-5", "--out", str(out)]) == 0
+    assert out.exists()
