@@ -249,3 +249,55 @@ def test_a_sweep_beyond_the_discrete_laplace_sampler_is_refused_before_any_trial
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "too small for the discrete noise" in err
     assert not out.exists()
+
+
+def test_the_command_line_ignores_a_python_override_scope(tmp_path, capsys):
+    """allow_weak_privacy() is Python's; cli.main run inside it keeps the command's refusals (a review found that
+    the scope reached the command's checks and a void release was written)."""
+    from torchdpgmm.release import allow_weak_privacy
+
+    X, y = _xy(300)
+    data = tmp_path / "t.csv"
+    data.write_text("a,b,c,label\n" + "".join(f"{r[0]},{r[1]},{r[2]},{lab}\n" for r, lab in zip(X, y)))
+    out = tmp_path / "m.json"
+    for eps, words in (("1e9", "meaningful guarantee"), ("999", "nothing was released")):
+        with allow_weak_privacy():
+            assert main(["release", "--data", str(data), "--label-column", "label", "--classes", "u,v", "--epsilon",
+                         eps, "--delta", "1e-5", "--bounds", "a=0:1,b=0:1,c=0:1", "--out", str(out)]) == 2
+        assert words in capsys.readouterr().err and not out.exists()
+    with allow_weak_privacy():  # the same scope does let the estimator measure (with warnings)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            DPGaussianMixture(999.0, 1e-5, classes=["u", "v"], bounds=BOUNDS).fit(X, y)
+
+
+def test_a_refused_fit_is_not_fitted_for_scikit_learn():
+    """A refusal after the inputs were validated left n_features_in_ behind, so scikit-learn's check_is_fitted
+    took the estimator for fitted (a review finding)."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    X, y = _xy(300)
+    est = DPGaussianMixture(60.0, 1e-5, classes=["u", "v"], bounds=BOUNDS)
+    with pytest.raises(ValueError, match="nothing was released"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
+    assert hasattr(est, "n_features_in_")
+    with pytest.raises(NotFittedError):
+        check_is_fitted(est)
+
+
+def test_the_two_stage_release_checks_both_stages_before_reading_data(monkeypatch):
+    """With 30 columns the centre stage's noise fits the sampler and the mixture stage's does not: the mixture stage
+    used to refuse after the centre stage had read the data (a review finding); both are calibrated first now."""
+    import torchdpgmm.release.sound as sound
+
+    reads = []
+    real = sound._clipped_statistics
+    monkeypatch.setattr(sound, "_clipped_statistics", lambda *a, **k: reads.append(1) or real(*a, **k))
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(0, 1, (300, 30)), rng.integers(0, 2, 300)
+    with pytest.raises(ValueError, match="too small for the discrete noise"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DPGaussianMixture(3e-4, 1e-12, classes=[0, 1], bounds=(0, 1)).fit(X, y)
+    assert reads == []

@@ -75,3 +75,14 @@ def test_an_npz_of_integer_labels_with_string_classes_is_refused(tmp_path, capsy
         assert main(["release", "--data", str(path), "--classes", "0,1", "--bounds", "0:10", "--epsilon", "1",
                      "--delta", "1e-5", "--out", str(out)]) == 0
     assert out.exists()
+
+
+@pytest.mark.parametrize("classes", ["--1,0", "01,1", "1.0,0"])
+def test_integer_like_but_not_integer_class_names_get_the_same_line(tmp_path, capsys, classes):
+    """'--1' passed str.isdigit's test and then int() raised "invalid literal" (a review finding)."""
+    X, _ = _xy()
+    path = tmp_path / "t.npz"
+    np.savez(path, X=X, y=np.arange(len(X)) % 2)
+    assert main(["release", "--data", str(path), f"--classes={classes}", "--bounds", "0:10", "--epsilon", "1",
+                 "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
+    assert "holds integer labels but --classes names" in capsys.readouterr().err

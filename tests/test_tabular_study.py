@@ -191,7 +191,9 @@ def test_peer_wins_block_lists_only_tables_where_a_peer_is_more_than_a_point_abo
 def test_committed_study_rows_are_reproduced(tmp_path):
     """The committed study's first draw on its smallest table (wine, every epsilon, every method of ours) comes out
     again at this code, digit for digit: a change to the noise stream (a last-bit change of mu re-draws the discrete
-    noise) must come with a re-run of the study (docs/tables.md), not leave docs/results/tabular behind."""
+    noise) must come with a re-run of the study (docs/tables.md), not leave docs/results/tabular behind. Bound to the
+    environment the study ran in (this project's CPU build of torch, CI's): another BLAS or torch build may move a
+    Bayes rule's last bits and fail it without any change of the noise."""
     from pathlib import Path
 
     cfg = ExperimentConfig(out=tmp_path, options={"tables": "wine", "draws": 1})

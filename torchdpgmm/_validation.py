@@ -45,8 +45,10 @@ def _scalar_values(x: Any, name: str) -> torch.Tensor:
         raise TypeError(f"{name} must be a real number (or a list or tensor of them), got {type(x).__name__}")
     try:
         return torch.as_tensor(x, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
+    except TypeError:
         raise TypeError(f"{name} must be a real number (or a list or tensor of them), got {x!r}") from None
+    except (ValueError, RuntimeError, OverflowError) as exc:  # a ragged list, an int beyond float64
+        raise ValueError(f"{name} must be a real number (or a list or tensor of them): {exc}") from None
 
 
 def _python_number(x: Any) -> float | None:
@@ -196,9 +198,13 @@ class allow_weak_privacy:
     """``with allow_weak_privacy(): est.fit(X, y)``: inside the scope the Python front doors (the estimators, and
     :func:`check_privacy_strength` wherever it is called) turn the one budget rule's refusals (``epsilon > 1e3``,
     ``delta >= 0.5``, and a discrete release whose samplers leave ``delta + delta_sampler >= 0.5``,
-    :func:`check_sampler_delta`) into :class:`WeakPrivacyWarning`, as ``release(..., allow_weak_privacy=True)`` does.
+    :func:`check_sampler_delta`) into :class:`WeakPrivacyWarning`, as ``release(..., allow_weak_privacy=True)`` does
+    for the first two (``release()`` itself never checks the samplers' share; the estimators and the command do).
     For measurements beyond a meaningful guarantee (the low-noise limit of a study), never for a release you
-    publish: the record still states the delta that holds. The command line has no such scope."""
+    publish: the record still states the delta that holds. The command line has no such scope and ignores an
+    enclosing one (:class:`budget_scope` with ``override=False``). A ContextVar: do not ``yield`` or ``await``
+    inside the scope (a generator or a task made there keeps it after the ``with`` ends); threads started inside do
+    not inherit it (they refuse)."""
 
     def __enter__(self) -> "allow_weak_privacy":
         self._token = _ALLOW_WEAK.set(True)
@@ -233,8 +239,9 @@ def check_privacy_strength(epsilon: Any, delta: Any, *, allow_weak_privacy: bool
     or ``delta > 1e-3`` (:data:`WARN_DELTA`) issue a :class:`WeakPrivacyWarning`. Tensors and lists are judged by
     their largest entry. Non-numeric values are left to the caller's own validation. Inside a
     :class:`budget_scope` (a front door's call) each kind of warning is given once. Returns the warnings' texts
-    (also those already given in the scope), for a front door that prints them itself. ``override=False``: the
-    refusal does not offer ``allow_weak_privacy`` (a front door that has no such option). ``warn=False``: refuse
+    (also those already given in the scope), for a front door that prints them itself. Inside
+    :class:`allow_weak_privacy` the refusals warn too. ``override=False``: the refusal's message does not offer
+    ``allow_weak_privacy=True`` (a front door that has no such argument). ``warn=False``: refuse
     only (a front door whose release checks the same budget again and warns there)."""
     eps, dlt = _largest(epsilon), _largest(delta)
     allow_weak_privacy = allow_weak_privacy or _ALLOW_WEAK.get()
@@ -298,13 +305,20 @@ class budget_scope:
     """``with budget_scope(): ...``: one front door's call (an estimator's ``fit``, a command of the CLI). The
     front door checks the budget first (:func:`check_privacy_strength`: refusals before any data are read); a
     weak-budget warning is then given once in the scope, not again by the release layer's check of the same
-    budget. Refusals are never suppressed."""
+    budget. Refusals are never suppressed here; ``override=False`` (the command line) also ignores an enclosing
+    :class:`allow_weak_privacy` (a Python caller running ``cli.main`` inside one gets the command's refusals)."""
+
+    def __init__(self, *, override: bool = True) -> None:
+        self._override = override
 
     def __enter__(self) -> "budget_scope":
         self._token = _WARNED.set(set())
+        self._allow = None if self._override else _ALLOW_WEAK.set(False)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._allow is not None:
+            _ALLOW_WEAK.reset(self._allow)
         _WARNED.reset(self._token)
 
 

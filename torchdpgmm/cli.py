@@ -435,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.given = _given_flags(parser, argv, args)
         from torchdpgmm._validation import budget_scope
 
-        with warnings.catch_warnings(), budget_scope():  # the budget's warnings once, at this front door
+        # the budget's warnings once, at this front door; no Python-side allow_weak_privacy scope reaches a command
+        with warnings.catch_warnings(), budget_scope(override=False):
             warnings.showwarning = _show_warning
             return _dispatch(args, created)
     except KeyboardInterrupt:

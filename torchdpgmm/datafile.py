@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,7 +140,7 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
         raise ValueError(f"{path}: y contains NaN or inf labels")
     if classes is not None and cn is None and np.issubdtype(y.dtype, np.integer):  # public schema and classes
         named = [str(c).strip() for c in classes]
-        bad = [c for c in named if not (c.lstrip("-").isdigit() and str(int(c)) == c)]  # as a label's text reads
+        bad = [c for c in named if not re.fullmatch(r"0|-?[1-9][0-9]*", c)]  # as an integer label's text reads
         if bad:  # every label would be dropped as outside the classes: a noise-only release
             raise ValueError(f"{path}: NPZ array y holds integer labels but --classes names {', '.join(bad[:3])}: "
                              "name the integers (e.g. --classes 0,1), or store class_names in the NPZ")

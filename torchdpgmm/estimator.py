@@ -243,6 +243,11 @@ class _PublicLabelsMixin:
     """What both estimators share: the public class set, label encoding against it, and the seeds of the
     fit and sample streams (``random_state``)."""
 
+    def __sklearn_is_fitted__(self) -> bool:
+        """Fitted once a release was kept (``model_``): a refused fit leaves ``n_features_in_`` and its other
+        input attributes behind, but no model (scikit-learn's ``check_is_fitted`` asks this)."""
+        return hasattr(self, "model_")
+
     def _check_budget(self) -> None:
         for name in ("epsilon", "delta"):
             v = getattr(self, name)
@@ -942,8 +947,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
         rel = release_pipeline(torch.tensor(np.ascontiguousarray(X), device=dev),
                                torch.as_tensor(idx, dtype=torch.int64, device=dev), num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
-        check_sampler_delta(rel.privacy.epsilon, rel.privacy.delta, rel.privacy.delta_sampler, stacklevel=2)
-        self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy
+        self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy  # continuous noise: no delta_sampler
         from torchdpgmm.release.diagnostics import pipeline_mostly_noise, warn_mostly_noise
 
         if pipeline_mostly_noise(rel):  # released values only (post-processing)
