@@ -86,3 +86,27 @@ def test_integer_like_but_not_integer_class_names_get_the_same_line(tmp_path, ca
     assert main(["release", "--data", str(path), f"--classes={classes}", "--bounds", "0:10", "--epsilon", "1",
                  "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
     assert "holds integer labels but --classes names" in capsys.readouterr().err
+
+
+def test_both_estimators_refuse_a_bad_sample_size_alike():
+    """sample(2.0) was a TypeError in DPGaussianMixture and a ValueError in DPSyntheticClassifier."""
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    X, y = _xy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = [cls(1.0, 1e-5, classes=["a", "b"], bounds=(0, 10), random_state=0).fit(X, y)
+                  for cls in (DPGaussianMixture, DPSyntheticClassifier)]
+    for est in fitted:
+        with pytest.raises(TypeError, match="n_samples must be an integer, got float 2.0"):
+            est.sample(2.0)
+        with pytest.raises(ValueError, match="n_samples must be >= 1, got 0"):
+            est.sample(0)
+
+
+def test_a_too_narrow_bound_is_quoted_as_given():
+    """(1, 1 + 1e-15) was quoted as "(1, 1)", as if equal bounds had been passed."""
+    from torchdpgmm.bounds import Bounds
+
+    with pytest.raises(ValueError, match=r"got \(1\.0, 1\.000000000000001\)"):
+        Bounds([1.0], [1.0 + 1e-15])

@@ -133,7 +133,7 @@ class Bounds:
                 # normal float, and the unit box must resolve the range in float64
                 raise ValueError(f"bounds of feature {label(j)} must span between {WIDTH_RANGE[0]:g} and "
                                  f"{WIDTH_RANGE[1]:g}, and more than 1e-12 of their magnitude (rescale the column), "
-                                 f"got ({a:g}, {b:g})")
+                                 f"got ({float(a)!r}, {float(b)!r})")  # repr: (1, 1 + 1e-15) is not (1, 1)
         self.lower = np.asarray(lo, dtype=np.float64)
         self.upper = np.asarray(hi, dtype=np.float64)
         self.names = tuple(str(n) for n in names) if names is not None else None

@@ -910,7 +910,8 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
             n = 40 if transform == "dct14" else out
         if n is not None and (not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1
                               or (out is not None and n > out)):
-            raise ValueError(f"n_components must be an int in [1, {out or 'the width'}] (the transformed width), got {n!r}")
+            raise ValueError(f"n_components must be an int in [1, {out}] (the transformed width), got {n!r}"
+                             if out is not None else f"n_components must be an int >= 1, got {n!r}")
         if n_features is None:
             return None
         if transform == "dct14" and n_features != 784:
@@ -1021,8 +1022,10 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
         discrete columns rounded (post-processing); fitted on a DataFrame with bounds: a DataFrame with its column
         names and the labels as a Series."""
         check_is_fitted(self, "model_")
-        if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
-            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+        if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool):  # as DPGaussianMixture.sample
+            raise TypeError(f"n_samples must be an integer, got {type(n_samples).__name__} {n_samples!r}")
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         _check_sample_size(n_samples)
         g = torch.Generator(device=self._model_device()).manual_seed(self._seed(_SAMPLE_STREAM))
         b = getattr(self, "bounds_", None)
