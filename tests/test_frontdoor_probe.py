@@ -110,3 +110,16 @@ def test_a_too_narrow_bound_is_quoted_as_given():
 
     with pytest.raises(ValueError, match=r"got \(1\.0, 1\.000000000000001\)"):
         Bounds([1.0], [1.0 + 1e-15])
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--N", "100", "--K", "2", "--d", "64"], "N = 100 is too small for K = 2 classes in d = 64 dimensions"),
+    (["--epsilons", "nan"], "epsilons must be finite numbers > 0, got nan"),
+])
+def test_sweep_names_its_flags_not_internal_parameters(tmp_path, capsys, argv, words):
+    """The sweep said "n=100 cannot give each of num_classes=2 classes min_class_size=65 points" (the sampler's
+    internal names) and, for nan, "epsilons must be > 0"."""
+    out = tmp_path / "o"
+    assert main(["sweep", *argv, "--clip-bound", "1", "--trials", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0] and not out.exists()

@@ -64,6 +64,7 @@ import csv
 import io
 import itertools
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -125,12 +126,17 @@ class SweepSpec:
 
         if not self.mechanisms:
             raise ValueError("give at least one mechanism")
-        if not self.epsilons or any(not (e > 0) for e in self.epsilons):
-            raise ValueError("epsilons must be > 0")
+        bad = [e for e in self.epsilons if not (math.isfinite(e) and e > 0)]
+        if not self.epsilons or bad:
+            raise ValueError(f"epsilons must be finite numbers > 0, got {bad[0] if bad else 'none'}")
         check_delta(self.delta)
         for name, vals, lo in (("N", self.Ns, 4), ("K", self.Ks, 2), ("d", self.ds, 1)):
             if not vals or any(int(v) != v or v < lo for v in vals):
                 raise ValueError(f"{name} values must be integers >= {lo}")
+        for n, k, d in itertools.product(self.Ns, self.Ks, self.ds):  # each class's covariance needs d + 1 records
+            if n < k * (d + 1):
+                raise ValueError(f"N = {n} is too small for K = {k} classes in d = {d} dimensions: each class "
+                                 f"needs d + 1 = {d + 1} records, so N >= {k * (d + 1)}")
         if self.trials < 1 or (self.block_size is not None and self.block_size < 1):
             raise ValueError("trials and block_size must be >= 1")
         if self.results_format not in FORMATS:
