@@ -292,12 +292,12 @@ def check_sampler_delta(epsilon: Any, delta: Any, delta_sampler: Any, *, stackle
     :data:`REFUSE_DELTA` (about epsilon 44 with the default discrete noise) it protects nothing, and a one-line
     ``ValueError`` is raised so that nothing is returned or written (a warning inside :class:`allow_weak_privacy`);
     below, :func:`warn_sampler_delta`."""
-    eps, dlt, extra = _largest(epsilon), _largest(delta), _largest(delta_sampler)
-    if eps is not None and extra is not None and (0.0 if dlt is None else dlt) + extra >= REFUSE_DELTA \
-            and not _ALLOW_WEAK.get():
+    eps, extra = _largest(epsilon), _largest(delta_sampler)
+    d = _largest(delta) or 0.0
+    if eps is not None and extra is not None and d + extra >= REFUSE_DELTA and not _ALLOW_WEAK.get():
         raise ValueError(f"epsilon = {eps:g} is too large for the exact discrete noise: its samplers add "
-                         f"delta_sampler = {extra:.3g} to delta = {0.0 if dlt is None else dlt:g}, and a delta of "
-                         f"{REFUSE_DELTA:g} or more protects nothing; nothing was released: choose a smaller epsilon")
+                         f"delta_sampler = {extra:.3g} to delta = {d:g}, and a delta of {REFUSE_DELTA:g} or more "
+                         "protects nothing; nothing was released: choose a smaller epsilon")
     warn_sampler_delta(epsilon, delta, delta_sampler, stacklevel=stacklevel + 1)
 
 

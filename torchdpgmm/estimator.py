@@ -36,8 +36,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Classif
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from torchdpgmm._validation import (_is_real_scalar, check_clip_bound, check_delta, check_privacy_strength, checks_budget,
-                                    check_sampler_delta)
+from torchdpgmm._validation import (_is_real_scalar, check_clip_bound, check_delta, check_epsilon,
+                                    check_privacy_strength, check_sampler_delta, checks_budget)
 from torchdpgmm.bounds import release_in_unit_box
 from torchdpgmm.privacy.record import FIT_STREAM as _FIT_STREAM
 from torchdpgmm.privacy.record import SAMPLE_STREAM as _SAMPLE_STREAM
@@ -254,8 +254,7 @@ class _PublicLabelsMixin:
             if not _is_real_scalar(v):
                 raise TypeError(f"{name} must be a real scalar (one release per fit), got {type(v).__name__}"
                                 + (f" of shape {np.shape(v)}" if np.ndim(v) else ""))
-        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
-            raise ValueError(f"epsilon must be finite and > 0, got {self.epsilon!r}")
+        check_epsilon(self.epsilon)
         check_delta(self.delta)
 
     def _device(self) -> torch.device:

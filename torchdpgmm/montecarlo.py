@@ -39,6 +39,7 @@ __all__ = [
     "SyntheticBatch",
     "synthetic_gmm_params",
     "synthetic_data",
+    "default_min_class_size",
     "chunk_size_for_budget",
     "synthetic_data_bytes_per_trial",
     "chunk_seeds",
@@ -114,6 +115,11 @@ def _draw(T, N, K, d, generator, dtype, device, mean_range):
     return x, y, w, mu, cov
 
 
+def default_min_class_size(dim: int) -> int:
+    """The records each class gets by default in :func:`synthetic_data`: ``dim + 1``, so that eq. 2c is nonsingular."""
+    return dim + 1
+
+
 def synthetic_data(
     trials: int,
     n: int,
@@ -137,7 +143,7 @@ def synthetic_data(
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     if min_class_size is None:
-        min_class_size = dim + 1
+        min_class_size = default_min_class_size(dim)
     if min_class_size < 0:
         raise ValueError(f"min_class_size must be >= 0, got {min_class_size}")
     if n < num_classes * min_class_size:

@@ -133,10 +133,13 @@ class SweepSpec:
         for name, vals, lo in (("N", self.Ns, 4), ("K", self.Ks, 2), ("d", self.ds, 1)):
             if not vals or any(int(v) != v or v < lo for v in vals):
                 raise ValueError(f"{name} values must be integers >= {lo}")
-        for n, k, d in itertools.product(self.Ns, self.Ks, self.ds):  # each class's covariance needs d + 1 records
-            if n < k * (d + 1):
+        from torchdpgmm.montecarlo import default_min_class_size
+
+        for n, k, d in itertools.product(self.Ns, self.Ks, self.ds):  # the trials' data need it (synthetic_data)
+            need = default_min_class_size(int(d))
+            if n < k * need:
                 raise ValueError(f"N = {n} is too small for K = {k} classes in d = {d} dimensions: each class "
-                                 f"needs d + 1 = {d + 1} records, so N >= {k * (d + 1)}")
+                                 f"needs d + 1 = {need} records, so N >= {k * need}")
         if self.trials < 1 or (self.block_size is not None and self.block_size < 1):
             raise ValueError("trials and block_size must be >= 1")
         if self.results_format not in FORMATS:

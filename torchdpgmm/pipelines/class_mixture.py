@@ -111,15 +111,18 @@ def stage_mus(mu: float, components_per_class: int, stage_split: dict | None = N
     return out
 
 
-def check_stage_budgets(mu: float, delta: float, components_per_class: int, stage_split: dict | None = None) -> None:
+def check_stage_budgets(mu: float, delta: float, components_per_class: int,
+                        stage_split: dict | None = None) -> dict[str, float]:
     """Refuse, in one line and before any data is read, a budget whose smallest stage ``delta`` alone already covers:
     a Gaussian mechanism with so small a ``mu`` is (0, delta)-DP, so the stage's epsilon is 0 and it has nothing to
-    calibrate (``ValueError``; public values only)."""
-    for name, mu_s in stage_mus(mu, components_per_class, stage_split).items():
+    calibrate (``ValueError``; public values only). Returns :func:`stage_mus` (the release spends them)."""
+    mus = stage_mus(mu, components_per_class, stage_split)
+    for name, mu_s in mus.items():
         if not float(gdp_epsilon(float(delta), mu_s)) > 0:
             raise ValueError(f"the budget is too small for the class mixture: its {name} stage gets mu = {mu_s:.3g} "
                              f"(Gaussian DP), which delta = {float(delta):g} alone already covers (epsilon 0), so it "
                              f"has nothing to calibrate; use a larger epsilon or a smaller delta")
+    return mus
 
 
 @dataclass
@@ -324,10 +327,9 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
         raise ValueError(f"lloyd_rank must be >= 1, cell_floor > 0 and cell_clip finite > 0, got {lloyd_rank!r}, "
                          f"{cell_floor!r}, {cell_clip!r}")
     K, d = int(num_classes), U.shape[-1]
-    check_stage_budgets(mu, delta, m, stage_split)
-    split = _stage_split(m, stage_split)
+    mus = check_stage_budgets(mu, delta, m, stage_split)
+    split = _stage_split(m, stage_split)  # the Lloyd steps' share
     tot = sum(split.values())
-    mus = stage_mus(mu, m, stage_split)
     mom = moment_split or {"counts": 0.02, "sums": 0.18, "second_moments": 0.8}  # fractions of mu^2
     blocks: list = []
     common = {"delta": delta, "adjacency": adjacency, "generator": generator}

@@ -215,17 +215,16 @@ def radius_from_histogram(noisy: torch.Tensor, edges: torch.Tensor, count_std: f
     return e[idx]
 
 
-def _calibrate_stages(d, num_classes, epsilons, delta, split, ball_radius, ball_center, centre_mechanism, clip_bound,
-                      options) -> None:
+def _calibrate_stages(d, num_classes, epsilons, delta, split, ball_radius, ball_center, centre_mechanism, adjacency,
+                      noise, clip_bound, options) -> None:
     """Both stages' noise calibrated before any data are read (memoised: the releases reuse it), so that a budget the
     exact samplers cannot serve is refused before the centre stage reads anything (public values only). The
     samplers' range does not depend on the clip bound: a private radius's stage is checked at 1."""
     from torchdpgmm.release.sound import _calibrate, sound_settings
 
     eps1, eps2 = epsilons  # (the centre stage's settings at eps1 are checked as sound_settings checks them)
-    _calibrate(sound_settings(d, 1, eps1, delta, clip_bound=ball_radius, center=ball_center,
-                              adjacency=options.get("adjacency", "add-remove"), noise=options.get("noise", "discrete"),
-                              covariance_type="spherical", mechanism=centre_mechanism, split=split), d)
+    _calibrate(sound_settings(d, 1, eps1, delta, clip_bound=ball_radius, center=ball_center, adjacency=adjacency,
+                              noise=noise, covariance_type="spherical", mechanism=centre_mechanism, split=split), d)
     _calibrate(sound_settings(d, num_classes, eps2, delta, clip_bound=clip_bound, center=ball_center, **options), d)
 
 
@@ -285,7 +284,7 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     r = math.sqrt(d)
     split = {"counts": 1.0, "sums": r, "second_moments": _SECOND_MOMENT_SHARE * r}
     _calibrate_stages(d, num_classes, (eps1, eps2), delta, split, ball_radius, ball_center, centre_mechanism,
-                      1.0 if private_radius else clip_bound, options)
+                      adjacency, noise, 1.0 if private_radius else clip_bound, options)
     # ---- nothing below depends on private values for control flow ----
     inside = (y >= 0) & (y < num_classes)  # rows the mixture stage keeps; the others are dropped by both
     y1 = torch.where(inside, torch.zeros_like(y), torch.ones_like(y))  # label 1 is outside range(1): dropped
