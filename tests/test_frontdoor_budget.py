@@ -128,7 +128,7 @@ def test_the_discrete_samplers_share_of_delta_is_said_where_it_matters():
 
 
 def test_a_release_the_samplers_leave_void_is_refused_and_nothing_kept_or_written(tmp_path, capsys):
-    """Where delta + delta_sampler reaches the budget rule's 0.5 (about epsilon 44 with the default discrete noise)
+    """Where delta + delta_sampler reaches the budget rule's 0.5 (between epsilon 40 and 60 here, with the default discrete noise)
     the release claimed nothing yet was returned and written with a warning (found by probing the front doors,
     2026-11-28). The estimator now raises one line and keeps no model; the command line exits 2 and writes nothing;
     epsilon 40 (delta_sampler about 0.01) still releases with the warning."""

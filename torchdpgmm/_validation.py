@@ -289,9 +289,9 @@ def warn_sampler_delta(epsilon: Any, delta: Any, delta_sampler: Any, *, stacklev
 def check_sampler_delta(epsilon: Any, delta: Any, delta_sampler: Any, *, stacklevel: int = 2) -> None:
     """A front door's check of a finished sound release before it hands the model over (public values only): the
     one budget rule applied to the delta the release actually holds, ``delta + delta_sampler``. At or above
-    :data:`REFUSE_DELTA` (about epsilon 44 with the default discrete noise) it protects nothing, and a one-line
-    ``ValueError`` is raised so that nothing is returned or written (a warning inside :class:`allow_weak_privacy`);
-    below, :func:`warn_sampler_delta`."""
+    :data:`REFUSE_DELTA` (between epsilon 40 and 60 on a small table with the default discrete noise) it protects
+    nothing, and a one-line ``ValueError`` is raised so that nothing is returned or written (a warning inside
+    :class:`allow_weak_privacy`); below, :func:`warn_sampler_delta`."""
     eps, extra = _largest(epsilon), _largest(delta_sampler)
     d = _largest(delta) or 0.0
     if eps is not None and extra is not None and d + extra >= REFUSE_DELTA and not _ALLOW_WEAK.get():
