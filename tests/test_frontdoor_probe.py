@@ -77,15 +77,40 @@ def test_an_npz_of_integer_labels_with_string_classes_is_refused(tmp_path, capsy
     assert out.exists()
 
 
-@pytest.mark.parametrize("classes", ["--1,0", "01,1", "1.0,0"])
-def test_integer_like_but_not_integer_class_names_get_the_same_line(tmp_path, capsys, classes):
-    """'--1' passed str.isdigit's test and then int() raised "invalid literal" (a review finding)."""
+@pytest.mark.parametrize("classes, line", [("--1,0", "holds integer labels but --classes names --1"),
+                                            ("0.5,1", "holds integer labels but --classes names 0.5"),
+                                            ("01,1", "--classes names a class twice: 01, 1")])
+def test_class_names_no_integer_label_can_match_get_one_line(tmp_path, capsys, classes, line):
+    """'--1' passed str.isdigit's test and then int() raised "invalid literal" (a review finding); 01 and 1 are
+    one class since labels are matched by value."""
     X, _ = _xy()
     path = tmp_path / "t.npz"
     np.savez(path, X=X, y=np.arange(len(X)) % 2)
     assert main(["release", "--data", str(path), f"--classes={classes}", "--bounds", "0:10", "--epsilon", "1",
                  "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
-    assert "holds integer labels but --classes names" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and line in err[0]
+
+
+@pytest.mark.parametrize("labels, classes", [(["0", "1"], ["0.0", "1.0"]), (["0.0", "1.0"], ["0", "1"]),
+                                             (["1", "2.50"], ["1.0", "2.5"])])
+def test_numeric_labels_match_the_class_list_by_value(tmp_path, labels, classes):
+    """A CSV written from a float label column holds 1.0 where --classes says 1 (and the estimator, given
+    numbers, matches them by value): every row used to be dropped as outside the classes, a noise-only
+    release. Both are now read as numbers; other text is still matched as text."""
+    from torchdpgmm.datafile import read_labeled_images, read_labeled_table
+
+    rows = "".join(f"{i},{i + 1},{labels[i % 2]}\n" for i in range(6))
+    path = tmp_path / "d.csv"
+    path.write_text("a,b,label\n" + rows)
+    for read in (lambda: read_labeled_table(path, "label", classes=classes, private=True),
+                 lambda: read_labeled_images(path, classes, label_column="label")):
+        t = read()
+        assert t.y.tolist() == [0, 1, 0, 1, 0, 1] and t.class_names == classes
+    t = read_labeled_table(path, "label", classes=classes + ["x"], private=False)  # the schema check agrees
+    assert t.y.tolist() == [0, 1, 0, 1, 0, 1]
+    path.write_text("a,b,label\n" + rows.replace(f",{labels[1]}\n", ",one\n"))
+    assert read_labeled_table(path, "label", classes=classes, private=True).y.tolist() == [0, -1] * 3
 
 
 def test_both_estimators_refuse_a_bad_sample_size_alike():

@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,14 +43,22 @@ class LabeledTable:
 
 
 def check_class_list(classes: Sequence[str]) -> list[str]:
-    """The public class list as strings: non-empty, no blanks, no duplicates."""
+    """The public class list as strings: non-empty, no blanks, no class named twice (as :func:`class_key` reads
+    a name: ``1`` and ``1.0`` are one class)."""
     out = [str(c).strip() for c in classes]
     if not out or any(c == "" for c in out):
         raise ValueError("--classes must list at least one class name, comma separated (e.g. --classes a,b,c)")
-    dup = sorted({c for c in out if out.count(c) > 1})
+    keys = [class_key(c) for c in out]
+    dup = sorted({c for c, k in zip(out, keys) if keys.count(k) > 1})
     if dup:
         raise ValueError(f"--classes names a class twice: {', '.join(dup)}")
     return out
+
+
+def class_key(label: str) -> tuple:
+    """What a label is matched by against ``--classes``: a finite number by its value (``1``, ``1.0`` and ``01``
+    name one class, as a CSV written from a float column writes ``1.0``), any other text by its text."""
+    return ("number", float(label)) if _is_number(label) else ("text", label)
 
 
 def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: str,
@@ -67,9 +74,10 @@ def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: s
         where = "" if private else f" in {len(rows)} row(s), first at data row {rows[0] + 1}"
         raise ValueError(f"{source}: non-finite or missing feature values{where}")
     labels = [str(v).strip() for v in labels]
+    key = str
     if classes is not None:  # the public class set: the only source of the classes
-        uniq = check_class_list(classes)
-        if not private and not set(labels) <= set(uniq):
+        uniq, key = check_class_list(classes), class_key
+        if not private and not {key(v) for v in labels} <= {key(c) for c in uniq}:
             raise ValueError(f"{source}: the label column holds values that are not among --classes "
                              "(a schema error; check the class list and the label column)")
     elif class_names is None:
@@ -81,10 +89,10 @@ def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: s
             raise ValueError(f"{source}: labels {sorted(extra)[:5]} are not among class_names")
     if classes is None and len(set(labels)) < 2:
         raise ValueError(f"{source}: the label column has a single class; a mixture release needs at least 2")
-    index = {c: i for i, c in enumerate(uniq)}
+    index = {key(c): i for i, c in enumerate(uniq)}
     # sound mode: a label outside --classes gets -1 and its row is dropped by the release (an error would
     # reveal that such a row exists; check_settings reports it to the data owner)
-    y = torch.tensor([index.get(v, -1) for v in labels], dtype=torch.long)
+    y = torch.tensor([index.get(key(v), -1) for v in labels], dtype=torch.long)
     return LabeledTable(torch.as_tensor(X, dtype=torch.float64), y, uniq, feature_names)
 
 
@@ -140,7 +148,7 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
         raise ValueError(f"{path}: y contains NaN or inf labels")
     if classes is not None and cn is None and np.issubdtype(y.dtype, np.integer):  # public schema and classes
         named = [str(c).strip() for c in classes]
-        bad = [c for c in named if not re.fullmatch(r"0|-?[1-9][0-9]*", c)]  # as an integer label's text reads
+        bad = [c for c in named if not (_is_number(c) and float(c).is_integer())]  # no integer label matches it
         if bad:  # every label would be dropped as outside the classes: a noise-only release
             raise ValueError(f"{path}: NPZ array y holds integer labels but --classes names {', '.join(bad[:3])}: "
                              "name the integers (e.g. --classes 0,1), or store class_names in the NPZ")
@@ -245,7 +253,7 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     (``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte``, raw or ``.gz``; uint8 pixels scaled to
     [0, 1]) or a table that :func:`read_labeled_table` reads (``.npz`` / ``.csv``, one image per row).
     ``feature_columns`` picks a table's columns (default: every column but the label).
-    Labels are matched by their text against the public ``classes``; a row whose label is not among them
+    Labels are matched against the public ``classes`` as :func:`class_key` reads both (numbers by value); a row whose label is not among them
     gets index -1 (dropped by the release, never refused). Errors name no row and no value."""
     path = Path(path)
     if not path.is_dir():
@@ -267,8 +275,8 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     X = images.reshape(images.shape[0], -1).to(torch.float64)
     X = X / 255.0 if images.dtype == torch.uint8 else X
     names = check_class_list(classes)
-    index = {c: i for i, c in enumerate(names)}
-    y = torch.tensor([index.get(_label_text(v), -1) for v in labels.tolist()], dtype=torch.long)
+    index = {class_key(c): i for i, c in enumerate(names)}
+    y = torch.tensor([index.get(class_key(_label_text(v)), -1) for v in labels.tolist()], dtype=torch.long)
     return LabeledTable(X, y, names, [f"pixel{i}" for i in range(X.shape[1])])
 
 
