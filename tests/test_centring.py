@@ -23,6 +23,14 @@ def _zcdp_delta(eps: float, rho: float) -> float:
     return float(np.exp(log.min()))
 
 
+def _zcdp_delta_wide(eps: float, rho: float) -> float:
+    """:func:`_zcdp_delta` over orders alpha - 1 from 1e-6 to 1e9 on a log grid: at rho near 1e-10 the best order is
+    near 1e5, beyond the linear grid's 2000."""
+    a = 1 + np.logspace(-6, 9, 2_000_000)
+    log = (a - 1) * (a * rho - eps) + (a - 1) * np.log1p(-1 / a) - np.log(a)
+    return float(np.exp(log.min()))
+
+
 def _gdp_delta(eps: float, mu: float) -> float:
     return float(norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
 
@@ -503,3 +511,46 @@ def test_the_two_stage_record_names_the_stage_of_each_clip_note():
     clips = [n for n in notes if "records clipped to" in n]
     assert len(clips) == 2 and sum(n.startswith("centre stage: ") for n in clips) == 1, clips
     assert sum(n.startswith("discrete samplers") for n in notes) == 1  # one sampler note for the stages together
+
+
+@pytest.mark.parametrize("eps, delta", [(1e-5, 1e-5), (1e-4, 1e-5), (3e-3, 1e-3), (1e-2, 1e-3), (0.3, 0.1), (0.8, 0.1),
+                                        (2.0, 0.4), (5.0, 0.4)])
+def test_a_stage_share_that_delta_alone_covers_is_refused_never_overspent(eps, delta):
+    """An audit found the two-stage release spending more than its budget where the centre's tenth of rho is one
+    that delta alone covers: zcdp_epsilon gave a tiny positive epsilon there (not 0, as gdp_epsilon gives), and the
+    stage calibrated to it got back a larger rho. Such a budget is now refused before any noise; every other one
+    composes to at most (eps, delta) (brute-force conversion above)."""
+    from torchdpgmm.bounds import Bounds, release_in_unit_box
+    from torchdpgmm.estimator import DPGaussianMixture
+    from torchdpgmm.privacy.calibration import zcdp_rho
+
+    rho = float(zcdp_rho(eps, delta))
+    U, y = _table(300, d=3)
+    est = DPGaussianMixture(eps, delta, classes=[0, 1], bounds=(0.0, 1.0), random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if _zcdp_delta_wide(0.0, 0.1 * rho) <= delta:  # the centre's share: delta alone covers it
+            with pytest.raises(ValueError, match="too small for the two-stage release: .* centre stage's share"):
+                est.fit(U.numpy(), y.numpy())
+            return
+        est.fit(U.numpy(), y.numpy())
+        rel = release_in_unit_box(U, y, 2, eps, delta, Bounds.parse((0.0, 1.0), n_features=3),
+                                  generator=torch.Generator().manual_seed(0))  # the estimator's own path
+    e1, e2 = rel.extras["stage_epsilons"]
+    r1, r2 = float(zcdp_rho(e1, delta)), float(zcdp_rho(e2, delta))
+    assert r1 + r2 <= rho and _zcdp_delta_wide(eps, r1 + r2) <= delta * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("delta", [1e-5, 1e-3, 0.1])
+def test_zcdp_epsilon_is_zero_exactly_where_delta_alone_covers_rho(delta):
+    """Smallest epsilon with delta(rho, epsilon) <= delta: 0 where the brute-force conversion at epsilon 0 is
+    already below delta, positive where it is clearly above (float and tensor paths alike)."""
+    from torchdpgmm.privacy.calibration import zcdp_epsilon
+
+    for rho in np.logspace(-14, 0, 29):
+        d0 = _zcdp_delta_wide(0.0, rho)
+        if abs(math.log(d0 / delta)) < 0.01:  # too close to the threshold for a grid's resolution
+            continue
+        e = zcdp_epsilon(float(rho), delta)
+        et = float(zcdp_epsilon(torch.tensor(rho, dtype=torch.float64), torch.tensor(delta, dtype=torch.float64)))
+        assert (e == 0.0) == (d0 <= delta) == (et == 0.0) and et == pytest.approx(e, rel=1e-12)

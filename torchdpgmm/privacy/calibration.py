@@ -284,7 +284,9 @@ def zcdp_delta(rho: Any, epsilon: Any) -> Any:
 
 
 def zcdp_epsilon(rho: Any, delta: Any) -> Any:
-    """Smallest epsilon with ``zcdp_delta(rho, epsilon) <= delta`` (bisection; safe side)."""
+    """Smallest epsilon with ``zcdp_delta(rho, epsilon) <= delta`` (bisection; safe side): 0 where ``delta`` alone
+    covers ``rho`` (``zcdp_delta(rho, 0) <= delta``), as :func:`gdp_epsilon` gives 0 there, not the bisection's
+    last tiny step (a stage calibrated to that tiny epsilon got back a rho larger than the one it was given)."""
     check_delta(delta)
     if not torch.is_tensor(rho) and not torch.is_tensor(delta):  # Python numbers: the float path, step for step
         r, dl = float(rho), float(delta)
@@ -298,7 +300,7 @@ def zcdp_epsilon(rho: Any, delta: Any) -> Any:
                 lo = mid
             else:
                 hi = mid
-        return hi if r > 0 else 0.0
+        return hi if r > 0 and _zcdp_log_delta_float(0.0, rr, steps=48) > ld else 0.0
     (r, dl), is_t = _prepare(rho, delta)
     if not bool(torch.isfinite(r).all()) or bool((r < 0).any()):
         raise ValueError("rho must be finite and >= 0")
@@ -310,7 +312,8 @@ def zcdp_epsilon(rho: Any, delta: Any) -> Any:
         mid = 0.5 * (lo + hi)
         bad = _zcdp_log_delta(mid, rr, steps=48) > ld
         lo, hi = torch.where(bad, mid, lo), torch.where(bad, hi, mid)
-    return _out(torch.where(r > 0, hi, torch.zeros_like(hi)), is_t)
+    covered = _zcdp_log_delta(torch.zeros_like(r), rr, steps=48) <= ld  # delta alone covers rho: epsilon 0
+    return _out(torch.where((r > 0) & ~covered, hi, torch.zeros_like(hi)), is_t)
 
 
 def zcdp_rho(epsilon: Any, delta: Any) -> Any:

@@ -119,6 +119,20 @@ def _stage_epsilons(epsilon: float, delta: float, f: float, continuous: bool) ->
     return _eps_for_rho(f * rho, float(delta)), _eps_for_rho((1 - f) * rho, float(delta))
 
 
+def _check_stage_epsilons(eps1: float, eps2: float, epsilon: float, delta: float | None, noise: str) -> None:
+    """Refuse, in one line and from public values only, a budget whose stage share ``delta`` alone already covers
+    (the stage's epsilon is 0: a Gaussian mechanism that small is (0, delta)-DP and there is nothing to calibrate; a
+    stage calibrated anyway would spend more than its share). The pipeline's twin is
+    :func:`torchdpgmm.pipelines.class_mixture.check_stage_budgets`."""
+    for name, e in (("centre", eps1), ("mixture", eps2)):
+        if not e > 0:
+            unit = "mu (Gaussian DP)" if noise == "continuous" else "rho (zCDP)"
+            raise ValueError(f"the budget is too small for the two-stage release: at epsilon = {float(epsilon):g} its "
+                             f"{name} stage's share of {unit} is one that delta = {float(delta):g} alone already "
+                             "covers (epsilon 0), so it has nothing to calibrate; use a larger epsilon or a smaller "
+                             "delta, or the one-stage release (center='box', --center box)")
+
+
 def shrunk_centre(offset: torch.Tensor, count: torch.Tensor, sigma_sums: float, ball_center: torch.Tensor,
                   ball_radius: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Positive-part James-Stein centre (module docstring, step 2) from released values; batched over ``...``.
@@ -277,6 +291,7 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     eps1 = stage_epsilons(epsilon, delta, fraction, mechanism=mechanism, noise=noise)[0]
     eps2 = stage_epsilons(epsilon, delta, float(fraction) + (float(radius_fraction) if private_radius else 0.0),
                           mechanism=mechanism, noise=noise)[1]  # what the centre (and a private radius) leave
+    _check_stage_epsilons(eps1, eps2, epsilon, delta, noise)
     if private_radius:
         r_kind, r_scale, r_block = radius_noise(radius_fraction, epsilon, delta, mechanism=mechanism, noise=noise,
                                                 adjacency=adjacency)
