@@ -308,6 +308,26 @@ def test_dpsgd_fast_drops_a_nan_row_and_an_unknown_label_without_raising():
                                              hidden=(5,), generator=torch.Generator().manual_seed(2), n_public=40)
 
 
+@pytest.mark.parametrize("big", [1e20, 1e37])
+def test_dpsgd_fast_a_finite_but_huge_record_cannot_turn_the_model_into_nan(big):
+    """An audit's finding: a record of 1e20s is finite in float32, but its ||a||^2 overflows to inf and, times a
+    zero delta, made the clip factor NaN, which reached every later update (every parameter NaN). Its gradient's
+    norm is not a number, so it now contributes nothing; with it present the parameters stay finite, and the
+    clipped sum of the other rows is unchanged (compared with the row's gradient zeroed by hand)."""
+    from torchdpgmm.pipelines.dpsgd_fast import _clipped_grad_sum, mlp_params, train_dpsgd_fast
+
+    g = torch.Generator().manual_seed(0)
+    X, y = torch.randn(200, 5, generator=g), torch.randint(0, 2, (200,), generator=g)
+    X2, y2 = torch.cat([X, torch.full((1, 5), big)]), torch.cat([y, torch.tensor([0])])
+    out = train_dpsgd_fast(X2, y2, num_classes=2, noise_multiplier=1.0, sampling_rate=0.1, steps=50, hidden=(16,),
+                           generator=torch.Generator().manual_seed(1), n_public=200.0)
+    assert all(bool(torch.isfinite(p).all()) for p in out["params"])
+    params = mlp_params([5, 16, 2], generator=torch.Generator().manual_seed(3))
+    with_big, without = _clipped_grad_sum(params, X2, y2, 1.0), _clipped_grad_sum(params, X, y, 1.0)
+    for a, b in zip(with_big, without):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_dpsgd_schedule_comes_from_the_released_count_not_the_private_n(monkeypatch):
     """Issue 27 item 13: the study's DP-SGD takes q, steps and the normaliser from the DP PCA's released count;
     adding one private row leaves them unchanged when that count is the same (closed form: q = batch / n,

@@ -115,11 +115,15 @@ def _clipped_grad_sum(params, X, y, clip):
         delta = (delta @ params[2 * i].T) * (acts[i] > 0)
         deltas.insert(0, delta)
     sq = sum(((acts[i] ** 2).sum(-1) + 1) * (deltas[i] ** 2).sum(-1) for i in range(L))
+    # a finite record can still overflow float32 (||a||^2 = inf, times a zero delta: NaN): its gradient's norm is
+    # then not a number, and it contributes nothing (norm 0 <= clip) instead of a NaN that would reach every update
+    ok = torch.isfinite(sq).unsqueeze(-1)
     c = torch.clamp(clip / sq.sqrt().clamp_min(1e-12), max=1.0).unsqueeze(-1)
+    zero = torch.zeros((), dtype=X.dtype, device=X.device)
     grads = []
     for i in range(L):
-        cd = deltas[i] * c
-        grads += [acts[i].T @ cd, cd.sum(0)]
+        cd = torch.where(ok, deltas[i] * c, zero)
+        grads += [torch.where(ok, acts[i], zero).T @ cd, cd.sum(0)]
     return grads
 
 
