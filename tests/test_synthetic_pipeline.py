@@ -534,6 +534,25 @@ def test_cell_stage_is_centred_at_public_centres_and_clipped_to_cell_clip():
     torch.testing.assert_close(mixed, emp, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("m", [1, 3])
+def test_release_class_mixture_clips_a_direct_callers_rows_onto_the_unit_ball(m):
+    """An audit's finding: the exported release_class_mixture's sensitivities assume rows in the unit ball, which
+    only the pipeline ensured (project_to_ball); a direct caller's row of norm 50 entered the Lloyd sums as it
+    was. Its rows are now clipped first: the release equals the release of the rows clipped by hand (numpy)."""
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+
+    rng = np.random.default_rng(4)
+    U = rng.normal(size=(300, 3)) * rng.choice([0.2, 5.0, 50.0], size=(300, 1))
+    y = torch.as_tensor(rng.integers(0, 2, 300))
+    clipped = U * np.minimum(1.0, 1.0 / np.linalg.norm(U, axis=1, keepdims=True))
+    a, _ = release_class_mixture(torch.as_tensor(U), y, 2, mu=2.0, delta=1e-5, components_per_class=m,
+                                 generator=torch.Generator().manual_seed(0))
+    b, _ = release_class_mixture(torch.as_tensor(clipped), y, 2, mu=2.0, delta=1e-5, components_per_class=m,
+                                 generator=torch.Generator().manual_seed(0))
+    for name in ("weights", "comp_weights", "means", "covariances"):
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=1e-9, atol=1e-12)
+
+
 def test_several_components_compose_to_the_target_mu():
     """Class stage + Lloyd steps + cells: the blocks' composed GDP mu equals the mixture's mu."""
     import math

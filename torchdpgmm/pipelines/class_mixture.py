@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchdpgmm.mechanisms import gaussian
+from torchdpgmm.mechanisms import clip_records, gaussian
 from torchdpgmm.release.covariance_rule import auto_split
 from torchdpgmm.release.sound import gdp_epsilon, sound_statistics
 
@@ -305,7 +305,7 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
                           cell_floor: float = 0.3, cell_clip: float = 0.6, covariance_type: str = "full",
                           class_rule: str = DEFAULT_CLASS_RULE, class_to_pooled: float | None = None,
                           generator: torch.Generator | None = None):
-    """Release a :class:`ClassMixture` of ``U (N, d)`` (unit ball), ``y (N,)`` under ``mu``-GDP.
+    """Release a :class:`ClassMixture` of ``U (N, d)`` (rows clipped onto the unit ball first), ``y (N,)`` under ``mu``-GDP.
 
     Returns ``(model, blocks)``; ``blocks`` lists every Gaussian block (their composed mu equals ``mu`` up
     to the safe-side rounding of the calibration). ``stage_split``: fractions of ``mu^2`` for
@@ -336,6 +336,9 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
 
     # rows with a label outside [0, K) or a non-finite feature are dropped, branch-free: zero features, and a
     # label that every stage ignores (the sound release drops it; the Lloyd steps send it to a dropped cell)
+    # every stage's sensitivity assumes the unit ball: the pipeline's rows lie there already (project_to_ball),
+    # and a direct caller's are clipped onto it here (a row inside comes back bit for bit)
+    U = clip_records(torch.as_tensor(U), 1.0)
     U, valid = usable_records(U, (y >= 0) & (y < K), 0.0)  # U is in the unit ball: its sum cannot overflow
     ys = torch.where(valid, y, torch.zeros_like(y))  # a safe index for the per-class metric
     y = torch.where(valid, y, torch.full_like(y, -1))
