@@ -298,14 +298,23 @@ def _class_stage(U, y, K, d, mu_class, blocks, *, class_rule, mom, shrink, min_s
     return cls, cov_k, {"class_shrinkage": lam_k.flatten(), "class_counts": cls["counts"], "class_signal": _signal(cls)}
 
 
-def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
+def release_class_mixture(U, y, num_classes: int, **options):
+    """:func:`release_in_unit_ball` of ``U`` clipped onto the unit ball first: every stage's sensitivity assumes
+    the ball. The pipeline's rows lie there already (``project_to_ball``) and it calls
+    :func:`release_in_unit_ball` itself (clipping twice moves a row at the ball's edge by an ulp); a direct caller's
+    rows of norm 50 used to enter the Lloyd sums as given. ``options``: those of :func:`release_in_unit_ball`."""
+    return release_in_unit_ball(clip_records(torch.as_tensor(U), 1.0), y, num_classes, **options)
+
+
+def release_in_unit_ball(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
                           adjacency: str = "add-remove", stage_split: dict[str, float] | None = None,
                           moment_split: dict[str, float] | None = None, lloyd_steps: int = 2, lloyd_rank: int = 5,
                           shrink: float = 1.0, min_shrinkage: float = 0.0, cell_min_shrinkage: float = 0.0,
                           cell_floor: float = 0.3, cell_clip: float = 0.6, covariance_type: str = "full",
                           class_rule: str = DEFAULT_CLASS_RULE, class_to_pooled: float | None = None,
                           generator: torch.Generator | None = None):
-    """Release a :class:`ClassMixture` of ``U (N, d)`` (rows clipped onto the unit ball first), ``y (N,)`` under ``mu``-GDP.
+    """Release a :class:`ClassMixture` of ``U (N, d)`` (rows in the unit ball: the caller's duty), ``y (N,)`` under
+    ``mu``-GDP.
 
     Returns ``(model, blocks)``; ``blocks`` lists every Gaussian block (their composed mu equals ``mu`` up
     to the safe-side rounding of the calibration). ``stage_split``: fractions of ``mu^2`` for
@@ -336,9 +345,6 @@ def release_class_mixture(U, y, num_classes: int, *, mu: float, delta: float, co
 
     # rows with a label outside [0, K) or a non-finite feature are dropped, branch-free: zero features, and a
     # label that every stage ignores (the sound release drops it; the Lloyd steps send it to a dropped cell)
-    # every stage's sensitivity assumes the unit ball: the pipeline's rows lie there already (project_to_ball),
-    # and a direct caller's are clipped onto it here (a row inside comes back bit for bit)
-    U = clip_records(torch.as_tensor(U), 1.0)
     U, valid = usable_records(U, (y >= 0) & (y < K), 0.0)  # U is in the unit ball: its sum cannot overflow
     ys = torch.where(valid, y, torch.zeros_like(y))  # a safe index for the per-class metric
     y = torch.where(valid, y, torch.full_like(y, -1))

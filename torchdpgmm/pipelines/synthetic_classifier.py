@@ -26,7 +26,7 @@ from torchdpgmm._validation import check_clip_bound
 
 from ._privacy import composed_mu, gdp_mu, make_record, parse_adjacency
 from .class_mixture import (COVARIANCE_TYPES, DEFAULT_CLASS_RULE, PIPELINE_CLASS_TO_POOLED, ClassMixture, check_class_rule, check_class_to_pooled,
-                            check_stage_budgets, release_class_mixture)
+                            check_stage_budgets, release_in_unit_ball)
 from .dp_pca import DPPCA, dp_pca, lowfreq_dct, project_to_ball, record_count, usable_records
 
 __all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform"]
@@ -231,7 +231,7 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
     labels = torch.where(keep, labels, torch.full_like(labels, -1))
     pca, b_feat = private_projection(X, mu * math.sqrt(fr), cfg, adjacency=adjacency, mask=keep, generator=generator)
     U = project_to_ball(X, pca, cfg.radius)
-    model, b_mix = release_class_mixture(U, labels, num_classes, mu=mu * math.sqrt(1 - fr), delta=delta,
+    model, b_mix = release_in_unit_ball(U, labels, num_classes, mu=mu * math.sqrt(1 - fr), delta=delta,
                                          components_per_class=m, adjacency=adjacency, lloyd_steps=cfg.lloyd_steps,
                                          stage_split=dict(zip(("class", "lloyd", "cells"), cfg.stage_split)),
                                          shrink=cfg.shrink if m == 1 else cfg.mixture_shrink,

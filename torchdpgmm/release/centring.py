@@ -119,7 +119,7 @@ def _stage_epsilons(epsilon: float, delta: float, f: float, continuous: bool) ->
     return _eps_for_rho(f * rho, float(delta)), _eps_for_rho((1 - f) * rho, float(delta))
 
 
-def _check_stage_epsilons(eps1: float, eps2: float, epsilon: float, delta: float | None, noise: str) -> None:
+def _check_stage_epsilons(eps1: float, eps2: float, delta: float | None, noise: str) -> None:
     """Refuse, in one line and from public values only, a budget whose stage share ``delta`` alone already covers
     (the stage's epsilon is 0: a Gaussian mechanism that small is (0, delta)-DP and there is nothing to calibrate; a
     stage calibrated anyway would spend more than its share). The pipeline's twin is
@@ -127,10 +127,10 @@ def _check_stage_epsilons(eps1: float, eps2: float, epsilon: float, delta: float
     for name, e in (("centre", eps1), ("mixture", eps2)):
         if not e > 0:
             unit = "mu (Gaussian DP)" if noise == "continuous" else "rho (zCDP)"
-            raise ValueError(f"the budget is too small for the two-stage release: at epsilon = {float(epsilon):g} its "
-                             f"{name} stage's share of {unit} is one that delta = {float(delta):g} alone already "
-                             "covers (epsilon 0), so it has nothing to calibrate; use a larger epsilon or a smaller "
-                             "delta, or the one-stage release (center='box', --center box)")
+            raise ValueError(f"the budget is too small for the two-stage release: its {name} stage's share of {unit} "
+                             f"is one that delta = {float(delta):g} alone already covers (epsilon 0), so it has "
+                             "nothing to calibrate; use a larger epsilon or a smaller delta, or the one-stage release "
+                             "(center='box', --center box)")
 
 
 def shrunk_centre(offset: torch.Tensor, count: torch.Tensor, sigma_sums: float, ball_center: torch.Tensor,
@@ -237,6 +237,7 @@ def _calibrate_stages(d, num_classes, epsilons, delta, split, ball_radius, ball_
     from torchdpgmm.release.sound import _calibrate, sound_settings
 
     eps1, eps2 = epsilons  # (the centre stage's settings at eps1 are checked as sound_settings checks them)
+    _check_stage_epsilons(eps1, eps2, delta, noise)
     _calibrate(sound_settings(d, 1, eps1, delta, clip_bound=ball_radius, center=ball_center, adjacency=adjacency,
                               noise=noise, covariance_type="spherical", mechanism=centre_mechanism, split=split), d)
     _calibrate(sound_settings(d, num_classes, eps2, delta, clip_bound=clip_bound, center=ball_center, **options), d)
@@ -291,7 +292,6 @@ def release_centred(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon:
     eps1 = stage_epsilons(epsilon, delta, fraction, mechanism=mechanism, noise=noise)[0]
     eps2 = stage_epsilons(epsilon, delta, float(fraction) + (float(radius_fraction) if private_radius else 0.0),
                           mechanism=mechanism, noise=noise)[1]  # what the centre (and a private radius) leave
-    _check_stage_epsilons(eps1, eps2, epsilon, delta, noise)
     if private_radius:
         r_kind, r_scale, r_block = radius_noise(radius_fraction, epsilon, delta, mechanism=mechanism, noise=noise,
                                                 adjacency=adjacency)
