@@ -148,3 +148,40 @@ def test_sweep_names_its_flags_not_internal_parameters(tmp_path, capsys, argv, w
     assert main(["sweep", *argv, "--clip-bound", "1", "--trials", "5", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0] and not out.exists()
+
+
+@pytest.mark.parametrize("dtype", ["str", "string", "category"])
+def test_pandas_text_labels_against_numeric_classes_are_refused(dtype):
+    """A docs probe (2026-12-01): numpy turns a pandas text or categorical label column into objects, which are
+    matched one by one, so string labels against classes=[0, 1] dropped every row (a noise-only release, only the
+    mostly-noise warning said so), where a numpy string array was refused. The Series' dtype is public schema: it
+    is refused alike, and the same column with string classes is released as the numpy array is (same seed)."""
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    pd = pytest.importorskip("pandas")
+    X, y = _xy()
+    with pytest.raises(ValueError, match="y holds strings but classes are numbers"):
+        DPGaussianMixture(1.0, 1e-5, classes=[0, 1], clip_bound=10).fit(X, pd.Series(y, dtype=dtype))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = DPGaussianMixture(1.0, 1e-5, classes=["a", "b"], clip_bound=10, random_state=0).fit(X, y)
+        b = DPGaussianMixture(1.0, 1e-5, classes=["a", "b"], clip_bound=10, random_state=0).fit(
+            X, pd.Series(y, dtype=dtype))
+    assert torch.equal(torch.as_tensor(a.model_.means), torch.as_tensor(b.model_.means))
+
+
+@pytest.mark.parametrize("cls", ["DPGaussianMixture", "DPSyntheticClassifier"])
+def test_a_dataframe_text_column_is_refused_naming_it(cls):
+    """A docs probe (2026-12-01): a DataFrame column of text (pandas' str / string dtype) had every cell read as
+    NaN, so every row was dropped (a noise-only release); a category or bool column was already refused. The dtype
+    is public schema: refused in one line naming the column and the conversion."""
+    import torchdpgmm.estimator as est
+
+    pd = pytest.importorskip("pandas")
+    X, y = _xy()
+    for dtype in ("str", "string"):
+        df = pd.DataFrame(X, columns=["u", "v"])
+        df["colour"] = pd.Series(["red"] * len(df), dtype=dtype)
+        with pytest.raises(ValueError, match=r"column 'colour' has dtype .* \(text\): .*pandas.to_numeric") as e:
+            getattr(est, cls)(1.0, 1e-5, classes=["a", "b"], bounds=(0, 10)).fit(df, y)
+        assert "\n" not in str(e.value)

@@ -104,6 +104,10 @@ def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
         if kind in "mMc":
             raise ValueError(f"column {name!r} has dtype {dtype}: only real numbers can be released; convert it "
                              "to a number (or drop it) before fitting")
+        if type(dtype).__name__ == "StringDtype":  # a text column (pandas' str / string): every row would be dropped
+            raise ValueError(f"column {name!r} has dtype {dtype} (text): only numbers can be released; convert it "
+                             f"with pandas.to_numeric(df[{name!r}], errors='coerce') (a cell that is not a number then "
+                             "drops its row) or drop it before fitting")
         col = df[name].to_numpy(dtype=object) if kind not in "fiu" else df[name].to_numpy(dtype=np.float64, na_value=np.nan)
         out[name] = _numbers_or_nan(col) if col.dtype == object else col
     return type(df)(out, columns=df.columns, index=df.index) if out else df
@@ -229,6 +233,17 @@ def _classes_in_dtype_of(public: np.ndarray, y: np.ndarray) -> np.ndarray:
     return public
 
 
+def _label_schema(y: Any) -> np.dtype | None:
+    """The numpy dtype that a pandas label column's own dtype declares, where ``np.asarray`` gives objects: text
+    (``str`` / ``string``, or categories that are text) as ``U``, numeric categories as theirs; else None."""
+    dt = getattr(y, "dtype", None)
+    if type(dt).__name__ == "CategoricalDtype":
+        dt = dt.categories.dtype
+    if type(dt).__name__ == "StringDtype":
+        return np.dtype("U1")
+    return dt if isinstance(dt, np.dtype) and dt.kind in "biuf" and getattr(y, "dtype", None) is not dt else None
+
+
 def _hashable(v: Any) -> Any:
     """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
     v = v.item() if isinstance(v, np.generic) else v
@@ -318,6 +333,10 @@ class _PublicLabelsMixin:
         except ValueError:  # ragged: numpy's message would quote the number of rows (private)
             raise ValueError("y must be a 1-D array of labels, one per row (got nested sequences of different "
                              "lengths)") from None
+        schema = _label_schema(y)  # a pandas text or categorical dtype: public schema that numpy's objects hide
+        public = self._public_classes() if schema is not None else None
+        if public is not None:
+            _classes_in_dtype_of(public, np.empty(0, dtype=schema))  # strings against numbers: refused alike
         if ya.ndim == 2 and ya.shape[1] != 1 or ya.ndim > 2:
             raise ValueError(f"y must be 1-D (one label per row), got {ya.ndim} dimension(s)")
         y = column_or_1d(ya, warn=True)
