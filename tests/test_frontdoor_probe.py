@@ -185,3 +185,38 @@ def test_a_dataframe_text_column_is_refused_naming_it(cls):
         with pytest.raises(ValueError, match=r"column 'colour' has dtype .* \(text\): .*pandas.to_numeric") as e:
             getattr(est, cls)(1.0, 1e-5, classes=["a", "b"], bounds=(0, 10)).fit(df, y)
         assert "\n" not in str(e.value)
+
+
+def test_an_idx_folder_with_named_classes_is_refused_before_reading(tmp_path, capsys, monkeypatch):
+    """A docs probe (2026-12-01): IDX labels are integers (public schema), so `synthesize --classes a,b,c` on an
+    IDX folder released noise alone (exit 0, a warning) where the same mistake with an NPZ was refused. Now one
+    line, before the files are read; --classes 0.0,1,2 names integers and is read."""
+    from torchdpgmm.data import idx
+    from torchdpgmm.data.idx import write_idx
+    from torchdpgmm.datafile import read_labeled_images
+
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    write_idx(folder / "train-images-idx3-ubyte.gz", torch.zeros(6, 28, 28, dtype=torch.uint8))
+    write_idx(folder / "train-labels-idx1-ubyte.gz", (torch.arange(6) % 3).to(torch.uint8))
+    assert read_labeled_images(folder, ["0.0", "1", "2"]).y.tolist() == [0, 1, 2, 0, 1, 2]
+    out = tmp_path / "o"
+    assert main(["synthesize", "--data", str(folder), "--classes", "a,b,c", "--epsilon", "1", "--delta", "1e-5",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds integer labels but --classes names a, b, c" in err[0] and not out.exists()
+    monkeypatch.setattr(idx, "read_idx", lambda *a: (_ for _ in ()).throw(AssertionError("read before the check")))
+    with pytest.raises(ValueError, match="holds integer labels"):
+        read_labeled_images(folder, ["a", "b"])
+
+
+def test_an_npz_of_object_labels_is_one_line_naming_the_file(tmp_path, capsys):
+    """A docs probe (2026-12-01): y saved from a pandas column is an object array, and numpy's "Object arrays
+    cannot be loaded when allow_pickle=False" came through without the file's name or a fix."""
+    X, y = _xy()
+    path = tmp_path / "t.npz"
+    np.savez(path, X=X, y=y.astype(object))
+    assert main(["release", "--data", str(path), "--classes", "a,b", "--bounds", "0:10", "--epsilon", "1",
+                 "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "t.npz: NPZ arrays X and y must be numbers or strings" in err[0]

@@ -103,6 +103,11 @@ def _is_number(s: str) -> bool:
         return False
 
 
+def _not_integers(names: Sequence[str]) -> list[str]:
+    """The class names that no integer label can match (:func:`class_key`: ``1.0`` matches the label 1)."""
+    return [c for c in names if not (_is_number(c) and float(c).is_integer())]
+
+
 def _label_text(v) -> str:
     """A numeric label as the text ``--classes`` names it: integral values as integers (``1.0`` -> ``"1"``)."""
     return str(int(v)) if isinstance(v, (int, float)) and math.isfinite(v) and v == int(v) else str(v)
@@ -126,7 +131,11 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
     for key in ("X", "y"):
         if key not in data:
             raise ValueError(f"{path}: NPZ must contain arrays 'X' and 'y' (found {sorted(data.files)})")
-    X, y = data["X"], data["y"]
+    try:
+        X, y = data["X"], data["y"]
+    except ValueError:  # numpy: "Object arrays cannot be loaded when allow_pickle=False" (never unpickled here)
+        raise ValueError(f"{path}: NPZ arrays X and y must be numbers or strings, not Python objects (for labels from "
+                         "pandas save y=series.to_numpy(dtype=str), or integers)") from None
     # an array's dtype is public schema (the same for every dataset of that file type): refused in one line
     if X.dtype.kind not in "biuf":
         raise ValueError(f"{path}: NPZ array X must have a numeric dtype (integers or floats), got {X.dtype}")
@@ -148,7 +157,7 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
         raise ValueError(f"{path}: y contains NaN or inf labels")
     if classes is not None and cn is None and np.issubdtype(y.dtype, np.integer):  # public schema and classes
         named = [str(c).strip() for c in classes]
-        bad = [c for c in named if not (_is_number(c) and float(c).is_integer())]  # no integer label matches it
+        bad = _not_integers(named)  # no integer label matches them
         if bad:  # every label would be dropped as outside the classes: a noise-only release
             raise ValueError(f"{path}: NPZ array y holds integer labels but --classes names {', '.join(bad[:3])}: "
                              "name the integers (e.g. --classes 0,1), or store class_names in the NPZ")
@@ -261,6 +270,11 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     from torchdpgmm.data.idx import find_idx_file, read_idx
     from torchdpgmm.data.loaders import MNIST_FILES
 
+    names = check_class_list(classes)
+    bad = _not_integers(names)
+    if bad:  # IDX labels are integers (public schema): every row would be dropped, a noise-only release
+        raise ValueError(f"{path}: the IDX label file holds integer labels but --classes names {', '.join(bad[:3])}: "
+                         "name the integers (e.g. --classes 0,1,...,9)")
     img_stem, lab_stem = MNIST_FILES["train"]
     try:
         files = [find_idx_file(path, stem, ("raw", "MNIST/raw", "FashionMNIST/raw")) for stem in (img_stem, lab_stem)]
@@ -274,7 +288,6 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
         raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each")  # n is private
     X = images.reshape(images.shape[0], -1).to(torch.float64)
     X = X / 255.0 if images.dtype == torch.uint8 else X
-    names = check_class_list(classes)
     index = {class_key(c): i for i, c in enumerate(names)}
     y = torch.tensor([index.get(class_key(_label_text(v)), -1) for v in labels.tolist()], dtype=torch.long)
     return LabeledTable(X, y, names, [f"pixel{i}" for i in range(X.shape[1])])
