@@ -220,3 +220,23 @@ def test_an_npz_of_object_labels_is_one_line_naming_the_file(tmp_path, capsys):
                  "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "t.npz: NPZ arrays X and y must be numbers or strings" in err[0]
+
+
+def test_a_command_refused_after_a_warning_prints_its_error_line_alone(tmp_path, capsys):
+    """A docs probe (2026-12-01): `release --epsilon 50` printed the weak-budget warning, then the refusal (the
+    samplers' share of delta is void): two lines for one bad input. Warnings now wait until the command writes;
+    a release that goes on still prints its warning before writing. An unknown study names itself."""
+    X, y = _xy()
+    data = tmp_path / "t.csv"
+    data.write_text("u,v,label\n" + "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, y)))
+    base = ["release", "--data", str(data), "--label-column", "label", "--features", "u,v", "--classes", "a,b",
+            "--bounds", "0:10", "--delta", "1e-5"]
+    assert main(base + ["--epsilon", "60", "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error: epsilon = 60 is too large for the exact discrete noise" in err[0]
+    assert main(base + ["--epsilon", "20", "--out", str(tmp_path / "m.json")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["torchdpgmm release: warning: epsilon = 20 > 10 protects little"]
+    assert main(["experiment", "fig9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown study 'fig9'" in err[0]

@@ -34,8 +34,10 @@ class _Parser(argparse.ArgumentParser):
         import re
 
         if self.prog.endswith(" experiment") and "invalid choice" in message:
-            raise UsageError(f"{self.prog}: error: a study is needed first: torchdpgmm experiment STUDY [--out DIR ...] "
-                             "(torchdpgmm experiment --help lists the studies)")
+            got = re.search(r"invalid choice: '([^']*)'", message)  # a misspelt study, or a flag's value read as one
+            raise UsageError(f"{self.prog}: error: unknown study {got.group(1) if got else '?'!r}: a study is needed "
+                             "first: torchdpgmm experiment STUDY [--out DIR ...] (torchdpgmm experiment --help lists "
+                             "the studies)")
         m = re.match(r"argument (--[\w-]+): invalid _?(floats|ints|float|int) value", message)
         if m:  # argparse names the converter function ("invalid _floats value"): say what is expected instead
             kind = "numbers" if m.group(2).startswith("float") else "whole numbers"
@@ -353,20 +355,34 @@ def _one_line(exc: BaseException) -> str:
 
 
 class _Run:
-    """The state of one :func:`main` call: the command's name (for messages) and whether ``--strict`` turns
-    its warnings into refusals."""
+    """The state of one :func:`main` call: the command's name (for messages), whether ``--strict`` turns its
+    warnings into refusals, and its warnings not yet printed (``pending``; ``flushed`` once the command has
+    started writing or running: then a warning is printed at once)."""
 
     command = "torchdpgmm"
     strict = False
+    pending: list[str] = []
+    flushed = False
 
 
 def _warn(text: str, command: str | None = None) -> None:
     """A warning of the running command: one line on stderr, or under ``--strict`` a refusal (one line, exit
-    status 2, nothing written: every warning comes before the command writes anything)."""
+    status 2, nothing written: every warning comes before the command writes anything). Until the command writes
+    or starts its run (:func:`_flush_warnings`) the line waits, so that a command refused after a warning prints
+    its one line of error alone (``--epsilon 50`` warned "protects little", then was refused as void)."""
     name = command or _Run.command
     if _Run.strict:
         raise UsageError(f"{name}: error: {text} (--strict refuses a release with a warning; nothing was written)")
-    print(f"{name}: warning: {text}", file=sys.stderr)
+    _Run.pending.append(f"{name}: warning: {text}")
+    if _Run.flushed:
+        _flush_warnings()
+
+
+def _flush_warnings() -> None:
+    """Print the warnings waiting (:func:`_warn`): the command goes on to write or run, so they stand."""
+    for line in _Run.pending:
+        print(line, file=sys.stderr)
+    _Run.pending, _Run.flushed = [], True
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -421,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (0 ok, 2 bad input, 130 interrupted)."""
     command = "torchdpgmm"
     created: list[Path] = []
-    _Run.command, _Run.strict = command, False
+    _Run.command, _Run.strict, _Run.pending, _Run.flushed = command, False, [], False
     try:
         argv = _join_dash_values(list(sys.argv[1:] if argv is None else argv))
         parser = build_parser(studies=bool(argv) and argv[0] in _STUDY_COMMANDS)
@@ -438,7 +454,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the budget's warnings once, at this front door; no Python-side allow_weak_privacy scope reaches a command
         with warnings.catch_warnings(), budget_scope(override=False):
             warnings.showwarning = _show_warning
-            return _dispatch(args, created)
+            status = _dispatch(args, created)
+        _flush_warnings()
+        return status
     except KeyboardInterrupt:
         hint = ""
         if command == "torchdpgmm sweep":
@@ -488,6 +506,7 @@ class _writing:
         self.command, self.out = command, out
 
     def __enter__(self) -> None:
+        _flush_warnings()  # the command writes: its warnings stand, before anything is written
         return None
 
     def __exit__(self, kind, exc, tb) -> bool:
@@ -516,7 +535,9 @@ def _cleanup(created: list[Path]) -> None:
 
 
 def _new_folder(path: Path, created: list[Path]) -> None:
-    """Remember ``path`` (and its missing parents) for removal if the command fails."""
+    """Remember ``path`` (and its missing parents) for removal if the command fails; the command's run starts, so
+    its warnings are printed now (a sweep or study may run for hours)."""
+    _flush_warnings()
     path = Path(path)
     top = None
     while not path.exists():
