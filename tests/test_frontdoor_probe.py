@@ -240,3 +240,20 @@ def test_a_command_refused_after_a_warning_prints_its_error_line_alone(tmp_path,
     assert main(["experiment", "fig9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown study 'fig9'" in err[0]
+
+
+@pytest.mark.parametrize("cls", ["DPGaussianMixture", "DPSyntheticClassifier"])
+def test_scoring_a_row_with_nan_is_one_line(cls):
+    """A docs probe (2026-12-01): usage.md promises a one-line error for predict on a row with NaN; scikit-learn's
+    message ran over several lines (HistGradientBoosting, imputers). Its first line is kept."""
+    import torchdpgmm.estimator as est
+
+    X, y = _xy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = getattr(est, cls)(1.0, 1e-5, classes=["a", "b"], bounds=(0, 10)).fit(X, y)
+    bad = np.array([[np.nan, 1.0]])
+    for method in ("predict", "predict_proba"):
+        with pytest.raises(ValueError, match="Input X contains NaN") as e:
+            getattr(model, method)(bad)
+        assert "\n" not in str(e.value)

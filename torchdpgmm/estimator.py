@@ -244,6 +244,18 @@ def _label_schema(y: Any) -> np.dtype | None:
     return dt if isinstance(dt, np.dtype) and dt.kind in "biuf" and getattr(y, "dtype", None) is not dt else None
 
 
+def _rows_to_score(est: Any, X: Any) -> np.ndarray:
+    """Rows given to a fitted estimator (``predict``, ``transform``, ...) checked as scikit-learn checks them, its
+    refusal in one line: its message on a NaN goes on for five sentences about HistGradientBoosting and imputers."""
+    try:
+        return validate_data(est, _detached(X), reset=False, dtype=np.float64)
+    except ValueError as exc:
+        first = str(exc).strip().split("\n")[0]
+        if first == str(exc).strip():
+            raise
+        raise ValueError(f"{first} (rows to score must be finite: drop or impute such rows first)") from None
+
+
 def _hashable(v: Any) -> Any:
     """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
     v = v.item() if isinstance(v, np.generic) else v
@@ -687,7 +699,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ inference
     def _x(self, X: Any) -> torch.Tensor:
-        X = validate_data(self, _detached(X), reset=False, dtype=np.float64)
+        X = _rows_to_score(self, X)
         return torch.tensor(np.ascontiguousarray(X), dtype=torch.float64, device=self.model_.device)
 
     def _x_released(self, X: Any) -> torch.Tensor:
@@ -986,7 +998,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
     def _features(self, X: Any) -> np.ndarray:
         """:meth:`transform` as an array, whatever ``set_output`` says (predict's input)."""
         check_is_fitted(self, "model_")
-        X = self._centred_box(validate_data(self, _detached(X), reset=False, dtype=np.float64))
+        X = self._centred_box(_rows_to_score(self, X))
         Xt = torch.tensor(np.ascontiguousarray(X), device=self._model_device())
         return self.release_.features(Xt).cpu().numpy()
 
