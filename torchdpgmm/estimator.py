@@ -251,8 +251,8 @@ def _rows_to_score(est: Any, X: Any) -> np.ndarray:
         return validate_data(est, _detached(X), reset=False, dtype=np.float64)
     except ValueError as exc:
         first = str(exc).strip().split("\n")[0]
-        if first == str(exc).strip():
-            raise
+        if first == str(exc).strip() or not ("NaN" in first or "infinity" in first):
+            raise  # (scikit-learn's checks want its own text for the other refusals, e.g. "Reshape your data")
         raise ValueError(f"{first} (rows to score must be finite: drop or impute such rows first)") from None
 
 
