@@ -1,6 +1,7 @@
 """Discrete (integer-valued) columns of DPGaussianMixture: ``discrete=`` rounds and clips synthetic values
 (issue 26 item 4); bad entries and categorical dtypes are refused in one line before a value is read."""
 import csv
+import re
 import json
 
 import numpy as np
@@ -261,6 +262,14 @@ def _read_rows(path):
     return np.array([[float(r[c]) for c in BOUNDS] for r in rows]), [r["label"] for r in rows]
 
 
+def _written_as_whole_numbers(path, columns):
+    """Every cell of ``columns`` in the CSV text is a whole number as written (``1``, not ``1.0``): a docs probe
+    (2026-12-01) found the one-hot group's cells written as 0.0 / 1.0 beside the integer columns' 2."""
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return all(re.fullmatch(r"-?[0-9]+", r[c]) for r in rows for c in columns)
+
+
 def test_cli_release_discrete_is_stored_and_sample_rounds(tmp_path):
     from torchdpgmm.cli import main
 
@@ -279,6 +288,8 @@ def test_cli_release_discrete_is_stored_and_sample_rounds(tmp_path):
     ref, lab_ref = _read_rows(tmp_path / "c.csv")  # unrounded rows of the same draw, clipped into the bounds
     assert lab == lab_ref
     _assert_rounded_from(x, ref, {0, 1}, [[3, 4]])
+    names = list(BOUNDS)
+    assert _written_as_whole_numbers(tmp_path / "d.csv", [names[j] for j in (0, 1, 3, 4)])
 
 
 def test_cli_synthesize_discrete_rounds_rows(tmp_path):
@@ -293,6 +304,7 @@ def test_cli_synthesize_discrete_rounds_rows(tmp_path):
     ref, lab_ref = _read_rows(tmp_path / "c" / "synthetic.csv")
     assert lab == lab_ref
     _assert_rounded_from(x, ref, {0, 1}, [[3, 4]])
+    assert _written_as_whole_numbers(tmp_path / "d" / "synthetic.csv", [list(BOUNDS)[j] for j in (0, 1, 3, 4)])
     rel = json.loads((tmp_path / "d" / "release.json").read_text())
     assert rel["bounds"]["integer"] == [0, 1] and rel["bounds"]["onehot"] == [[3, 4]]
 

@@ -257,3 +257,42 @@ def test_scoring_a_row_with_nan_is_one_line(cls):
         with pytest.raises(ValueError, match="Input X contains NaN") as e:
             getattr(model, method)(bad)
         assert "\n" not in str(e.value)
+
+
+def test_csv_only_flags_on_an_npz_or_idx_input_are_refused_naming_them(tmp_path, capsys):
+    """A docs probe (2026-12-01): --label-column was silently ignored for an NPZ and an IDX folder, and named
+    --bounds on an NPZ were refused with a message about --features, which the user had not passed."""
+    from torchdpgmm.data.idx import write_idx
+
+    X, _ = _xy()
+    npz = tmp_path / "t.npz"
+    np.savez(npz, X=X, y=np.arange(len(X)) % 2)
+    base = ["release", "--data", str(npz), "--classes", "0,1", "--epsilon", "1", "--delta", "1e-5",
+            "--out", str(tmp_path / "m.json")]
+    for extra, line in ((["--label-column", "foo", "--bounds", "0:10"], "--label-column names a column of a CSV"),
+                        (["--bounds", "u=0:10,v=0:10"], "--features and --bounds COL=LOW:HIGH / --schema name")):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and line in err[0] and not (tmp_path / "m.json").exists()
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    write_idx(folder / "train-images-idx3-ubyte.gz", torch.zeros(6, 28, 28, dtype=torch.uint8))
+    write_idx(folder / "train-labels-idx1-ubyte.gz", (torch.arange(6) % 2).to(torch.uint8))
+    assert main(["synthesize", "--data", str(folder), "--classes", "0,1", "--label-column", "foo", "--epsilon", "1",
+                 "--delta", "1e-5", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "an IDX folder's labels are its label file" in err[0] and not (tmp_path / "s").exists()
+
+
+def test_check_settings_counts_every_warning_it_prints(tmp_path, capsys):
+    """A docs probe (2026-12-01): with a weak budget --check-settings printed five warning lines (the budget's two
+    and three on the data) and then 'settings checked: 3 warning(s)'."""
+    X, y = _xy()
+    data = tmp_path / "t.csv"
+    data.write_text("u,v,label\n" + "".join(f"{a},{b},{c}\n" for (a, b), c in zip(X, y)))
+    assert main(["release", "--data", str(data), "--label-column", "label", "--features", "u,v", "--classes", "a,b",
+                 "--epsilon", "20", "--delta", "0.1", "--clip-bound", "0.1", "--check-settings"]) == 0
+    out, err = capsys.readouterr()
+    lines = [x for x in err.splitlines() if "warning" in x]
+    assert len(lines) == 5 and lines[0].startswith("torchdpgmm release: warning: epsilon = 20")
+    assert f"settings checked: {len(lines)} warning(s) (2 on the budget alone, 3 on the data)" in out

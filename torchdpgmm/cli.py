@@ -879,9 +879,12 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
         warnings.simplefilter("ignore")  # printed below, once each
         msgs = check_settings(X, table.y, num_classes=table.num_classes, epsilon=args.epsilon, delta=args.delta,
                               clip_bound=clip_bound, center=center)
+    budget = len(_Run.pending)  # the budget rule's own warnings (public values), printed first
+    _flush_warnings()
     for m in msgs:
         print(f"torchdpgmm release: settings warning (data dependent, do not publish): {m}", file=sys.stderr)
-    print(f"settings checked: {len(msgs)} warning(s); nothing released, nothing written")
+    print(f"settings checked: {budget + len(msgs)} warning(s) ({budget} on the budget alone, {len(msgs)} on the "
+          "data); nothing released, nothing written")
     return 0
 
 
@@ -896,6 +899,13 @@ def _warn_mostly_noise(command: str, noisy: bool) -> None:
             warn_mostly_noise(CLI_CAUSES)
     for w in caught:
         _warn(str(w.message), f"torchdpgmm {command}")
+
+
+def _whole_number_columns(bounds: Any) -> tuple[int, ...]:
+    """The columns written as whole numbers (``3``, not ``3.0``): the integer columns and every one-hot group's."""
+    if bounds is None:
+        return ()
+    return tuple(bounds.integer) + tuple(j for group in bounds.onehot for j in group)
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
@@ -930,7 +940,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         x, y, _ = model.sample_counts(counts, g)
     with _writing("sample", args.out):
         write_labeled_csv(args.out, x, y, mf.class_names, mf.feature_names, args.label_column,
-                          integer_columns=() if mf.bounds is None else mf.bounds.integer)
+                          integer_columns=_whole_number_columns(mf.bounds))
     print(f"wrote {args.out}: {args.n} rows")
     return 0
 
@@ -1061,7 +1071,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                     rows = sample[0]
                     write_labeled_csv(tmp / "synthetic.csv", _rows_in_units(bounds, rows), sample[1], classes,
                                       list(bounds.names or [f"x{i}" for i in range(rows.shape[1])]),
-                                      integer_columns=bounds.integer)
+                                      integer_columns=_whole_number_columns(bounds))
             tmp.chmod(0o777 & ~_umask())  # mkdtemp makes 0700; give it an ordinary new folder's permissions
             os.replace(tmp, args.out)  # onto a missing or empty folder
         except BaseException:

@@ -207,8 +207,11 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
     suffix = path.suffix.lower()
     if suffix == ".npz":
         if feature_columns is not None:  # an NPZ's X has no column names to pick from
-            raise ValueError(f"{path}: --features names columns of a CSV; an NPZ's X is released whole (save the "
+            raise ValueError(f"{path}: --features and --bounds COL=LOW:HIGH / --schema name columns of a CSV; an "
+                             "NPZ's X is released whole (give --bounds LOW:HIGH for all of its columns, save the "
                              "columns you want in X, or use a CSV with a header)")
+        if label_column is not None:  # a flag that would be ignored: its labels are the array y
+            raise ValueError(f"{path}: --label-column names a column of a CSV; an NPZ's labels are its array y")
         return _read_npz(path, classes, private)
     if suffix not in (".csv", ".txt", ".tsv"):
         raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")
@@ -269,6 +272,10 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
         return read_labeled_table(path, label_column, feature_columns, classes=classes, private=True)
     from torchdpgmm.data.idx import find_idx_file, read_idx
     from torchdpgmm.data.loaders import MNIST_FILES
+
+    if label_column is not None or feature_columns is not None:  # flags that would be ignored
+        raise ValueError(f"{path}: --label-column and the columns of --bounds / --schema name columns of a CSV; an "
+                         "IDX folder's labels are its label file and its features every pixel")
 
     names = check_class_list(classes)
     bad = _not_integers(names)
