@@ -14,9 +14,15 @@ was released under. Schema (``format_version`` 1)::
       "means": [[d floats] x K],
       "covariances": [[[d floats] x d] x K],   # symmetric positive definite
       "counts": [K ints] | null,           # the released class histogram (when the mechanism releases one)
-      "privacy": {epsilon, delta, adjacency, accountant, mode, mechanism, split, notes},
-      "bounds": {"lower": [d], "upper": [d], "names": [d]} | null   # optional: public per-feature bounds
+      "privacy": {epsilon, delta, adjacency, accountant, mode, mechanism, split, notes, blocks, covered,
+                  [seeded], [sampler_tv, sampler_draws]},   # PrivacyRecord.to_dict(); [..] only where they apply
+      "bounds": {"lower": [d], "upper": [d], "names": [d], [integer], [onehot]} | null   # optional: public bounds
     }
+
+``privacy.blocks`` lists every noised statistic (name, mechanism, sensitivity, noise_scale, norm, ...);
+``seeded`` is written when the noise came from a user-given seed, ``sampler_tv`` / ``sampler_draws`` for the
+exact discrete samplers. ``bounds.integer`` / ``bounds.onehot`` (with ``--discrete``) are the integer columns and
+the one-hot groups (column indices) that ``sample`` rounds.
 
 Bounds. A release made with public bounds (``torchdpgmm release --bounds``) ran in the unit box they map to;
 the file stores the model MAPPED BACK into the user's units (means ``lower + (upper - lower) mu``, covariances
