@@ -150,7 +150,20 @@ def test_sweep_names_its_flags_not_internal_parameters(tmp_path, capsys, argv, w
     assert len(err) == 1 and words in err[0] and not out.exists()
 
 
-@pytest.mark.parametrize("dtype", ["str", "string", "category"])
+def _pandas_text_dtype(dtype):
+    """``dtype`` as pandas spells it, skipping ``str`` before pandas 3 (there it is ``object``, with no schema)."""
+    pd = pytest.importorskip("pandas")
+    if dtype == "str" and int(pd.__version__.split(".")[0]) < 3:
+        pytest.skip("pandas < 3: dtype 'str' is object, which has no schema")
+    if dtype == "arrow":
+        pytest.importorskip("pyarrow")
+        return pd.ArrowDtype(__import__("pyarrow").string())
+    if dtype == "object-category":
+        return pd.CategoricalDtype(pd.Index(["a", "b"], dtype=object))
+    return dtype
+
+
+@pytest.mark.parametrize("dtype", ["str", "string", "category", "arrow", "object-category"])
 def test_pandas_text_labels_against_numeric_classes_are_refused(dtype):
     """A docs probe (2026-12-01): numpy turns a pandas text or categorical label column into objects, which are
     matched one by one, so string labels against classes=[0, 1] dropped every row (a noise-only release, only the
@@ -159,6 +172,7 @@ def test_pandas_text_labels_against_numeric_classes_are_refused(dtype):
     from torchdpgmm.estimator import DPGaussianMixture
 
     pd = pytest.importorskip("pandas")
+    dtype = _pandas_text_dtype(dtype)
     X, y = _xy()
     with pytest.raises(ValueError, match="y holds strings but classes are numbers"):
         DPGaussianMixture(1.0, 1e-5, classes=[0, 1], clip_bound=10).fit(X, pd.Series(y, dtype=dtype))
@@ -179,7 +193,8 @@ def test_a_dataframe_text_column_is_refused_naming_it(cls):
 
     pd = pytest.importorskip("pandas")
     X, y = _xy()
-    for dtype in ("str", "string"):
+    dtypes = ["string"] + (["str"] if int(pd.__version__.split(".")[0]) >= 3 else [])
+    for dtype in dtypes + ([_pandas_text_dtype("arrow")] if __import__("importlib").util.find_spec("pyarrow") else []):
         df = pd.DataFrame(X, columns=["u", "v"])
         df["colour"] = pd.Series(["red"] * len(df), dtype=dtype)
         with pytest.raises(ValueError, match=r"column 'colour' has dtype .* \(text\): .*pandas.to_numeric") as e:
@@ -219,7 +234,7 @@ def test_an_npz_of_object_labels_is_one_line_naming_the_file(tmp_path, capsys):
     assert main(["release", "--data", str(path), "--classes", "a,b", "--bounds", "0:10", "--epsilon", "1",
                  "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "t.npz: NPZ arrays X and y must be numbers or strings" in err[0]
+    assert len(err) == 1 and "t.npz: NPZ arrays must be numbers or strings" in err[0]
 
 
 def test_a_command_refused_after_a_warning_prints_its_error_line_alone(tmp_path, capsys):
@@ -296,3 +311,64 @@ def test_check_settings_counts_every_warning_it_prints(tmp_path, capsys):
     lines = [x for x in err.splitlines() if "warning" in x]
     assert len(lines) == 5 and lines[0].startswith("torchdpgmm release: warning: epsilon = 20")
     assert f"settings checked: {len(lines)} warning(s) (2 on the budget alone, 3 on the data)" in out
+
+
+def test_a_masked_label_column_is_judged_by_its_dtype_not_by_a_missing_value():
+    """The day's review: a pandas ``boolean`` column against string classes was refused, but the same column with
+    one missing label (numpy then gives objects) was released with every row dropped, so the refusal told whether
+    a label was missing. The masked dtype decides now, with or without a missing value; Int64 alike."""
+    from torchdpgmm.estimator import DPGaussianMixture
+
+    pd = pytest.importorskip("pandas")
+    X, _ = _xy()
+    for values, dtype in (([True, False], "boolean"), ([1, 0], "Int64")):
+        y = pd.Series(values * (len(X) // 2), dtype=dtype)
+        for yy in (y, y.mask(y.index == 0)):  # without and with one missing label
+            with pytest.raises(ValueError, match="y holds numbers but classes are strings"):
+                DPGaussianMixture(1.0, 1e-5, classes=["True", "False"], clip_bound=10).fit(X, yy)
+
+
+def test_numeric_class_names_match_by_exact_decimal_value():
+    """The day's review: floats merged 9007199254740992 and ...993 (refused as one class named twice) and read
+    12345678901234567 as ...568; float() also took '1_0' for 10. Numbers are now matched by their exact decimal
+    value, other text as text; the estimator's int64 labels agree."""
+    from torchdpgmm.datafile import check_class_list, class_key
+
+    assert check_class_list(["9007199254740992", "9007199254740993"]) == ["9007199254740992", "9007199254740993"]
+    assert class_key("12345678901234567") != class_key("12345678901234568")
+    assert class_key("1") == class_key("1.0") == class_key("01") == class_key("1e0") == class_key("+1.")
+    assert class_key("1_0") != class_key("10") and class_key("1e-400") != class_key("0")
+    assert class_key("-0") == class_key("0")
+
+
+def test_an_npz_with_object_names_is_one_line_naming_the_file(tmp_path, capsys):
+    """The day's review: feature_names saved from a DataFrame's columns are an object array; numpy's message came
+    through as the object-labels one had."""
+    X, _ = _xy()
+    path = tmp_path / "fn.npz"
+    np.savez(path, X=X, y=np.arange(len(X)) % 2, feature_names=np.array(["u", "v"], dtype=object))
+    assert main(["release", "--data", str(path), "--classes", "0,1", "--bounds", "0:10", "--epsilon", "1",
+                 "--delta", "1e-5", "--out", str(tmp_path / "m.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "fn.npz: NPZ arrays must be numbers or strings" in err[0]
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_sweeps_warnings_come_before_its_run_and_survive_an_interrupt(tmp_path, capsys, monkeypatch, resume):
+    """The day's review: with warnings held until a command writes, `sweep --resume` printed its weak-budget
+    warning only after the whole run, and never when interrupted."""
+    import torchdpgmm.sweep as sweep
+
+    seen = []
+
+    def interrupted(*a, **k):
+        seen.append(capsys.readouterr().err)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "run_sweep", interrupted)
+    out = tmp_path / "sw"
+    if resume:
+        out.mkdir()
+    args = ["sweep", "--mechanisms", "kl", "--epsilons", "20", "--trials", "2", "--clip-bound", "3", "--out", str(out)]
+    assert main(args + (["--resume"] if resume else [])) == 130
+    assert "warning: epsilon = 20 > 10 protects little" in seen[0]  # printed before the run started

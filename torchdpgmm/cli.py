@@ -458,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _flush_warnings()
         return status
     except KeyboardInterrupt:
+        _flush_warnings()  # the command was running: its warnings stand
         hint = ""
         if command == "torchdpgmm sweep":
             hint = "; finished chunks are kept: re-run the same command with --resume to continue"
@@ -1142,6 +1143,7 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
     torch.set_num_threads(args.threads)
     if not args.resume:
         _new_folder(args.out, created)
+    _flush_warnings()  # the run starts (a resumed one too): its warnings now, not after hours
     res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,
                     progress=not args.no_progress and sys.stderr.isatty(),  # a log file gets no bar
                     workers=args.workers, threads=args.threads)

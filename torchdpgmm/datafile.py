@@ -19,8 +19,10 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import zlib
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Sequence
 
@@ -55,10 +57,16 @@ def check_class_list(classes: Sequence[str]) -> list[str]:
     return out
 
 
+_DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def class_key(label: str) -> tuple:
-    """What a label is matched by against ``--classes``: a finite number by its value (``1``, ``1.0`` and ``01``
-    name one class, as a CSV written from a float column writes ``1.0``), any other text by its text."""
-    return ("number", float(label)) if _is_number(label) else ("text", label)
+    """What a label is matched by against ``--classes``: a decimal number by its exact value (``1``, ``1.0``, ``01``
+    and ``1e0`` name one class, as a CSV written from a float column writes ``1.0``; ``9007199254740993`` is not
+    ``9007199254740992``, as the estimator's int64 labels are not), any other text by its text (``1_0``, ``inf``)."""
+    if _DECIMAL.fullmatch(label):
+        return ("number", Decimal(label))
+    return ("text", label)
 
 
 def _finish(X: np.ndarray, labels: Sequence, feature_names: list[str], source: str,
@@ -105,7 +113,8 @@ def _is_number(s: str) -> bool:
 
 def _not_integers(names: Sequence[str]) -> list[str]:
     """The class names that no integer label can match (:func:`class_key`: ``1.0`` matches the label 1)."""
-    return [c for c in names if not (_is_number(c) and float(c).is_integer())]
+    keys = [class_key(c) for c in names]
+    return [c for c, (kind, v) in zip(names, keys) if not (kind == "number" and v == v.to_integral_value())]
 
 
 def _label_text(v) -> str:
@@ -131,11 +140,13 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
     for key in ("X", "y"):
         if key not in data:
             raise ValueError(f"{path}: NPZ must contain arrays 'X' and 'y' (found {sorted(data.files)})")
-    try:
+    try:  # numpy: "Object arrays cannot be loaded when allow_pickle=False" (never unpickled here)
         X, y = data["X"], data["y"]
-    except ValueError:  # numpy: "Object arrays cannot be loaded when allow_pickle=False" (never unpickled here)
-        raise ValueError(f"{path}: NPZ arrays X and y must be numbers or strings, not Python objects (for labels from "
-                         "pandas save y=series.to_numpy(dtype=str), or integers)") from None
+        names = {k: data[k] for k in ("feature_names", "class_names") if k in data}
+    except ValueError:
+        raise ValueError(f"{path}: NPZ arrays must be numbers or strings, not Python objects (for labels or names "
+                         "from pandas save e.g. y=series.to_numpy(dtype=str), feature_names=df.columns.to_numpy("
+                         "dtype=str))") from None
     # an array's dtype is public schema (the same for every dataset of that file type): refused in one line
     if X.dtype.kind not in "biuf":
         raise ValueError(f"{path}: NPZ array X must have a numeric dtype (integers or floats), got {X.dtype}")
@@ -147,8 +158,8 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
         y = np.char.decode(y, "utf-8", errors="replace")
     if y.ndim != 1 or len(y) != len(X):
         raise ValueError(f"{path}: y must be a vector with one label per row of X")
-    fn = [str(f) for f in data["feature_names"]] if "feature_names" in data else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
-    cn = [str(c) for c in data["class_names"]] if "class_names" in data else None
+    fn = [str(f) for f in names["feature_names"]] if "feature_names" in names else [f"x{i}" for i in range(X.shape[1] if X.ndim == 2 else 0)]
+    cn = [str(c) for c in names["class_names"]] if "class_names" in names else None
     if cn is not None and np.issubdtype(y.dtype, np.integer):
         if not private and (y.min() < 0 or y.max() >= len(cn)):
             raise ValueError(f"{path}: integer labels must index class_names")

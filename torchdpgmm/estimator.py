@@ -104,7 +104,7 @@ def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
         if kind in "mMc":
             raise ValueError(f"column {name!r} has dtype {dtype}: only real numbers can be released; convert it "
                              "to a number (or drop it) before fitting")
-        if type(dtype).__name__ == "StringDtype":  # a text column (pandas' str / string): every row would be dropped
+        if _is_text_dtype(dtype):  # a text column (pandas' str / string, pyarrow strings): every row would be dropped
             raise ValueError(f"column {name!r} has dtype {dtype} (text): only numbers can be released; convert it "
                              f"with pandas.to_numeric(df[{name!r}], errors='coerce') (a cell that is not a number then "
                              "drops its row) or drop it before fitting")
@@ -233,15 +233,29 @@ def _classes_in_dtype_of(public: np.ndarray, y: np.ndarray) -> np.ndarray:
     return public
 
 
+def _is_text_dtype(dt: Any) -> bool:
+    """pandas' text dtypes: ``str`` / ``string`` (StringDtype) and pyarrow strings (ArrowDtype)."""
+    name = type(dt).__name__
+    return name == "StringDtype" or (name == "ArrowDtype" and "string" in str(dt))
+
+
 def _label_schema(y: Any) -> np.dtype | None:
-    """The numpy dtype that a pandas label column's own dtype declares, where ``np.asarray`` gives objects: text
-    (``str`` / ``string``, or categories that are text) as ``U``, numeric categories as theirs; else None."""
+    """The numpy dtype that a pandas label column's own dtype declares, where ``np.asarray`` may give objects (a
+    missing value turns a masked column into objects, so the dtype, not the values, must decide): text (``str`` /
+    ``string``, pyarrow strings, or categories that are all text) as ``U``; ``boolean``, ``Int64``, ``Float64``
+    and numeric categories as their numpy dtype; else None (an ``object`` column has no schema)."""
     dt = getattr(y, "dtype", None)
     if type(dt).__name__ == "CategoricalDtype":
-        dt = dt.categories.dtype
-    if type(dt).__name__ == "StringDtype":
+        cats = dt.categories
+        if cats.dtype == object:  # pandas 2 keeps text categories as objects: all text is a text schema
+            import pandas as pd
+
+            return np.dtype("U1") if pd.api.types.infer_dtype(cats, skipna=True) == "string" else None
+        dt = cats.dtype
+    if _is_text_dtype(dt):
         return np.dtype("U1")
-    return dt if isinstance(dt, np.dtype) and dt.kind in "biuf" and getattr(y, "dtype", None) is not dt else None
+    dt = getattr(dt, "numpy_dtype", dt)  # pandas' masked dtypes (boolean, Int64, Float64) name their numpy dtype
+    return dt if isinstance(dt, np.dtype) and dt.kind in "biuf" else None
 
 
 def _rows_to_score(est: Any, X: Any) -> np.ndarray:
