@@ -102,3 +102,45 @@ def test_bad_parameters():
         MomentsAccountant().get_epsilon(1.5)
     with pytest.raises(ValueError):
         MomentsAccountant().compose_gaussian(-1.0)
+
+
+def test_linear_accountant_never_prices_a_gaussian_step_outside_the_classical_formulas_range():
+    """An audit's finding: the linear accountant charged each Gaussian step eps = sqrt(2 ln(1.25/delta')) / m, a
+    bound valid only for eps <= 1 (Dwork & Roth, Thm A.1), at any m; at a target of 30 (LLG, one iteration) the
+    record's own blocks compose by the PLD accountant to about 33.9. A multiplier charging a step above 1 is now
+    priced at inf, so the calibration keeps every step inside the range (closed form here)."""
+    import math
+
+    from torchdpgmm.em.dp_em import calibrate_dp_em, dp_em_epsilon
+
+    delta = 1e-5
+    for variant, n_gauss, f in (("LLG", 1, math.sqrt(2)), ("GGG", 3, 1.0)):  # sigma / Delta = f m (the supplement)
+        c = math.sqrt(2 * math.log(1.25 * n_gauss / delta)) / f  # the multiplier at which a step costs 1
+        assert dp_em_epsilon(variant, 0.999 * c, 1, delta, accountant="linear") == math.inf
+        assert math.isfinite(dp_em_epsilon(variant, 1.001 * c, 1, delta, accountant="linear"))
+        for target in (5.0, 30.0, 80.0):
+            m = calibrate_dp_em(variant, target, delta, 1, accountant="linear")
+            assert c / m <= 1.0 + 1e-9 and dp_em_epsilon(variant, m, 1, delta, accountant="linear") <= target
+
+
+@pytest.mark.parametrize("entry", ["fit_dp_em", "fit_dpgmm", "fit_sagmm"])
+def test_the_em_entry_points_follow_the_budget_rule(entry):
+    """An audit's finding: the EM entry points released epsilon 5000 (delta 0.6) as sound and covered, where
+    release() and the command line refuse above 1e3 (or delta >= 0.5) and warn above 10."""
+    import torch
+
+    from torchdpgmm._validation import WeakPrivacyWarning
+    from torchdpgmm.em import dp_em, dpgmm, sagmm
+
+    X = torch.rand(40, 2, dtype=torch.float64)
+    call = {"fit_dp_em": lambda e, d: dp_em.fit_dp_em(X, 2, e, d, data_bound=2.0, max_iter=1,
+                                                       generator=torch.Generator().manual_seed(0)),
+            "fit_dpgmm": lambda e, d: dpgmm.fit_dpgmm(X, 2, e, R=2.0, init="random", max_iter=1,
+                                                       generator=torch.Generator().manual_seed(0)),
+            "fit_sagmm": lambda e, d: sagmm.fit_sagmm(X, 2, e, d, num_blocks=2, mean_bounds=(0.0, 1.0),
+                                                       var_bounds=(1e-3, 1.0), max_iter=2,
+                                                       generator=torch.Generator().manual_seed(0))}[entry]
+    with pytest.raises(ValueError, match="required for a meaningful guarantee"):
+        call(5000.0, 1e-5)
+    with pytest.warns(WeakPrivacyWarning, match="protects little"):
+        call(20.0, 1e-5)

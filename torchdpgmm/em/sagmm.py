@@ -47,7 +47,7 @@ from typing import Any
 
 import torch
 
-from torchdpgmm._validation import check_delta, check_epsilon
+from torchdpgmm._validation import check_delta, check_epsilon, check_privacy_strength
 from torchdpgmm.em._common import laplace, laplace_symmetric, make_record, noised_block
 from torchdpgmm.em.gmm import GMMFit, check_data, fit_gmm, mixture_log_likelihood
 from torchdpgmm.mechanisms import normal_noise, symmetric_noise
@@ -202,6 +202,7 @@ def fit_sagmm(
     ``None`` for no cap) bounds each block's rows, so the batched block fits need ``O(l C d)`` memory instead
     of ``O(l N d)``; it must not be computed from the data (under add/remove not even from ``N``)."""
     check_epsilon(epsilon)
+    check_privacy_strength(epsilon, delta)  # the package's one budget rule (public values)
     split = dict(DEFAULT_SPLIT if split is None else split)
     lo, hi = mean_bounds
     v_min, v_max = float(var_bounds[0]), float(var_bounds[1])
