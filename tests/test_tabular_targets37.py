@@ -237,3 +237,35 @@ def test_sampling_term_sweep_zero_is_the_rule_and_restores_it(load_script, monke
         with pytest.raises(SystemExit):
             mod.main(["--sweep-sampling-term", bad, "--out", str(tmp_path / "never.json")])
     assert not (tmp_path / "never.json").exists()
+
+
+def test_view_ensemble_views_and_averages_by_hand(load_script):
+    """scripts/view_ensemble_validation.py: the diag view keeps each class covariance's diagonal (hand arithmetic),
+    and the averages are those of the posteriors given."""
+    import torch
+
+    from torchdpgmm.mixture import LabeledGMM
+
+    mod = load_script("scripts/view_ensemble_validation.py")
+    cov = torch.tensor([[[2.0, 0.5], [0.5, 1.0]], [[3.0, -1.0], [-1.0, 4.0]]], dtype=torch.float64)
+    m = LabeledGMM(torch.tensor([0.5, 0.5], dtype=torch.float64), torch.zeros(2, 2, dtype=torch.float64), cov)
+    assert torch.equal(mod.diag_view(m).covariances, torch.tensor([[[2.0, 0], [0, 1.0]], [[3.0, 0], [0, 4.0]]],
+                                                                  dtype=torch.float64))
+    pa, pt, pd = (torch.tensor([[p, 1 - p]], dtype=torch.float64) for p in (0.9, 0.3, 0.2))
+    s = mod.combined(pa, pt, pd)
+    assert torch.allclose(s["mean(auto, tied)"], torch.tensor([[0.6, 0.4]], dtype=torch.float64))
+    assert torch.allclose(s["mean(auto, tied, diag)"], torch.tensor([[1.4 / 3, 1.6 / 3]], dtype=torch.float64))
+    assert torch.allclose(s["2 auto + tied"], torch.tensor([[0.7, 0.3]], dtype=torch.float64))
+
+
+def test_view_ensemble_smoke(load_script, tmp_path):
+    import json
+
+    mod = load_script("scripts/view_ensemble_validation.py")
+    mod.SEEDS = (10,)
+    out = tmp_path / "v.json"
+    assert mod.main(["--only", "iris", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert [c["epsilon"] for c in d["cells"]] == [0.5, 1.0, 2.0, 5.0] and set(d["summary"]) == set(mod.SETTINGS)
+    assert all(0 <= v <= 1 for c in d["cells"] for v in c["accuracy"].values())
+    assert d["summary"]["auto"]["mean_gain_vs_auto"] == 0.0
