@@ -190,3 +190,21 @@ def test_blocks_are_packed_disjoint_and_capped_per_block():
     for b in range(l):
         want = [i for i in range(N) if assign[0, i] == b][:cap]  # the first cap rows of the block
         torch.testing.assert_close(Xc[0, b][mc[0, b]], X[0, want])
+
+
+def test_a_block_with_fewer_than_k_records_is_fitted_on_its_own_rows_whatever_the_padding():
+    """An audit's finding: a block with fewer than K records was fitted on all C slots of its zero padding, and
+    C = N without max_block_size, so adding a record to one block moved every such block's weights (by 1/(C(C+1))
+    for one record beside C - 1 zeros). Such a block is now fitted on its first K slots: its estimate is the same
+    for any padding C (here 30 and 40; blocks with K or more records have no zeros in their fit either way)."""
+    from torchdpgmm.em.sagmm import sagmm_aggregate, sagmm_blocks
+
+    X = torch.rand(30, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    ones = torch.ones(30, dtype=torch.bool)
+    sizes = sagmm_blocks(X, 12, ones, torch.Generator().manual_seed(1), 30)[1].sum(-1)
+    small = sizes < 2
+    assert small.any()  # the case under test exists here
+    fits = [sagmm_aggregate(X, 2, 12, 0.0, 1.0, 1e-3, 1.0, max_iter=20, return_blocks=True, max_block_size=C,
+                            generator=torch.Generator().manual_seed(1))[1] for C in (30, 40)]
+    for a, b in zip(*fits):
+        torch.testing.assert_close(a[small], b[small], rtol=0, atol=0)

@@ -9,7 +9,8 @@ Algorithm (batched over the leading dims of ``X (..., N, d)``):
    block of laws that each differ from the old one in one block, and hockey-stick divergences are convex).
 2. **Block fits.** All ``l`` blocks are fitted in one call of the batched EM (:func:`fit_gmm`, a fixed
    number of iterations, k-means++ start inside the block). A block with fewer than ``K`` records is
-   fitted on its zero-padded rows instead (any function of the block is allowed: step 4 bounds it).
+   fitted on its first ``K`` slots instead, its records and zero rows up to ``K`` (any function of the block
+   alone is allowed: step 4 bounds it; all ``C`` slots would depend on ``C``, which is ``N`` by default).
 3. **Alignment, block by block.** Each block's components are ordered using that block's estimate and
    public quantities only: ``align="sort"`` sorts them by ``mu_k . v`` (``v`` a public direction,
    default ``(1, ..., 1)/sqrt(d)``); ``align="reference"`` picks the permutation (all ``K!`` are tried)
@@ -135,8 +136,12 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     mask = torch.ones(X.shape[:-1], dtype=torch.bool, device=X.device) if mask is None else mask
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xb, mb = sagmm_blocks(X, num_blocks, mask, generator, max_block_size)
-    small = mb.sum(-1, keepdim=True) < K  # such a block is fitted on all its (zero-padded) rows
-    mb = mb | small
+    # a block with fewer than K records is fitted on its first K slots: its records (packed first) and zero rows up
+    # to K, a function of the block alone. It used to take all C slots, and C = N without max_block_size, so adding a
+    # record to one block moved every such block's estimate (a weight by 0.25; an audit's finding)
+    small = mb.sum(-1, keepdim=True) < K
+    first = torch.arange(mb.shape[-1], device=mb.device) < K
+    mb = torch.where(small, first, mb)
     fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator)
     w, m, c = (torch.nan_to_num(t, nan=0.0) for t in (fit.weights, fit.means, fit.covariances))
     w, m, c = align_components(w, m, c, align=align, direction=direction, reference_means=reference_means)
