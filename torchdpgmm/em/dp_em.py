@@ -79,8 +79,8 @@ def dp_em_epsilon(variant: str, noise_multiplier: float, iterations: int, delta:
     bound. ``"linear"``: sum of per-mechanism epsilons; each Gaussian mechanism is charged the classical
     ``eps = sqrt(2 ln(1.25/delta')) / (sigma/Delta)`` with ``delta' = delta / (number of Gaussian
     mechanisms)``. That formula is only valid for ``eps <= 1``: a multiplier that would charge a Gaussian step more is
-    priced at ``inf``, so the calibration adds noise until every step is inside it (it claimed 30 at a noise whose
-    own blocks compose, by the PLD accountant, to 33.9 at the same delta; an independent audit)."""
+    priced at ``inf``, so the calibration adds noise until every step is inside it (without the check, at large
+    epsilon it claimed less than the record's own blocks compose to by the PLD accountant; an independent audit)."""
     mech = _mechanisms(variant, noise_multiplier)
     if accountant == "moments":
         acc = MomentsAccountant()
