@@ -107,8 +107,9 @@ def test_bad_parameters():
 def test_linear_accountant_never_prices_a_gaussian_step_outside_the_classical_formulas_range():
     """An audit's finding: the linear accountant charged each Gaussian step eps = sqrt(2 ln(1.25/delta')) / m, a
     bound valid only for eps <= 1 (Dwork & Roth, Thm A.1), at any m; at a target of 30 (LLG, one iteration) the
-    record's own blocks compose by the PLD accountant to about 33.9. A multiplier charging a step above 1 is now
-    priced at inf, so the calibration keeps every step inside the range (closed form here)."""
+    record's own blocks compose, by dp-accounting's PLD accountant, to more than that (checked here). A multiplier
+    charging a step above 1 is now priced at inf, so the calibration keeps every step inside the range (closed
+    form), and its blocks compose to at most the target."""
     import math
 
     from torchdpgmm.em.dp_em import calibrate_dp_em, dp_em_epsilon
@@ -121,6 +122,23 @@ def test_linear_accountant_never_prices_a_gaussian_step_outside_the_classical_fo
         for target in (5.0, 30.0, 80.0):
             m = calibrate_dp_em(variant, target, delta, 1, accountant="linear")
             assert c / m <= 1.0 + 1e-9 and dp_em_epsilon(variant, m, 1, delta, accountant="linear") <= target
+            assert _pld_epsilon(variant, m, delta) <= target * (1 + 1e-6)
+    c = math.sqrt(2 * math.log(1.25 / delta)) / math.sqrt(2)
+    m_old = (2 + c) / 30.0  # LLG, one iteration: the uncapped linear charge 1/m + 1/m + c/m = 30
+    assert _pld_epsilon("LLG", m_old, delta) > 30.0  # the claim the old calibration made was false
+
+
+def _pld_epsilon(variant: str, m: float, delta: float) -> float:
+    """One DP-EM iteration's blocks (module docstring of dp_em: Laplace b / Delta = m, Gaussian sigma / Delta =
+    sqrt(2) m for LLG; three Gaussians sigma / Delta = m for GGG) composed by dp-accounting's PLD accountant."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import PLDAccountant
+
+    events = ([dp_event.LaplaceDpEvent(m)] * 2 + [dp_event.GaussianDpEvent(math.sqrt(2) * m)] if variant == "LLG"
+              else [dp_event.GaussianDpEvent(m)] * 3)
+    acc = PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_event.ComposedDpEvent(events))
+    return acc.get_epsilon(delta)
 
 
 @pytest.mark.parametrize("entry", ["fit_dp_em", "fit_dpgmm", "fit_sagmm"])
