@@ -29,7 +29,7 @@ def _tree(root: Path) -> list[str]:
 
 BAD = {
     "npz with --features": (["release", "--data", "g.npz", "--features", "x1", "--classes", CLASSES, "--epsilon", "1",
-                             "--delta", "1e-5", "--clip-bound", "3", "--out", "m.json"], "--features names columns"),
+                             "--delta", "1e-5", "--clip-bound", "3", "--out", "m.json"], "--features and --bounds COL=LOW:HIGH / --schema name columns"),
     "ais delta 0": (["experiment", "ais", "--quick", "--trials", "1", "--delta", "0", "--out", "ex"], "--delta"),
     "ais ic-epsilon 0": (["experiment", "ais", "--quick", "--ic-epsilon", "0", "--out", "ex"], "--ic-epsilon"),
     "ais components 0": (["experiment", "ais", "--quick", "--components", "0", "--out", "ex"], "--components"),
