@@ -138,3 +138,19 @@ def test_audit_figure_zero_bar_and_unaudited_rows(tmp_path, monkeypatch):
     zero_markers = [c for c in pub_ax.collections if len(c.get_offsets()) and c.get_offsets()[0][0] == 0.0]
     assert len(zero_markers) == 1 and len(zero_markers[0].get_offsets()) == 1
     assert "outlier-flip" in labels[int(zero_markers[0].get_offsets()[0][1])]    # at the zero row
+
+
+@pytest.mark.parametrize("mechanism", ["gaussian", "kl", "laplace"])
+def test_the_sound_audit_reads_the_noise_scales_of_its_pairs_dimension(mechanism):
+    """An audit of the audit (2026-12-01): the study read its sound releases' noise scales from placeholder data in
+    two dimensions while its pairs have three; the kl split and the Laplace scales depend on d, so its
+    likelihood-ratio statistic was not the exact one for those mechanisms. The scales it uses now equal those of a
+    sound release of the pair's own data (the scales are public: they do not depend on the values)."""
+    from torchdpgmm.experiments.audit import _sound_mechanism, make_pairs
+    from torchdpgmm.release.sound import release_sound
+
+    P = make_pairs(torch.Generator().manual_seed(0), 10.0, quick=True)["worst-label-flip"]
+    _, rec = _sound_mechanism(mechanism, 1.0, 1e-5, 10.0, 3, "replace-one", d=P.X0.shape[-1])
+    real = release_sound(P.X0, P.y0, 3, 1.0, 1e-5, clip_bound=10.0, adjacency="replace-one", mechanism=mechanism,
+                         generator=torch.Generator().manual_seed(1))
+    assert rec.extras["noise"] == real.extras["noise"]

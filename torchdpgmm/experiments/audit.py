@@ -133,7 +133,7 @@ def sound_adjacency(pair: A.NeighbourPair) -> str:
 
 
 def _sound_mechanism(mechanism: str, eps: float, delta: float, clip_bound: float, K: int, adjacency: str,
-                     noise: str | None = None):
+                     noise: str | None = None, *, d: int):
     """The sound release of the noisy blocks, eigenvalue floor off so that they read back exactly
     (:func:`torchdpgmm.audit.sound_blocks`); post-processing can only lower epsilon. Returns
     ``(mechanism(D, n, g), noise scales in data units)``; raises (e.g. for r1smg) before any draw."""
@@ -148,8 +148,10 @@ def _sound_mechanism(mechanism: str, eps: float, delta: float, clip_bound: float
                                   eig_floor=float("-inf"), num_draws=n, **opts)
         return out
 
-    # the noise scales are public (data-independent): read them from a release on placeholder data
-    rel = release_sound(torch.zeros(4, 2, dtype=torch.float64), torch.arange(4) % K, K, eps, delta,
+    # the noise scales are public (data-independent, but they depend on d: the kl split and the Laplace scales):
+    # read them from a release on placeholder data of the pair's dimension (until 2026-12-01 d = 2 against the
+    # pairs' 3, so the kl and Laplace likelihood-ratio statistics were not the exact Neyman-Pearson ones)
+    rel = release_sound(torch.zeros(4, d, dtype=torch.float64), torch.arange(4) % K, K, eps, delta,
                         generator=torch.Generator().manual_seed(0), **opts)
     return mech, rel
 
@@ -208,7 +210,7 @@ def _sound_row(P: A.NeighbourPair, mech: str, eps: float, delta: float, B: float
     """One sound-mode row: the LR statistic beside the generic ones (Bonferroni), plus the power columns."""
     adjacency = sound_adjacency(P)
     try:
-        fn, rec = _sound_mechanism(mech, eps, delta, B, K, adjacency, noise)
+        fn, rec = _sound_mechanism(mech, eps, delta, B, K, adjacency, noise, d=P.X0.shape[-1])
     except (ImportError, ValueError, NotImplementedError) as exc:
         return dict(base, adjacency=adjacency, audited_epsilon_lower=None, exceeds_claim=None,
                     status=f"unavailable: {type(exc).__name__}: {exc}")
