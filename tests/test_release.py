@@ -456,3 +456,30 @@ def test_baseline_covariance_noise_law(data, mech):
     else:
         np.testing.assert_allclose(v.std(0), 1.0, rtol=0.06)
     assert np.abs(v.mean(0)).max() < 5 * math.sqrt(2.0 / v.shape[0])
+
+
+def test_a_design_is_refused_for_other_records_with_the_same_counts_and_means(kl_base):
+    """An audit (2026-12-01): design= was compared on class counts, means, epsilon and delta only, so a design
+    solved on one dataset was accepted for another with each class spread twice as wide about the same means, and
+    its noise then missed condition (10) on the new records' label-flip vectors. The records' digest decides."""
+    X, y, r = kl_base
+    means = torch.stack([torch.stack([X[b][y[b] == k].mean(0) for k in range(3)]) for b in range(X.shape[0])])
+    centre = torch.gather(means, 1, y.unsqueeze(-1).expand(*y.shape, X.shape[-1]))
+    wider = centre + 2 * (X - centre)  # same counts and class means, other records
+    with pytest.raises(ValueError, match="design was computed on other data"):
+        release(wider, y, 3, 1.0, 1e-5, mode="as-published", generator=_g(5), design=r.design)
+
+
+def test_as_published_records_name_the_calibration_they_used():
+    """An audit (2026-12-01): colored ignored calibration= (its means' covariance always meets the paper's
+    condition (10)) while its record said 'analytic'; it now refuses any other calibration. The accountant text of
+    the Gaussian baselines follows calibration= instead of always naming the paper's rule."""
+    b = synthetic_data(1, 60, num_classes=3, dim=3, generator=_g(3))
+    with pytest.raises(ValueError, match="not available for mechanism='colored'"):
+        release(b.X, b.y, 3, 1.0, 1e-5, mode="as-published", mechanism="colored", calibration="analytic",
+                generator=_g(1))
+    for rule, words in (("paper", "paper's rule"), ("analytic", "analytic Gaussian calibration"),
+                        ("classical", "classical rule")):
+        r = release(b.X, b.y, 3, 1.0, 1e-5, mode="as-published", mechanism="gaussian", calibration=rule,
+                    generator=_g(1))
+        assert words in r.privacy.accountant

@@ -16,6 +16,7 @@ other step is closed form or a scalar search, so an epsilon sweep reuses the SDP
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -366,6 +367,20 @@ def _printed_F(ctx, eps0, gamma, eps_k):
     return F, g
 
 
+def data_digest(X: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> str:
+    """SHA-256 of the records a design was solved on (features as float64, labels, mask; shapes included): the
+    design's noise satisfies condition (10) for these records' label-flip vectors, not for other data with the
+    same class counts and means."""
+    h = hashlib.sha256()
+    for t in (X.detach().to(torch.float64), y.detach().to(torch.int64), None if mask is None else mask.detach()):
+        if t is None:
+            h.update(b"none")
+            continue
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 def _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver, max_iter=None, tol=None):
     dtype, device = ctx["dtype"], ctx["device"]
     eps = torch.as_tensor(epsilon, dtype=dtype, device=device)
@@ -526,6 +541,7 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
     dtype, device = X.dtype, X.device
     N = counts.sum(-1)
     ctx = {
+        "data_digest": data_digest(X, y, mask),  # what design= is checked against (dispatch._check_design)
         "K": K, "d": d, "lam": float(lam), "dtype": dtype, "device": device, "batch": counts.shape[:-1],
         "counts": counts, "means": means, "cov": cov, "tr_inv": A.diagonal(dim1=-2, dim2=-1).sum(-1),
         "s": res.opt, "X1": res.X, "gap": res.gap,

@@ -95,7 +95,14 @@ _WU_NOTE = (
 )
 
 
-def _accountant_text(mechanism: str) -> str:
+_RULE_TEXT = {
+    "paper": "by the paper's rule sigma = S sqrt(2 ln(2/delta_part)) / eps_part (condition (10))",
+    "classical": "by the classical rule sigma = S sqrt(2 ln(1.25/delta_part)) / eps_part (Dwork & Roth, eps_part <= 1)",
+    "analytic": "by the analytic Gaussian calibration (Balle & Wang 2018)",
+}
+
+
+def _accountant_text(mechanism: str, calibration: str = "paper") -> str:
     if mechanism == "kl":
         return (
             "Liu, Scaglione & Peisert (2025) Theorem 1: eps >= max_k(eps_k + 3 gamma_k / (2 N_k)) + eps_0; Gaussian means by "
@@ -109,8 +116,8 @@ def _accountant_text(mechanism: str) -> str:
         )
     return (
         "Liu, Scaglione & Peisert (2025) Theorem 1 composition: eps = max_k(eps_means + eps_covariances) + eps_weights, "
-        "delta split equally over the Gaussian parts; Gaussian std by the paper's rule "
-        "sigma = S sqrt(2 ln(2/delta_part)) / eps_part (condition (10)), L2 sensitivity <= Wu et al.'s L1"
+        f"delta split equally over the Gaussian parts; Gaussian std {_RULE_TEXT[calibration]}, "
+        "L2 sensitivity <= Wu et al.'s L1"
         + ("; means by R1SMG (Ji & Li 2024)" if mechanism == "r1smg" else "")
         + ("; means by the min-MSE colored Gaussian (Ravi et al.), SDP (23) with A = I" if mechanism == "colored" else "")
     )
@@ -178,8 +185,15 @@ def _expand_batch(v: Any, batch, dtype, device) -> torch.Tensor:
     return torch.broadcast_to(t, broadcast_shapes(t.shape, batch))
 
 
-def _check_design(design, fitted, eps_t, delta_t, variant, lam):
-    """A caller-supplied design (e.g. ``r.design.at(eps, variant=...)``) must belong to these data."""
+def _check_design(design, fitted, eps_t, delta_t, variant, lam, data=None):
+    """A caller-supplied design (e.g. ``r.design.at(eps, variant=...)``) must belong to these data: the very records
+    (``data = (X, y, mask)`` against the design's digest; equal counts and means are not enough, condition (10) is
+    met for the records' own label-flip vectors), the variant, lam and (epsilon, delta)."""
+    from torchdpgmm.design.algorithm import data_digest
+
+    digest = getattr(design, "_ctx", {}).get("data_digest")
+    if data is not None and digest is not None and digest != data_digest(*data):
+        raise ValueError("design was computed on other data (its records differ from these)")
     if design.variant != variant:
         raise ValueError(f"design.variant={design.variant!r} does not match variant={variant!r}")
     if float(design.lam) != float(lam):
@@ -257,7 +271,8 @@ def _as_published_release(mech, model, fitted, eps_t, delta_t, split, notes, des
     from torchdpgmm.kl import kl_divergence
 
     privacy = PrivacyRecord(
-        epsilon=eps_t, delta=delta_t, adjacency=ADJACENCY, accountant=_accountant_text(mech.name),
+        epsilon=eps_t, delta=delta_t, adjacency=ADJACENCY,
+        accountant=_accountant_text(mech.name, split.get("calibration", "paper")),
         mode="as-published", mechanism=mech.name if mech.name != "kl" else f"kl ({split['variant']})",
         split=split, notes=notes,
     )
@@ -303,7 +318,7 @@ class KLMechanism(Mechanism):
                 generator=o["design_generator"], max_iter=o["max_iter"], tol=o["tol"], kl_draws=o["kl_draws"],
                 sdp_tol=o["sdp_tol"])
         else:
-            design = _check_design(o["design"], fitted, eps_t, delta_t, variant, lam)
+            design = _check_design(o["design"], fitted, eps_t, delta_t, variant, lam, data=(X, y, mask))
         dtype, d = X.dtype, X.shape[-1]
         means = gaussian_noise(fitted.means, design.mean_noise_cov, generator=generator)
         covs = fitted.covariances + wishart(design.gamma, d, generator=generator)
@@ -344,6 +359,9 @@ class BaselineMechanism(Mechanism):
             raise ValueError(f"cov_floor must be a finite float > 0, got {cf!r}")
         if o["calibration"] not in ("paper", "classical", "analytic"):
             raise ValueError(f"calibration must be 'paper', 'classical' or 'analytic', got {o['calibration']!r}")
+        if self.name == "colored" and o["calibration"] != "paper":  # its means' covariance meets condition (10)
+            raise ValueError(f"calibration={o['calibration']!r} is not available for mechanism='colored': its means' "
+                             "noise covariance is calibrated by the paper's condition (10) only (calibration='paper')")
         if self.name == "colored" and o["solver"] not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {o['solver']!r}")
         if self.name == "r1smg":
