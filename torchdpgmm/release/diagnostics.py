@@ -34,8 +34,10 @@ is ``sum_n ||z_n||^2`` of the kept records plus the sum of ``m`` noise coordinat
 ``= sqrt(2 ln 1e4)`` with probability under 1e-4 per block, while records push it up whatever their classes look
 like. ``"auto"`` publishes two blocks: the class blocks' and the pooled block's, which takes most of the budget and
 sees every record (wine's 142 training rows at epsilon 1, ``tests/test_frontdoor_noise.py``: the counts alone look
-empty in most fits, and the warning now fires in at most one of ten). Gaussian noise only (the default); a
-Laplace release's counts are judged alone. Before the second moments' test the pipeline's counts were judged alone:
+empty in most fits, and the warning now fires in at most one of ten). The second moments' test needs Gaussian
+noise (the default); a Laplace release's means are judged by the L1 norm instead (:func:`means_carry_signal_laplace`:
+an empty table's is at most a sum of ``K d`` absolute Laplace coordinates, bounded by Chernoff's inequality), its
+counts beside them (until 2026-12-01 its counts were judged alone, and most small clean tables were called noise). Before the second moments' test the pipeline's counts were judged alone:
 its class sums' noise, against records in the unit ball of its projection, left the means' test below the bound
 on clean tables where its counts alone are flagged (3 classes of 40 or 60 rows at epsilon 1).
 (Until issue 37 item 5 the allowance was the tail of ``max(e_k, 0)``, ``s (K / sqrt(2 pi) + 3 sqrt(K))`` above ``K floor``: with a floor of 3 noise stds it added about
@@ -157,6 +159,53 @@ def means_carry_signal(means: Any, counts: Any, centre: Any, sums_std: float | N
     return math.isfinite(t) and t > empty_sums_threshold(m.numel())
 
 
+def laplace_l1_threshold(n: int, scale: float, discrete: bool, tail: float = EMPTY_SUMS_TAIL) -> float:
+    """``a`` with ``P(sum_{i <= n} |e_i| >= a) <= tail`` for ``n`` independent Laplace noise coordinates: continuous of
+    scale ``b = scale`` (density ``exp(-|x|/b) / 2b``), or discrete on the integers with ``P(k)`` proportional to
+    ``exp(-|k|/t)``, ``t = scale`` (grid units). Chernoff's bound ``(n log M(l) + ln(1/tail)) / l``, minimised over a
+    public grid of ``l`` in ``(0, 1/scale)`` (every ``l`` gives a valid bound), with ``M`` the moment generating
+    function of ``|e|``: ``1 / (1 - l b)``, or ``(1-p)/(1+p) (1 + p e^l) / (1 - p e^l)`` with ``p = exp(-1/t)``."""
+    s = float(scale)
+    if not (n >= 1 and math.isfinite(s) and s > 0):
+        raise ValueError(f"need n >= 1 and a finite scale > 0, got {n!r}, {scale!r}")
+    p = math.exp(-1.0 / s)
+
+    def log_m(lam: float) -> float:
+        if not discrete:
+            return -math.log1p(-lam * s)
+        q = p * math.exp(lam)
+        return math.log((1 - p) / (1 + p)) + math.log1p(q) - math.log1p(-q)
+
+    return min((n * log_m(u / s) + math.log(1.0 / tail)) / (u / s) for u in (i / 1000 for i in range(1, 1000)))
+
+
+def means_carry_signal_laplace(means: Any, counts: Any, centre: Any, scale: float, grid: float | None) -> bool:
+    """:func:`means_carry_signal` for Laplace noise on the class sums: ``sum_k ||c_k (m_k - centre)||_1`` (in grid
+    units for discrete noise, ``grid`` the sums' public grid) above :func:`laplace_l1_threshold` of ``K d``
+    coordinates. An empty table releases ``c_k (m_k - centre) = e_k`` shrunk toward the centre (the projection onto
+    the clipping ball scales it), so its statistic is at most ``sum |e_i|``. Released values and public scales only."""
+    if means is None or counts is None or not (math.isfinite(float(scale)) and scale > 0):
+        return False
+    m = torch.as_tensor(means, dtype=torch.float64).detach().cpu()
+    m = m.reshape(-1, m.shape[-1])
+    c = torch.as_tensor(counts, dtype=torch.float64).detach().cpu().reshape(-1, 1)
+    z = torch.as_tensor(centre, dtype=torch.float64).detach().cpu().reshape(1, -1)
+    t = float((c * (m - z)).abs().sum()) / (float(grid) if grid else 1.0)
+    return math.isfinite(t) and t > laplace_l1_threshold(m.numel(), float(scale), grid is not None)
+
+
+def _laplace_sums_scale(rel: Any) -> tuple[float, float | None] | None:
+    """``(scale, grid)`` of a sound release's Laplace noise on its class sums, from its record (the scale actually
+    drawn: grid units for discrete noise, with the sums' grid; data units and None for continuous), or None."""
+    privacy = getattr(rel, "privacy", None)
+    block = next((b for b in getattr(privacy, "blocks", ()) or () if b.name == "sums"), None)
+    if block is None or "laplace" not in block.mechanism:
+        return None
+    noise = (getattr(rel, "extras", None) or {}).get("noise") or {}
+    grid = noise.get("grid_sums") if block.mechanism.startswith("discrete") else None
+    return float(block.noise_scale), None if grid is None else float(grid)
+
+
 def sound_means_signal(rel: Any, lower: Any, upper: Any) -> bool:
     """:func:`means_carry_signal` of a sound :class:`~torchdpgmm.release.result.Release` whose released means lie in
     the public box ``lower``/``upper`` (the unit box, or ``[-B, B]`` per coordinate): about its released centre
@@ -167,8 +216,10 @@ def sound_means_signal(rel: Any, lower: Any, upper: Any) -> bool:
     mid = (torch.as_tensor(lower, dtype=torch.float64) + torch.as_tensor(upper, dtype=torch.float64)) / 2
     centre = extras.get("centre", mid)
     sigma = noise.get("sigma_sums")
-    return means_carry_signal(getattr(rel.model, "means", None), getattr(rel.model, "counts", None), centre,
-                              None if sigma is None else float(sigma))
+    means, counts = getattr(rel.model, "means", None), getattr(rel.model, "counts", None)
+    if sigma is None and (lap := _laplace_sums_scale(rel)) is not None:
+        return means_carry_signal_laplace(means, counts, centre, *lap)
+    return means_carry_signal(means, counts, centre, None if sigma is None else float(sigma))
 
 
 #: an empty table's noisy second-moment traces pass :func:`second_moments_carry_signal` with probability at most
