@@ -154,3 +154,14 @@ def test_the_sound_audit_reads_the_noise_scales_of_its_pairs_dimension(mechanism
     real = release_sound(P.X0, P.y0, 3, 1.0, 1e-5, clip_bound=10.0, adjacency="replace-one", mechanism=mechanism,
                          generator=torch.Generator().manual_seed(1))
     assert rec.extras["noise"] == real.extras["noise"]
+
+
+def test_the_as_published_kl_audit_reuses_its_design_over_the_draws():
+    """A review (2026-12-01): the design check compared a digest of the records, and the audit's design, solved
+    once on a dataset and broadcast over its draws, was refused for its own records ('design was computed on other
+    data'), turning every as-published kl row into an error. The records are compared with broadcasting now."""
+    from torchdpgmm.experiments.audit import _published_mechanism, make_pairs
+
+    P = make_pairs(torch.Generator().manual_seed(0), 10.0, quick=True)["outlier-flip"]
+    out = _published_mechanism("kl", 1.0, 1e-5, 3)((P.X0, P.y0), 4, torch.Generator().manual_seed(1))
+    assert out is not None

@@ -141,14 +141,15 @@ def _pld_epsilon(variant: str, m: float, delta: float) -> float:
     return acc.get_epsilon(delta)
 
 
-@pytest.mark.parametrize("entry", ["fit_dp_em", "fit_dpgmm", "fit_sagmm"])
+@pytest.mark.parametrize("entry", ["fit_dp_em", "fit_dpgmm", "fit_sagmm", "fit_dp_msnm"])
 def test_the_em_entry_points_follow_the_budget_rule(entry):
     """An audit's finding: the EM entry points released epsilon 5000 (delta 0.6) as sound and covered, where
-    release() and the command line refuse above 1e3 (or delta >= 0.5) and warn above 10."""
+    release() and the command line refuse above 1e3 (or delta >= 0.5) and warn above 10. The refusal offers no
+    argument these functions lack, and the warning points at the caller's line (a review)."""
     import torch
 
     from torchdpgmm._validation import WeakPrivacyWarning
-    from torchdpgmm.em import dp_em, dpgmm, sagmm
+    from torchdpgmm.em import dp_em, dp_msnm, dpgmm, sagmm
 
     X = torch.rand(40, 2, dtype=torch.float64)
     call = {"fit_dp_em": lambda e, d: dp_em.fit_dp_em(X, 2, e, d, data_bound=2.0, max_iter=1,
@@ -157,8 +158,12 @@ def test_the_em_entry_points_follow_the_budget_rule(entry):
                                                        generator=torch.Generator().manual_seed(0)),
             "fit_sagmm": lambda e, d: sagmm.fit_sagmm(X, 2, e, d, num_blocks=2, mean_bounds=(0.0, 1.0),
                                                        var_bounds=(1e-3, 1.0), max_iter=2,
-                                                       generator=torch.Generator().manual_seed(0))}[entry]
-    with pytest.raises(ValueError, match="required for a meaningful guarantee"):
+                                                       generator=torch.Generator().manual_seed(0)),
+            "fit_dp_msnm": lambda e, d: dp_msnm.fit_dp_msnm(X, 2, e, R=2.0, max_iter=1,
+                                                           generator=torch.Generator().manual_seed(0))}[entry]
+    with pytest.raises(ValueError, match="required for a meaningful guarantee") as e:
         call(5000.0, 1e-5)
-    with pytest.warns(WeakPrivacyWarning, match="protects little"):
+    assert "allow_weak_privacy=True" not in str(e.value)  # no such argument here (the scope works)
+    with pytest.warns(WeakPrivacyWarning, match="protects little") as w:
         call(20.0, 1e-5)
+    assert any(x.filename == __file__ for x in w)  # pointing at the caller's line

@@ -471,15 +471,33 @@ def test_a_design_is_refused_for_other_records_with_the_same_counts_and_means(kl
 
 
 def test_as_published_records_name_the_calibration_they_used():
-    """An audit (2026-12-01): colored ignored calibration= (its means' covariance always meets the paper's
-    condition (10)) while its record said 'analytic'; it now refuses any other calibration. The accountant text of
-    the Gaussian baselines follows calibration= instead of always naming the paper's rule."""
+    """An audit (2026-12-01): the Gaussian baselines' accountant text always named the paper's rule, whatever
+    calibration= chose, and colored's record said 'analytic' while its means' covariance meets the paper's
+    condition (10) whatever the calibration (its weights and covariances do follow it). The text names both now."""
     b = synthetic_data(1, 60, num_classes=3, dim=3, generator=_g(3))
-    with pytest.raises(ValueError, match="not available for mechanism='colored'"):
-        release(b.X, b.y, 3, 1.0, 1e-5, mode="as-published", mechanism="colored", calibration="analytic",
-                generator=_g(1))
     for rule, words in (("paper", "paper's rule"), ("analytic", "analytic Gaussian calibration"),
                         ("classical", "classical rule")):
         r = release(b.X, b.y, 3, 1.0, 1e-5, mode="as-published", mechanism="gaussian", calibration=rule,
                     generator=_g(1))
         assert words in r.privacy.accountant
+    r = release(b.X, b.y, 3, 1.0, 1e-5, mode="as-published", mechanism="colored", calibration="analytic",
+                generator=_g(1))
+    assert "analytic Gaussian calibration" in r.privacy.accountant
+    assert "condition (10) whatever the calibration" in r.privacy.accountant
+
+
+def test_a_design_is_accepted_for_its_own_records_however_they_are_masked(kl_base):
+    """A review (2026-12-01): the records' check must not refuse the same records given with an all-true mask
+    instead of none, or with other values in masked-out padding rows."""
+    X, y, r = kl_base
+    ones = torch.ones(y.shape, dtype=torch.bool)
+    a = release(X, y, 3, 1.0, 1e-5, mode="as-published", generator=_g(5), design=r.design)
+    b = release(X, y, 3, 1.0, 1e-5, mode="as-published", generator=_g(5), design=r.design, mask=ones)
+    assert torch.equal(a.model.means, b.model.means)
+    Xp = torch.cat([X, torch.full((X.shape[0], 2, X.shape[-1]), 7.0, dtype=X.dtype)], -2)  # two padding rows
+    yp = torch.cat([y, torch.zeros(y.shape[0], 2, dtype=y.dtype)], -1)
+    mp = torch.cat([ones, torch.zeros(y.shape[0], 2, dtype=torch.bool)], -1)
+    d = release(Xp, yp, 3, 1.0, 1e-5, mode="as-published", generator=_g(5), mask=mp).design
+    Xq = Xp.clone()
+    Xq[..., -2:, :] = -3.0  # other values in the padding only
+    release(Xq, yp, 3, 1.0, 1e-5, mode="as-published", generator=_g(5), mask=mp, design=d)

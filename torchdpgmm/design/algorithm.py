@@ -16,7 +16,6 @@ other step is closed form or a scalar search, so an epsilon sweep reuses the SDP
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -367,18 +366,28 @@ def _printed_F(ctx, eps0, gamma, eps_k):
     return F, g
 
 
-def data_digest(X: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> str:
-    """SHA-256 of the records a design was solved on (features as float64, labels, mask; shapes included): the
-    design's noise satisfies condition (10) for these records' label-flip vectors, not for other data with the
-    same class counts and means."""
-    h = hashlib.sha256()
-    for t in (X.detach().to(torch.float64), y.detach().to(torch.int64), None if mask is None else mask.detach()):
-        if t is None:
-            h.update(b"none")
-            continue
-        h.update(str(tuple(t.shape)).encode())
-        h.update(t.cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
+def _masked_records(X: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None):
+    """``(X, y)`` with masked-out rows zeroed and labelled -1 (``mask=None``: every row real), features in float64."""
+    X, y = X.detach().to(torch.float64), y.detach().to(torch.int64)
+    if mask is None:
+        return X, y
+    return torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device)), \
+        torch.where(mask, y, torch.full_like(y, -1))
+
+
+def same_records(design_data: tuple, data: tuple) -> bool:
+    """Whether ``data = (X, y, mask)`` holds the records a design was solved on (``design_data``, kept by reference,
+    no copy): equal after masking, where the design's batch may broadcast to ``data``'s (one design reused over
+    trials of the same dataset). The design's noise meets condition (10) for these records' label-flip vectors;
+    equal class counts and means are not enough. One comparison on the tensors' device, one host read."""
+    Xa, ya = _masked_records(*design_data)
+    Xb, yb = _masked_records(*data)
+    if Xa.shape[-2:] != Xb.shape[-2:]:
+        return False
+    try:
+        return bool((Xa.to(Xb.device) == Xb).all() & (ya.to(yb.device) == yb).all())
+    except RuntimeError:  # batch shapes that do not broadcast
+        return False
 
 
 def _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver, max_iter=None, tol=None):
@@ -541,7 +550,7 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
     dtype, device = X.dtype, X.device
     N = counts.sum(-1)
     ctx = {
-        "data_digest": data_digest(X, y, mask),  # what design= is checked against (dispatch._check_design)
+        "data": (X, y, mask),  # the records, by reference: what design= is checked against (dispatch._check_design)
         "K": K, "d": d, "lam": float(lam), "dtype": dtype, "device": device, "batch": counts.shape[:-1],
         "counts": counts, "means": means, "cov": cov, "tr_inv": A.diagonal(dim1=-2, dim2=-1).sum(-1),
         "s": res.opt, "X1": res.X, "gap": res.gap,

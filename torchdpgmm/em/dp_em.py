@@ -156,7 +156,7 @@ def _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound) -> None:
     """One-line ValueErrors for bad settings, before anything touches the data; the package's one budget rule."""
     check_epsilon(epsilon)
     check_delta(delta)
-    check_privacy_strength(epsilon, delta, stacklevel=4)
+    check_privacy_strength(epsilon, delta, stacklevel=3, override=False)
     if variant not in ("LLG", "GGG"):
         raise ValueError(f"variant must be 'LLG' or 'GGG', got {variant!r}")
     if not isinstance(max_iter, int) or max_iter < 1:

@@ -118,7 +118,7 @@ def fit_dpgmm(
     holds ``min_count_violated (...)``: whether some iteration had ``N_k < n/(2K)``.
     """
     check_epsilon(epsilon)
-    check_privacy_strength(epsilon, None)  # the package's one budget rule (pure epsilon: no delta)
+    check_privacy_strength(epsilon, None, override=False)  # the package's one budget rule (pure epsilon)
     if len(split) != 3 or any(s <= 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
         raise ValueError(f"split must be three positive shares summing to 1, got {split!r}")
     if not isinstance(max_iter, int) or max_iter < 1:

@@ -207,7 +207,7 @@ def fit_sagmm(
     ``None`` for no cap) bounds each block's rows, so the batched block fits need ``O(l C d)`` memory instead
     of ``O(l N d)``; it must not be computed from the data (under add/remove not even from ``N``)."""
     check_epsilon(epsilon)
-    check_privacy_strength(epsilon, delta)  # the package's one budget rule (public values)
+    check_privacy_strength(epsilon, delta, override=False)  # the package's one budget rule (public values)
     split = dict(DEFAULT_SPLIT if split is None else split)
     lo, hi = mean_bounds
     v_min, v_max = float(var_bounds[0]), float(var_bounds[1])

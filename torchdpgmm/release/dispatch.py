@@ -118,8 +118,9 @@ def _accountant_text(mechanism: str, calibration: str = "paper") -> str:
         "Liu, Scaglione & Peisert (2025) Theorem 1 composition: eps = max_k(eps_means + eps_covariances) + eps_weights, "
         f"delta split equally over the Gaussian parts; Gaussian std {_RULE_TEXT[calibration]}, "
         "L2 sensitivity <= Wu et al.'s L1"
-        + ("; means by R1SMG (Ji & Li 2024)" if mechanism == "r1smg" else "")
-        + ("; means by the min-MSE colored Gaussian (Ravi et al.), SDP (23) with A = I" if mechanism == "colored" else "")
+        + ("; means by R1SMG (Ji & Li 2024), whatever the calibration" if mechanism == "r1smg" else "")
+        + ("; means by the min-MSE colored Gaussian (Ravi et al.), SDP (23) with A = I, by the paper's condition (10) "
+           "whatever the calibration" if mechanism == "colored" else "")
     )
 
 
@@ -187,12 +188,13 @@ def _expand_batch(v: Any, batch, dtype, device) -> torch.Tensor:
 
 def _check_design(design, fitted, eps_t, delta_t, variant, lam, data=None):
     """A caller-supplied design (e.g. ``r.design.at(eps, variant=...)``) must belong to these data: the very records
-    (``data = (X, y, mask)`` against the design's digest; equal counts and means are not enough, condition (10) is
-    met for the records' own label-flip vectors), the variant, lam and (epsilon, delta)."""
-    from torchdpgmm.design.algorithm import data_digest
+    (``data = (X, y, mask)`` against the records it kept, :func:`torchdpgmm.design.algorithm.same_records`; equal
+    counts and means are not enough, condition (10) is met for the records' own label-flip vectors), the variant,
+    lam and (epsilon, delta)."""
+    from torchdpgmm.design.algorithm import same_records
 
-    digest = getattr(design, "_ctx", {}).get("data_digest")
-    if data is not None and digest is not None and digest != data_digest(*data):
+    kept = getattr(design, "_ctx", {}).get("data")
+    if data is not None and kept is not None and not same_records(kept, data):
         raise ValueError("design was computed on other data (its records differ from these)")
     if design.variant != variant:
         raise ValueError(f"design.variant={design.variant!r} does not match variant={variant!r}")
@@ -359,9 +361,6 @@ class BaselineMechanism(Mechanism):
             raise ValueError(f"cov_floor must be a finite float > 0, got {cf!r}")
         if o["calibration"] not in ("paper", "classical", "analytic"):
             raise ValueError(f"calibration must be 'paper', 'classical' or 'analytic', got {o['calibration']!r}")
-        if self.name == "colored" and o["calibration"] != "paper":  # its means' covariance meets condition (10)
-            raise ValueError(f"calibration={o['calibration']!r} is not available for mechanism='colored': its means' "
-                             "noise covariance is calibrated by the paper's condition (10) only (calibration='paper')")
         if self.name == "colored" and o["solver"] not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {o['solver']!r}")
         if self.name == "r1smg":
