@@ -167,3 +167,22 @@ def test_the_em_entry_points_follow_the_budget_rule(entry):
     with pytest.warns(WeakPrivacyWarning, match="protects little") as w:
         call(20.0, 1e-5)
     assert any(x.filename == __file__ for x in w)  # pointing at the caller's line
+
+
+@pytest.mark.parametrize("entry", ["fit_dp_em", "fit_dpgmm", "fit_sagmm", "fit_dp_msnm"])
+def test_the_em_entry_points_want_one_epsilon(entry):
+    """A review (2026-12-01): a tensor epsilon of several entries ended in torch's 'only one element tensors can be
+    converted to Python scalars'; a batch of datasets shares one budget, so it is refused naming that."""
+    import torch
+
+    from torchdpgmm.em import dp_em, dp_msnm, dpgmm, sagmm
+
+    X = torch.rand(40, 2, dtype=torch.float64)
+    e = torch.tensor([1.0, 2.0])
+    call = {"fit_dp_em": lambda: dp_em.fit_dp_em(X, 2, e, 1e-5, data_bound=2.0, max_iter=1),
+            "fit_dpgmm": lambda: dpgmm.fit_dpgmm(X, 2, e, R=2.0, init="random", max_iter=1),
+            "fit_sagmm": lambda: sagmm.fit_sagmm(X, 2, e, 1e-5, num_blocks=2, mean_bounds=(0.0, 1.0),
+                                                  var_bounds=(1e-3, 1.0), max_iter=2),
+            "fit_dp_msnm": lambda: dp_msnm.fit_dp_msnm(X, 2, e, R=2.0, max_iter=1)}[entry]
+    with pytest.raises(ValueError, match="epsilon must be one number here"):
+        call()

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import torch
 
-from torchdpgmm._validation import check_epsilon, check_privacy_strength
 from torchdpgmm.em._common import (
+    check_em_budget,
     laplace,
     make_record,
     noised_block,
@@ -121,8 +121,7 @@ def fit_dp_msnm(
         init: ``"kmeans++"`` (moment start from k-means++ / Lloyd clusters, not private) or
             ``init_params = (weights, xi, Lambda, eta)``.
     """
-    check_epsilon(epsilon)
-    check_privacy_strength(epsilon, None, override=False)  # the package's one budget rule (public values)
+    check_em_budget(epsilon)
     if not isinstance(max_iter, int) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
     if len(split) != 3 or any(s <= 0 for s in split) or sum(split) >= 1.0:

@@ -33,8 +33,8 @@ import math
 
 import torch
 
-from torchdpgmm._validation import check_epsilon, check_privacy_strength
 from torchdpgmm.em._common import (
+    check_em_budget,
     clip_rows_l1,
     make_record,
     noised_block,
@@ -117,8 +117,7 @@ def fit_dpgmm(
     Returns a :class:`GMMFit` with ``loglik`` on the given rows and a :class:`PrivacyRecord`; ``extras``
     holds ``min_count_violated (...)``: whether some iteration had ``N_k < n/(2K)``.
     """
-    check_epsilon(epsilon)
-    check_privacy_strength(epsilon, None, override=False)  # the package's one budget rule (pure epsilon)
+    check_em_budget(epsilon)
     if len(split) != 3 or any(s <= 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
         raise ValueError(f"split must be three positive shares summing to 1, got {split!r}")
     if not isinstance(max_iter, int) or max_iter < 1:

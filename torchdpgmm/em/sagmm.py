@@ -48,8 +48,8 @@ from typing import Any
 
 import torch
 
-from torchdpgmm._validation import check_delta, check_epsilon, check_privacy_strength
-from torchdpgmm.em._common import laplace, laplace_symmetric, make_record, noised_block
+from torchdpgmm._validation import check_delta
+from torchdpgmm.em._common import check_em_budget, laplace, laplace_symmetric, make_record, noised_block
 from torchdpgmm.em.gmm import GMMFit, check_data, fit_gmm, mixture_log_likelihood
 from torchdpgmm.mechanisms import normal_noise, symmetric_noise
 
@@ -206,8 +206,7 @@ def fit_sagmm(
     v_max)`` are public; ``delta`` is required for ``mechanism="gaussian"``. ``max_block_size`` (public, or
     ``None`` for no cap) bounds each block's rows, so the batched block fits need ``O(l C d)`` memory instead
     of ``O(l N d)``; it must not be computed from the data (under add/remove not even from ``N``)."""
-    check_epsilon(epsilon)
-    check_privacy_strength(epsilon, delta, override=False)  # the package's one budget rule (public values)
+    check_em_budget(epsilon, delta)
     split = dict(DEFAULT_SPLIT if split is None else split)
     lo, hi = mean_bounds
     v_min, v_max = float(var_bounds[0]), float(var_bounds[1])
