@@ -166,15 +166,21 @@ def test_tied_view_is_the_weighted_mean_covariance(load_script):
     assert torch.equal(t.weights, m.weights) and torch.equal(t.means, m.means)
 
 
-def test_tied_selection_smoke(load_script, tmp_path):
+def _iris_smoke(load_script, tmp_path, script: str):
+    """A validation script run on iris with one fresh seed: ``(module, its JSON)``, every epsilon present."""
     import json
 
-    mod = load_script("scripts/tied_selection_validation.py")
+    mod = load_script(script)
     mod.SEEDS = (10,)
-    out = tmp_path / "t.json"
+    out = tmp_path / "o.json"
     assert mod.main(["--only", "iris", "--out", str(out)]) == 0
     d = json.loads(out.read_text())
     assert [c["epsilon"] for c in d["cells"]] == [0.5, 1.0, 2.0, 5.0]
+    return mod, d
+
+
+def test_tied_selection_smoke(load_script, tmp_path):
+    mod, d = _iris_smoke(load_script, tmp_path, "scripts/tied_selection_validation.py")
     assert set(d["summary"]) == set(mod.settings())
     assert all(0 <= v <= 1 for c in d["cells"] for v in c["accuracy"].values())
     assert d["summary"]["auto"]["mean_gain_vs_auto"] == 0.0
@@ -259,13 +265,7 @@ def test_view_ensemble_views_and_averages_by_hand(load_script):
 
 
 def test_view_ensemble_smoke(load_script, tmp_path):
-    import json
-
-    mod = load_script("scripts/view_ensemble_validation.py")
-    mod.SEEDS = (10,)
-    out = tmp_path / "v.json"
-    assert mod.main(["--only", "iris", "--out", str(out)]) == 0
-    d = json.loads(out.read_text())
-    assert [c["epsilon"] for c in d["cells"]] == [0.5, 1.0, 2.0, 5.0] and set(d["summary"]) == set(mod.SETTINGS)
+    mod, d = _iris_smoke(load_script, tmp_path, "scripts/view_ensemble_validation.py")
+    assert set(d["summary"]) == set(mod.SETTINGS)
     assert all(0 <= v <= 1 for c in d["cells"] for v in c["accuracy"].values())
     assert d["summary"]["auto"]["mean_gain_vs_auto"] == 0.0
