@@ -208,3 +208,11 @@ def test_a_block_with_fewer_than_k_records_is_fitted_on_its_own_rows_whatever_th
                             generator=torch.Generator().manual_seed(1))[1] for C in (30, 40)]
     for a, b in zip(*fits):
         torch.testing.assert_close(a[small], b[small], rtol=0, atol=0)
+
+
+def test_a_block_cap_below_k_is_refused_in_one_line():
+    """A review (2026-12-01): max_block_size below K (public) failed inside the block fits with 'every dataset needs
+    at least num_components unmasked points'; it is refused up front, naming the flag."""
+    X = _data(60, 2)
+    with pytest.raises(ValueError, match="max_block_size must be an int >= num_components = 3"):
+        fit_sagmm(X, 3, 1.0, 1e-5, num_blocks=2, mean_bounds=(LO, HI), var_bounds=(VMIN, VMAX), max_block_size=2)

@@ -135,7 +135,10 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     K = num_components
     mask = torch.ones(X.shape[:-1], dtype=torch.bool, device=X.device) if mask is None else mask
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
-    Xb, mb = sagmm_blocks(X, num_blocks, mask, generator, max_block_size)
+    # every block has at least K slots, so that one with fewer than K records is fitted on K (below); without a public
+    # cap the slots are max(N, K): fewer rows than K used to fail inside every block's fit, an error on N
+    C = max(X.shape[-2], K) if max_block_size is None else max_block_size
+    Xb, mb = sagmm_blocks(X, num_blocks, mask, generator, C)
     # a block with fewer than K records is fitted on its first K slots: its records (packed first) and zero rows up
     # to K, a function of the block alone. It used to take all C slots, and C = N without max_block_size, so adding a
     # record to one block moved every such block's estimate (a weight by 0.25; an audit's finding)
@@ -218,8 +221,9 @@ def fit_sagmm(
     tot = sum(split.values())
     split = {k: v / tot for k, v in split.items()}
     if max_block_size is not None and (isinstance(max_block_size, bool) or not isinstance(max_block_size, int)
-                                       or max_block_size < 1):
-        raise ValueError(f"max_block_size must be a positive int (public) or None, got {max_block_size!r}")
+                                       or max_block_size < num_components):
+        raise ValueError(f"max_block_size must be an int >= num_components = {num_components} (public) or None, "
+                         f"got {max_block_size!r}")
     w, m, c = sagmm_aggregate(X, K, num_blocks, lo, hi, v_min, v_max, mask=mask, max_iter=max_iter, align=align,
                               direction=direction, reference_means=reference_means, generator=generator,
                               max_block_size=max_block_size)
