@@ -276,8 +276,9 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     (``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte``, raw or ``.gz``; uint8 pixels scaled to
     [0, 1]) or a table that :func:`read_labeled_table` reads (``.npz`` / ``.csv``, one image per row).
     ``feature_columns`` picks a table's columns (default: every column but the label).
-    Labels are matched against the public ``classes`` as :func:`class_key` reads both (numbers by value); a row whose label is not among them
-    gets index -1 (dropped by the release, never refused). Errors name no row and no value."""
+    Labels are matched against the public ``classes`` as :func:`class_key` reads both (numbers by value); a row
+    whose label is not among them gets index -1 (dropped by the release, never refused). Errors name no row and no
+    value."""
     path = Path(path)
     if not path.is_dir():
         return read_labeled_table(path, label_column, feature_columns, classes=classes, private=True)

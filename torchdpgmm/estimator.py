@@ -359,7 +359,9 @@ class _PublicLabelsMixin:
         except ValueError:  # ragged: numpy's message would quote the number of rows (private)
             raise ValueError("y must be a 1-D array of labels, one per row (got nested sequences of different "
                              "lengths)") from None
-        schema = _label_schema(y)  # a pandas text or categorical dtype: public schema that numpy's objects hide
+        # a pandas text, categorical or masked dtype is public schema that numpy's objects hide (a typed array is
+        # checked against the classes with its own dtype when the labels are encoded)
+        schema = _label_schema(y) if ya.dtype == object else None
         public = self._public_classes() if schema is not None else None
         if public is not None:
             _classes_in_dtype_of(public, np.empty(0, dtype=schema))  # strings against numbers: refused alike

@@ -35,10 +35,11 @@ from torchdpgmm.mechanisms import laplace_noise as _laplace_noise, normal_noise,
 from torchdpgmm.mechanisms.psd import shift_psd as _core_shift_psd
 
 
-def check_em_budget(epsilon: Any, delta: Any = None, *, stacklevel: int = 3) -> None:
+def check_em_budget(epsilon: Any, delta: Any = None, *, needs_delta: bool = False, stacklevel: int = 3) -> None:
     """The EM entry points' budget checks, before anything touches the data: ``epsilon`` one finite number > 0 (a
     batch of datasets shares one budget; a tensor of several said "only one element tensors can be converted"),
-    ``delta`` as :func:`~torchdpgmm._validation.check_delta` wants it, and the package's one budget rule
+    ``delta`` as :func:`~torchdpgmm._validation.check_delta` wants it (given, or ``needs_delta``: None refused too),
+    and the package's one budget rule
     (:func:`~torchdpgmm._validation.check_privacy_strength`; its warning points ``stacklevel`` frames up from here)."""
     from torchdpgmm._validation import check_delta, check_epsilon, check_privacy_strength
 
@@ -46,7 +47,7 @@ def check_em_budget(epsilon: Any, delta: Any = None, *, stacklevel: int = 3) -> 
     if (torch.is_tensor(epsilon) or hasattr(epsilon, "__len__")) and torch.as_tensor(epsilon).numel() != 1:
         raise ValueError(f"epsilon must be one number here (a batch of datasets shares one budget), got "
                          f"{torch.as_tensor(epsilon).numel()} values: call once per epsilon")
-    if delta is not None:
+    if delta is not None or needs_delta:
         check_delta(delta)
     check_privacy_strength(epsilon, delta, stacklevel=stacklevel, override=False)
 

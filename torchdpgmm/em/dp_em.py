@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import torch
 
-from torchdpgmm._validation import check_delta
 from torchdpgmm.privacy.moments import MomentsAccountant, calibrate_noise_multiplier
 from torchdpgmm.em._common import (
     check_em_budget,
@@ -155,8 +154,7 @@ def _dp_em_blocks(variant: str, sens: dict, max_iter: int, scales: dict):
 
 def _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound) -> None:
     """One-line ValueErrors for bad settings, before anything touches the data; the package's one budget rule."""
-    check_em_budget(epsilon, delta, stacklevel=4)
-    check_delta(delta)  # required here (a Gaussian step), also when None
+    check_em_budget(epsilon, delta, needs_delta=True, stacklevel=4)  # a Gaussian step: delta required
     if variant not in ("LLG", "GGG"):
         raise ValueError(f"variant must be 'LLG' or 'GGG', got {variant!r}")
     if not isinstance(max_iter, int) or max_iter < 1:

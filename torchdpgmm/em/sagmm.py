@@ -48,7 +48,6 @@ from typing import Any
 
 import torch
 
-from torchdpgmm._validation import check_delta
 from torchdpgmm.em._common import check_em_budget, laplace, laplace_symmetric, make_record, noised_block
 from torchdpgmm.em.gmm import GMMFit, check_data, fit_gmm, mixture_log_likelihood
 from torchdpgmm.mechanisms import normal_noise, symmetric_noise
@@ -173,10 +172,8 @@ def _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency)
         raise ValueError(f"var_bounds must satisfy 0 < v_min < v_max < inf, got ({v_min!r}, {v_max!r})")
     if mechanism not in ("gaussian", "laplace"):
         raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}")
-    if mechanism == "gaussian":
-        if delta is None:
-            raise ValueError("mechanism='gaussian' needs delta in (0, 1)")
-        check_delta(delta)
+    if mechanism == "gaussian" and delta is None:  # (a given delta is checked with the budget: check_em_budget)
+        raise ValueError("mechanism='gaussian' needs delta in (0, 1)")
     if set(split) != set(DEFAULT_SPLIT) or any(not (v > 0) for v in split.values()):
         raise ValueError(f"split must give positive shares for {sorted(DEFAULT_SPLIT)}, got {split!r}")
     if adjacency not in ("add-remove", "replace-one"):

@@ -37,7 +37,8 @@ sees every record (wine's 142 training rows at epsilon 1, ``tests/test_frontdoor
 empty in most fits, and the warning now fires in at most one of ten). The second moments' test needs Gaussian
 noise (the default); a Laplace release's means are judged by the L1 norm instead (:func:`means_carry_signal_laplace`:
 an empty table's is at most a sum of ``K d`` absolute Laplace coordinates, bounded by Chernoff's inequality), its
-counts beside them (until 2026-12-01 its counts were judged alone, and most small clean tables were called noise). Before the second moments' test the pipeline's counts were judged alone:
+counts beside them (until 2026-12-01 its counts were judged alone, and most small clean tables were called noise).
+Before the second moments' test the pipeline's counts were judged alone:
 its class sums' noise, against records in the unit ball of its projection, left the means' test below the bound
 on clean tables where its counts alone are flagged (3 classes of 40 or 60 rows at epsilon 1).
 (Until issue 37 item 5 the allowance was the tail of ``max(e_k, 0)``, ``s (K / sqrt(2 pi) + 3 sqrt(K))`` above ``K floor``: with a floor of 3 noise stds it added about
@@ -151,12 +152,19 @@ def means_carry_signal(means: Any, counts: Any, centre: Any, sums_std: float | N
     ``sums_std`` (Laplace noise, or nothing released): False."""
     if means is None or counts is None or sums_std is None or not (math.isfinite(float(sums_std)) and sums_std > 0):
         return False
+    sums = _centred_class_sums(means, counts, centre)
+    t = float(sums.square().sum() / float(sums_std) ** 2)
+    return math.isfinite(t) and t > empty_sums_threshold(sums.numel())
+
+
+def _centred_class_sums(means: Any, counts: Any, centre: Any) -> torch.Tensor:
+    """``c_k (m_k - centre)`` as a ``(K, d)`` float64 CPU tensor: the released class sums about the public centre
+    that the means tests weigh against an empty table's noise (released values only)."""
     m = torch.as_tensor(means, dtype=torch.float64).detach().cpu()
     m = m.reshape(-1, m.shape[-1])
     c = torch.as_tensor(counts, dtype=torch.float64).detach().cpu().reshape(-1, 1)
     z = torch.as_tensor(centre, dtype=torch.float64).detach().cpu().reshape(1, -1)
-    t = float(((c * (m - z)).square().sum()) / float(sums_std) ** 2)
-    return math.isfinite(t) and t > empty_sums_threshold(m.numel())
+    return c * (m - z)
 
 
 def laplace_l1_threshold(n: int, scale: float, discrete: bool, tail: float = EMPTY_SUMS_TAIL) -> float:
@@ -186,12 +194,9 @@ def means_carry_signal_laplace(means: Any, counts: Any, centre: Any, scale: floa
     the clipping ball scales it), so its statistic is at most ``sum |e_i|``. Released values and public scales only."""
     if means is None or counts is None or not (math.isfinite(float(scale)) and scale > 0):
         return False
-    m = torch.as_tensor(means, dtype=torch.float64).detach().cpu()
-    m = m.reshape(-1, m.shape[-1])
-    c = torch.as_tensor(counts, dtype=torch.float64).detach().cpu().reshape(-1, 1)
-    z = torch.as_tensor(centre, dtype=torch.float64).detach().cpu().reshape(1, -1)
-    t = float((c * (m - z)).abs().sum()) / (float(grid) if grid else 1.0)
-    return math.isfinite(t) and t > laplace_l1_threshold(m.numel(), float(scale), grid is not None)
+    sums = _centred_class_sums(means, counts, centre)
+    t = float(sums.abs().sum()) / (float(grid) if grid else 1.0)
+    return math.isfinite(t) and t > laplace_l1_threshold(sums.numel(), float(scale), grid is not None)
 
 
 def _laplace_sums_scale(rel: Any) -> tuple[float, float | None] | None:
