@@ -241,7 +241,7 @@ def test_second_moment_signal_sums_the_noisy_diagonal_by_hand():
 def test_an_empty_tables_second_moment_z_scores_are_standard_normal(ct, noise):
     """Every row dropped (labels outside the classes), many trials in one batched release: each published z-score of
     the noisy second moments follows N(0, 1) (Kolmogorov-Smirnov against scipy's normal), none passes SIGNAL_Z; with
-    300 records some block passes it in every trial. Laplace noise publishes none."""
+    300 records some block passes it in every trial."""
     import torch
     from scipy.stats import kstest, norm
 
@@ -259,8 +259,60 @@ def test_an_empty_tables_second_moment_z_scores_are_standard_normal(ct, noise):
         assert not bool((z > SIGNAL_Z).any())
     full = release_sound(X, torch.arange(300).expand(T, 300) % K, K, 1.0, 1e-5, **kw).extras["signal"]
     assert bool((torch.stack(list(full.values())).amax(0) > SIGNAL_Z).all())  # every trial: some block says so
-    lap = release_sound(X[0], torch.arange(300) % K, K, 1.0, None, clip_bound=1.0, mechanism="laplace", generator=g)
-    assert "signal" not in lap.extras
+
+
+@pytest.mark.parametrize("noise", ["continuous", "discrete"])
+@pytest.mark.parametrize("ct", ["full", "tied", "diag", "spherical", "auto"])
+def test_laplace_second_moment_signal_is_quiet_on_empty_tables_and_hears_records(ct, noise):
+    """Since 2026-12-02 a Laplace release publishes its second moments' signal too (it published none): on an empty
+    table (every row dropped) no block passes SIGNAL_Z in any trial and the statistic is centred at 0 (its standard
+    deviation under 1: Chernoff's threshold is above the 1e-4 quantile), while 300 records in the unit box pass it
+    in every trial."""
+    import torch
+
+    from torchdpgmm.release.diagnostics import SIGNAL_Z
+    from torchdpgmm.release.sound import release_sound
+
+    T, K = (300 if noise == "continuous" else 60), 3
+    X = torch.rand(T, 300, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    kw = dict(clip_bound=1.0, covariance_type=ct, noise=noise, mechanism="laplace",
+              generator=torch.Generator().manual_seed(2))
+    empty = release_sound(X, torch.full((T, 300), K), K, 1.0, None, **kw).extras["signal"]
+    assert set(empty) == ({"second_moments", "pooled_second_moment"} if ct == "auto" else {"second_moments"})
+    for z in empty.values():
+        assert z.shape == (T,) and not bool((z > SIGNAL_Z).any())
+        assert abs(float(z.mean())) < 4 * float(z.std()) / math.sqrt(T) + 1e-12 and float(z.std()) < 1.0
+    full = release_sound(X, torch.arange(300).expand(T, 300) % K, K, 1.0, None, **kw).extras["signal"]
+    assert bool((torch.stack(list(full.values())).amax(0) > SIGNAL_Z).all())
+
+
+def test_laplace_sum_threshold_bounds_the_exact_tail():
+    """The Laplace trace test's threshold (Chernoff on a signed sum) against exact tails: for continuous Laplace the
+    sum of n is the difference of two Gamma(n, b) laws (scipy, by quadrature), for discrete Laplace the law of the
+    sum is built by convolution (numpy). The bound holds and is not loose by more than half."""
+    from scipy import integrate, stats
+
+    from torchdpgmm.release.diagnostics import EMPTY_SUMS_TAIL, laplace_sum_threshold
+
+    for n, b in ((4, 1.0), (13, 0.3), (91, 25.0)):
+        a = laplace_sum_threshold(n, b, discrete=False)
+        g = stats.gamma(n, scale=b)
+        lo, hi = g.ppf(1e-15), g.ppf(1 - 1e-15)  # the integrand's mass (quad misses it on [0, inf) at n = 91)
+        tail = lambda x: integrate.quad(lambda u: g.pdf(u) * g.sf(u + x), lo, hi, limit=400)[0]  # noqa: E731
+        assert tail(a) <= EMPTY_SUMS_TAIL < tail(a / 1.5)
+    for n, t in ((4, 2.0), (13, 7.5), (30, 0.8)):
+        a = laplace_sum_threshold(n, t, discrete=True)
+        p, h = math.exp(-1 / t), 3000
+        k = np.arange(-h, h + 1)
+        one = (1 - p) / (1 + p) * p ** np.abs(k)  # P(Z = k)
+        law = np.array([1.0])
+        for _ in range(n):
+            law = np.convolve(law, one)
+            mid = (len(law) - 1) // 2
+            law = law[max(0, mid - h):mid + h + 1]  # keep |sum| <= h (the tails beyond are below 1e-30 here)
+        vals = np.arange(len(law)) - (len(law) - 1) // 2
+        tail = lambda x: law[vals >= x].sum()  # noqa: E731  P(sum >= x)
+        assert tail(a) <= EMPTY_SUMS_TAIL < tail(a / 1.5)
 
 
 @pytest.mark.parametrize("make", [

@@ -34,10 +34,11 @@ is ``sum_n ||z_n||^2`` of the kept records plus the sum of ``m`` noise coordinat
 ``= sqrt(2 ln 1e4)`` with probability under 1e-4 per block, while records push it up whatever their classes look
 like. ``"auto"`` publishes two blocks: the class blocks' and the pooled block's, which takes most of the budget and
 sees every record (wine's 142 training rows at epsilon 1, ``tests/test_frontdoor_noise.py``: the counts alone look
-empty in most fits, and the warning now fires in at most one of ten). The second moments' test needs Gaussian
-noise (the default); a Laplace release's means are judged by the L1 norm instead (:func:`means_carry_signal_laplace`:
-an empty table's is at most a sum of ``K d`` absolute Laplace coordinates, bounded by Chernoff's inequality), its
-counts beside them (until 2026-12-01 its counts were judged alone, and most small clean tables were called noise).
+empty in most fits, and the warning now fires in at most one of ten). A Laplace release's trace is judged against
+Chernoff's bound on a sum of ``m`` signed Laplace coordinates (:func:`laplace_sum_threshold`, same tail; since
+2026-12-02), and its means by the L1 norm (:func:`means_carry_signal_laplace`: an empty table's is at most a sum of
+``K d`` absolute Laplace coordinates, bounded the same way; until 2026-12-01 its counts were judged alone, and most
+small clean tables were called noise).
 Before the second moments' test the pipeline's counts were judged alone:
 its class sums' noise, against records in the unit ball of its projection, left the means' test below the bound
 on clean tables where its counts alone are flagged (3 classes of 40 or 60 rows at epsilon 1).
@@ -167,15 +168,26 @@ def _centred_class_sums(means: Any, counts: Any, centre: Any) -> torch.Tensor:
     return c * (m - z)
 
 
-def laplace_l1_threshold(n: int, scale: float, discrete: bool, tail: float = EMPTY_SUMS_TAIL) -> float:
-    """``a`` with ``P(sum_{i <= n} |e_i| >= a) <= tail`` for ``n`` independent Laplace noise coordinates: continuous of
-    scale ``b = scale`` (density ``exp(-|x|/b) / 2b``), or discrete on the integers with ``P(k)`` proportional to
-    ``exp(-|k|/t)``, ``t = scale`` (grid units). Chernoff's bound ``(n log M(l) + ln(1/tail)) / l``, minimised over a
-    public grid of ``l`` in ``(0, 1/scale)`` (every ``l`` gives a valid bound), with ``M`` the moment generating
-    function of ``|e|``: ``1 / (1 - l b)``, or ``(1-p)/(1+p) (1 + p e^l) / (1 - p e^l)`` with ``p = exp(-1/t)``."""
+def _chernoff(n: int, scale: float, log_m: Any, tail: float) -> float:
+    """``min_l (n log M(l) + ln(1/tail)) / l`` over a public grid of ``l`` in ``(0, 1/scale)``: Chernoff's bound on
+    ``P(sum of n independent copies >= a) <= tail`` for a law whose moment generating function is ``M`` (every ``l``
+    in the domain gives a valid bound; the grid only decides how tight)."""
+    return min((n * log_m(u / scale) + math.log(1.0 / tail)) / (u / scale) for u in (i / 1000 for i in range(1, 1000)))
+
+
+def _laplace_scale(n: int, scale: float) -> float:
     s = float(scale)
     if not (n >= 1 and math.isfinite(s) and s > 0):
         raise ValueError(f"need n >= 1 and a finite scale > 0, got {n!r}, {scale!r}")
+    return s
+
+
+def laplace_l1_threshold(n: int, scale: float, discrete: bool, tail: float = EMPTY_SUMS_TAIL) -> float:
+    """``a`` with ``P(sum_{i <= n} |e_i| >= a) <= tail`` for ``n`` independent Laplace noise coordinates: continuous of
+    scale ``b = scale`` (density ``exp(-|x|/b) / 2b``), or discrete on the integers with ``P(k)`` proportional to
+    ``exp(-|k|/t)``, ``t = scale`` (grid units). Chernoff's bound (:func:`_chernoff`) with ``M`` the moment generating
+    function of ``|e|``: ``1 / (1 - l b)``, or ``(1-p)/(1+p) (1 + p e^l) / (1 - p e^l)`` with ``p = exp(-1/t)``."""
+    s = _laplace_scale(n, scale)
     p = math.exp(-1.0 / s)
 
     def log_m(lam: float) -> float:
@@ -184,7 +196,23 @@ def laplace_l1_threshold(n: int, scale: float, discrete: bool, tail: float = EMP
         q = p * math.exp(lam)
         return math.log((1 - p) / (1 + p)) + math.log1p(q) - math.log1p(-q)
 
-    return min((n * log_m(u / s) + math.log(1.0 / tail)) / (u / s) for u in (i / 1000 for i in range(1, 1000)))
+    return _chernoff(n, s, log_m, tail)
+
+
+def laplace_sum_threshold(n: int, scale: float, discrete: bool, tail: float = EMPTY_SUMS_TAIL) -> float:
+    """``a`` with ``P(sum_{i <= n} e_i >= a) <= tail`` for ``n`` independent Laplace noise coordinates (signed; the laws
+    of :func:`laplace_l1_threshold`). Chernoff's bound with the moment generating function of ``e``:
+    ``1 / (1 - l^2 b^2)``, or ``(1-p)^2 / ((1 - p e^l)(1 - p e^-l))`` with ``p = exp(-1/t)``. The sum's standard
+    deviation is ``sqrt(2n) b``, so the threshold grows as ``sqrt(n)`` where the L1 one grows as ``n``."""
+    s = _laplace_scale(n, scale)
+    p = math.exp(-1.0 / s)
+
+    def log_m(lam: float) -> float:
+        if not discrete:
+            return -math.log1p(-((lam * s) ** 2))
+        return 2 * math.log1p(-p) - math.log1p(-p * math.exp(lam)) - math.log1p(-p * math.exp(-lam))
+
+    return _chernoff(n, s, log_m, tail)
 
 
 def means_carry_signal_laplace(means: Any, counts: Any, centre: Any, scale: float, grid: float | None) -> bool:
@@ -234,39 +262,54 @@ SIGNAL_Z = math.sqrt(2.0 * math.log(1.0 / EMPTY_SUMS_TAIL))
 
 
 def second_moment_signal(second: torch.Tensor, pooled: torch.Tensor | None, covariance_type: str, sigma: float,
-                         pooled_sigma: float | None) -> dict[str, torch.Tensor]:
-    """The noisy second-moment blocks of a Gaussian sound release as z-scores against an empty table (computed by
+                         pooled_sigma: float | None, *, kind: str = "gaussian",
+                         grids: tuple[float | None, float | None] = (None, None)) -> dict[str, torch.Tensor]:
+    """The noisy second-moment blocks of a sound release as z-scores against an empty table (computed by
     :mod:`torchdpgmm.release.sound` from its noisy blocks, before any post-processing; published in
     ``Release.extras["signal"]``): the sum ``T`` of the block's ``m`` noisy diagonal coordinates (``sum_n ||z_n||^2``
-    of the kept records plus noise) over ``sigma sqrt(m)``, ``sigma`` the public noise std of one coordinate.
-    ``second`` is ``(..., K, d, d)`` (full), ``(..., d, d)`` (tied), ``(..., K, d)`` (diag) or ``(..., K)``
-    (spherical); ``pooled (..., d, d)`` the ``"auto"`` pooled block. An empty table's ``T`` is pure noise of mean
-    0, and Gaussian noise (continuous, or discrete: sub-Gaussian with the same parameter, Canonne, Kamath & Steinke
-    2020) puts ``z > SIGNAL_Z`` at probability at most ``EMPTY_SUMS_TAIL``. Returns ``{"second_moments": z (...),
-    "pooled_second_moment": z (...)}`` (the latter with ``pooled``), on the blocks' device, without a host read."""
-    def z(block: torch.Tensor, square: bool, lead: int, std: float) -> torch.Tensor:
+    of the kept records plus noise, never negative without noise). ``second`` is ``(..., K, d, d)`` (full),
+    ``(..., d, d)`` (tied), ``(..., K, d)`` (diag) or ``(..., K)`` (spherical); ``pooled (..., d, d)`` the ``"auto"``
+    pooled block. An empty table's ``T`` is pure noise of mean 0.
+
+    * ``kind="gaussian"``: ``z = T / (sigma sqrt(m))``, ``sigma`` the public noise std of one coordinate. Gaussian noise
+      (continuous, or discrete: sub-Gaussian with the same parameter, Canonne, Kamath & Steinke 2020) puts
+      ``z > SIGNAL_Z`` at probability at most ``EMPTY_SUMS_TAIL``.
+    * ``kind="laplace"``: ``sigma`` is the Laplace scale ``b`` of a coordinate in data units (diagonal and off-diagonal
+      alike); for discrete noise ``grids`` gives the blocks' public grids ``g`` (the noise is ``g`` times discrete
+      Laplace of scale ``b / g``). ``z = SIGNAL_Z T / (g a)`` with ``a`` :func:`laplace_sum_threshold` of ``m``
+      coordinates, so ``z > SIGNAL_Z`` again at probability at most ``EMPTY_SUMS_TAIL`` on an empty table: one
+      comparison (:func:`second_moments_carry_signal`) for both laws.
+
+    Returns ``{"second_moments": z (...), "pooled_second_moment": z (...)}`` (the latter with ``pooled``), on the
+    blocks' device, without a host read."""
+    def z(block: torch.Tensor, square: bool, lead: int, std: float, grid: float | None) -> torch.Tensor:
         diag = torch.diagonal(block, dim1=-2, dim2=-1) if square else block  # its last `lead` dims: the block's
         m = math.prod(diag.shape[diag.dim() - lead:])  # public: a shape
-        return diag.sum(tuple(range(-lead, 0))) / (float(std) * math.sqrt(m))
+        total = diag.sum(tuple(range(-lead, 0)))
+        if kind == "gaussian":
+            return total / (float(std) * math.sqrt(m))
+        g = 1.0 if grid is None else float(grid)
+        return total * (SIGNAL_Z / (g * laplace_sum_threshold(m, float(std) / g, grid is not None)))
 
     leads = {"full": 2, "tied": 1, "diag": 2, "spherical": 1}
     if covariance_type not in leads:
         raise ValueError(f"covariance_type must be one of {sorted(leads)}, got {covariance_type!r}")
-    for name, v in (("sigma", sigma), ("pooled_sigma", pooled_sigma)):
+    if kind not in ("gaussian", "laplace"):
+        raise ValueError(f"kind must be 'gaussian' or 'laplace', got {kind!r}")
+    for name, v in (("sigma", sigma), ("pooled_sigma", pooled_sigma)) + tuple(zip(("grid", "pooled_grid"), grids)):
         if v is not None and not (math.isfinite(float(v)) and float(v) > 0):
             raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
     square, lead = covariance_type in ("full", "tied"), leads[covariance_type]
-    out = {"second_moments": z(second, square, lead, sigma)}
+    out = {"second_moments": z(second, square, lead, sigma, grids[0])}
     if pooled is not None and pooled_sigma is not None:
-        out["pooled_second_moment"] = z(pooled, True, 1, pooled_sigma)
+        out["pooled_second_moment"] = z(pooled, True, 1, pooled_sigma, grids[1])
     return out
 
 
 def second_moments_carry_signal(signal: Any) -> bool:
     """True when a release's noisy second moments say there are records (:func:`second_moment_signal`'s z-scores,
     ``Release.extras["signal"]`` or a pipeline's ``class_signal``): some z-score above :data:`SIGNAL_Z`. An empty
-    table passes with probability at most ``EMPTY_SUMS_TAIL`` per block. None or empty (Laplace noise, or an older
-    release): False. A host read of released values, after the release."""
+    table passes with probability at most ``EMPTY_SUMS_TAIL`` per block. None or empty (an older release): False. A host read of released values, after the release."""
     if not signal:
         return False
     return any(bool((torch.as_tensor(v).detach().cpu() > SIGNAL_Z).any()) for v in signal.values())

@@ -622,17 +622,18 @@ def _perturb_epsilons(stats, cals, sts: list[SoundSettings], generator):
     return tuple(out)
 
 
-def _estimate(noisy, scales, st: SoundSettings, kind: str):
+def _estimate(noisy, scales, st: SoundSettings, kind: str, grids=None):
     """Post-processing: count floor, eq. (2) from noisy moments (``"auto"``: the full -> tied -> diagonal
     shrinkage of :func:`torchdpgmm.release.covariance_rule.shrunk_covariances`), branch-free PSD repair at the noise
     level."""
-    out, floor, rule = _estimate_parts(noisy, scales, st, kind)
+    out, floor, rule = _estimate_parts(noisy, scales, st, kind, grids)
     out["covariances"] = _psd_repair(out["covariances"], floor, st)
     return _finish(out, scales, st, kind, rule)
 
 
-def _estimate_parts(noisy, scales, st: SoundSettings, kind: str):
-    """:func:`_estimate` up to the PSD repair: ``(out, floor (..., K, 1), rule)``."""
+def _estimate_parts(noisy, scales, st: SoundSettings, kind: str, grids=None):
+    """:func:`_estimate` up to the PSD repair: ``(out, floor (..., K, 1), rule)``. ``grids``: the discrete noise's
+    public grids (the record's), for the Laplace signal test."""
     n_c, s_n, q_n, *pooled = noisy
     K, d = s_n.shape[-2:]
     lap = math.sqrt(2.0) if kind == "laplace" else 1.0  # std of Laplace noise of scale b
@@ -661,9 +662,10 @@ def _estimate_parts(noisy, scales, st: SoundSettings, kind: str):
     else:
         floor = torch.full(n_hat.shape + (1,), st.eig_floor, dtype=torch.float64, device=n_hat.device)
     out = {"weights": weights, "means": means, "covariances": cov, "counts": n_hat}
-    if kind == "gaussian":  # public flag: the noisy second moments against an empty table's (the diagnostics')
-        out["signal"] = second_moment_signal(q_n, pooled[0] if pooled else None, st.covariance_type,
-                                             scales["second_moments"], scales.get(POOLED))
+    grids = grids or {}  # the noisy second moments against an empty table's (the diagnostics'); public scales
+    out["signal"] = second_moment_signal(q_n, pooled[0] if pooled else None, st.covariance_type,
+                                         scales["second_moments"], scales.get(POOLED), kind=kind,
+                                         grids=(grids.get("second_moments"), grids.get(POOLED)))
     return out, floor, rule
 
 
@@ -805,7 +807,7 @@ def sound_statistics(
     auditor can read the noisy blocks back), ``noise_multiplier`` (< 1 breaks the guarantee; auditor tests only),
     ``num_draws`` (n independent releases of the same data in a new leading dim). Returns
     ``({"weights" (...,K), "means" (...,K,d), "covariances" (...,K,d,d), "counts" (...,K)}, record)``
-    in float64; with ``signal=True`` and Gaussian noise also ``"signal_second_moments" (...)`` (and ``"auto"``'s
+    in float64; with ``signal=True`` also ``"signal_second_moments" (...)`` (and ``"auto"``'s
     ``"signal_pooled_second_moment" (...)``), release_sound's ``extras["signal"]``. Every check is on public inputs
     and happens before any noise is drawn.
     """
@@ -824,7 +826,7 @@ def _run(X, y, num_classes, epsilon, delta, clip_bound, generator, mask, options
     scales, info = _calibrate(st, d)
     # ---- nothing below may depend on private values for control flow ----
     stats = _clipped_statistics(X, y, num_classes, st, mask)
-    out = _estimate(_perturb(stats, scales, st, info, generator), scales, st, info["kind"])
+    out = _estimate(_perturb(stats, scales, st, info, generator), scales, st, info["kind"], info["grids"])
     return out, st, scales, info, d
 
 
@@ -871,7 +873,7 @@ def _run_epsilons(X, y, num_classes, epsilons, delta, clip_bound, generator, mas
     # ---- nothing below may depend on private values for control flow ----
     stats = _clipped_statistics(X, y, num_classes, sts[0], mask)
     noisy = _perturb_epsilons(stats, cals, sts, generator)
-    parts = [_estimate_parts(tuple(t[i] for t in noisy), scales, st, info["kind"])
+    parts = [_estimate_parts(tuple(t[i] for t in noisy), scales, st, info["kind"], info["grids"])
              for i, ((scales, info), st) in enumerate(zip(cals, sts))]
     cov = _psd_repair(torch.stack([o["covariances"] for o, _, _ in parts]), torch.stack([f for _, f, _ in parts]),
                       sts[0])  # every epsilon in one repair (one eigh)
@@ -946,7 +948,7 @@ def release_sound(
     ``Release.model`` is the released ``LabeledGMM`` (float64), ``Release.privacy`` its record and
     ``Release.extras`` public diagnostics (noise scales, settings; for ``"auto"`` also ``shrinkage``: the rule's
     weights ``class_covariances`` (..., K), ``pooled_to_diagonal`` (...) and ``class_means`` (..., K), functions of
-    released values; with Gaussian noise ``signal``: the noisy second moments' z-scores against an empty table,
+    released values; ``signal``: the noisy second moments' z-scores against an empty table (Gaussian or Laplace),
     :func:`torchdpgmm.release.diagnostics.second_moment_signal`). Nothing non-private is returned:
     ``Release.fitted`` and ``Release.kl`` are None; evaluate against the data explicitly with
     :func:`torchdpgmm.release.evaluation.evaluate` (not private). ``delta`` may be None for ``mechanism="laplace"``
