@@ -114,13 +114,20 @@ def calibrate_dp_em(variant: str, epsilon: float, delta: float, iterations: int,
 
 def map_m_step(Nk, S1, S2, n, prior: MAPPrior = MAPPrior(), psd_floor: float = 1e-6):
     """MAP M-step of supplement Sec. 1 from (possibly noisy) moments; noisy counts are clamped at 0 and
-    the covariance is made positive definite by ``shift_psd`` (post-processing)."""
+    the covariance is made positive definite by ``shift_psd`` (post-processing).
+
+    Post-processing also keeps the weights a distribution at every count: the normaliser ``n + K alpha - K``
+    (it cancels in the renormalisation) is used only where positive, and weights whose numerators are all 0
+    (``alpha = 1`` and every noisy count clamped to 0: likely with few or no records) become uniform."""
     d = S1.shape[-1]
     K = Nk.shape[-1]
     Nk = Nk.clamp(min=0.0)
     n = torch.as_tensor(n, dtype=S1.dtype, device=S1.device)
-    weights = (Nk + prior.alpha - 1.0) / (n.unsqueeze(-1) + K * prior.alpha - K)
-    weights = weights / weights.sum(-1, keepdim=True)  # noisy counts need not sum to n
+    den = n.unsqueeze(-1) + K * prior.alpha - K
+    weights = (Nk + prior.alpha - 1.0) / torch.where(den > 0, den, torch.ones_like(den))
+    tot = weights.sum(-1, keepdim=True)  # noisy counts need not sum to n
+    weights = torch.where(tot > 0, weights / torch.where(tot > 0, tot, torch.ones_like(tot)),
+                          torch.full_like(weights, 1.0 / K))
     means = S1 / (Nk + prior.kappa0).unsqueeze(-1)
     eye = torch.eye(d, dtype=S1.dtype, device=S1.device)
     S2 = 0.5 * (S2 + S2.transpose(-1, -2))
@@ -193,12 +200,16 @@ def fit_dp_em(
             data-independent random start in the unit ball (means ``N(0, I/(4d))``, weights uniform,
             covariances ``I/(2d)``), drawn from ``generator``.
 
+    Any number of unmasked rows, none included, gives a model: the count (public under this replace-one record)
+    is never checked (the start is data-independent; with few rows the noisy moments are mostly noise and the prior
+    rules).
+
     Returns:
         :class:`GMMFit` in original units, ``loglik`` on the given (unclipped) rows, ``privacy`` a
         :class:`PrivacyRecord`.
     """
     _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound)
-    mask = check_data(X, num_components, mask)
+    mask = check_data(X, num_components, mask, refuse_few=False)  # any count: no fit needs K records
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     K, d = num_components, X.shape[-1]
     batch = X.shape[:-2]
@@ -207,7 +218,9 @@ def fit_dp_em(
     notes: list[str] = []
     if data_bound is None:
         mode = "as-published"
-        scale = torch.linalg.vector_norm(X, dim=-1).amax(-1).clamp(min=torch.finfo(X.dtype).tiny)
+        raw = torch.nn.functional.pad(torch.linalg.vector_norm(X, dim=-1), (0, 1)).amax(-1)  # a 0 appended: N may be 0
+        # no nonzero row (no record at all, say): scale 1, where the tiny floor gave covariances that underflow to 0
+        scale = torch.where(raw > 0, raw.clamp(min=torch.finfo(X.dtype).tiny), torch.ones_like(raw))
         notes.append("rows scaled by the data's own maximum L2 norm: this scale is data-dependent and "
                      "not protected (pass data_bound for the sound mode)")
         Xs = X / scale[..., None, None]

@@ -21,6 +21,13 @@ privacy notes: Lemma 2's bound decreases in R3 (the triangle inequality gives ``
 ``R3 < R``); Lemma 3 divides by R2, an *upper* bound on r2, so it is not a valid worst case in general;
 R from the data (``R=None``) leaks.
 
+Few records. The count is never checked, so every ``n`` (0 included) gives a model: the sensitivities, ``pi =
+N_k/n`` and the floor ``n/(2G)`` use ``max(n, 1)`` (nothing changes for ``n >= 1``; at ``n = 0`` the release is
+the noise of a one-record dataset around zero statistics), and the k-means++ start (on the clipped raw data, not
+private) repeats centres when there are fewer than ``G`` records and uses zero centres when there are none; a
+cluster without a record starts from the masked mean (0 with no record) with covariance ``reg I`` and a weight near 0
+(uniform weights when no cluster has a record).
+
 Labels: because Lemmas 2-3 are not proven worst cases, no DP-MSNM fit is labelled ``mode="sound"``: the
 record is ``"as-published"`` with ``covered=False``, and since the noise scales depend on ``n`` it claims
 replace-one adjacency only (the paper states removal of one record).
@@ -120,6 +127,8 @@ def fit_dp_msnm(
             ``(1 - sum(split)) eps / T``.
         init: ``"kmeans++"`` (moment start from k-means++ / Lloyd clusters, not private) or
             ``init_params = (weights, xi, Lambda, eta)``.
+
+    Any number of unmasked rows, none included, gives a model (module docstring, "Few records").
     """
     check_em_budget(epsilon)
     if not isinstance(max_iter, int) or max_iter < 1:
@@ -132,21 +141,22 @@ def fit_dp_msnm(
         raise ValueError(f"R1 and R2 must be > 0, got R1={R1!r}, R2={R2!r}")
     if init not in ("kmeans++",) and init_params is None:
         raise ValueError(f"init must be 'kmeans++' (or pass init_params), got {init!r}")
-    mask = check_data(X, num_components, mask)
+    mask = check_data(X, num_components, mask, refuse_few=False)  # any count: no fit needs K records
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
     G, d = num_components, X.shape[-1]
     n = mask.sum(-1).to(X.dtype)
+    n1 = n.clamp(min=1.0)  # "Few records": equal to n unless there is no record
     T = max_iter
     R3_t = R3_fraction * R_t
     eps_L, eps_xi, eps_eta = (s * epsilon / (T * G) for s in split)
     eps_pi = (1.0 - sum(split)) * epsilon / T
-    S = msnm_sensitivities(n, G, R_t, R1, R2, R3_t)
+    S = msnm_sensitivities(n1, G, R_t, R1, R2, R3_t)
     weights, xi, Lam, eta, init_note = _msnm_start(Xc, mask, G, init_params, generator)
     notes.append(init_note)
     notes.append("Lemma 3 divides by R2 (an upper bound on r2): not a valid worst case in general")
     notes.append("Lemma 2's S(xi) = 4G(R-R3)/n decreases in R3; the triangle inequality gives 4G(R+R3)/n")
-    floor = (n / (2.0 * G)).unsqueeze(-1)
+    floor = (n1 / (2.0 * G)).unsqueeze(-1)
     violated = torch.zeros(X.shape[:-2], dtype=torch.bool, device=X.device)
     for _ in range(T):
         r0, r1, r2, _ = msnm_e_step(Xc, weights, xi, Lam, eta, mask)
@@ -154,7 +164,7 @@ def fit_dp_msnm(
         r2 = r2.clamp(0.0, R2)
         Nk = r0.sum(-2)
         violated = violated | (Nk < floor).any(-1)
-        pi = Nk / n.unsqueeze(-1)
+        pi = Nk / n1.unsqueeze(-1)
         xi_new, eta_new, Lam_new = _clipped_m_step(Xc, r0, r1, r2, eta, torch.maximum(Nk, floor), R3_t)
         # noise adding step
         pi = laplace(pi, (S["pi"] / eps_pi).unsqueeze(-1), generator)

@@ -20,6 +20,10 @@ Assumptions: ``R`` given -> rows are clipped to ``||x||_1 <= R`` (sound w.r.t. t
 record says so). ``N_k >= n/(2K)`` is enforced by using ``max(N_k, n/(2K))`` as the M-step denominator
 when ``enforce_min_count`` (default), otherwise only reported.
 
+Few records. The count is never checked, so every ``n`` (0 included) gives a model: the sensitivities, ``pi =
+N_k/n`` and the floor ``n/(2K)`` use ``max(n, 1)``, which changes nothing for ``n >= 1`` and at ``n = 0`` releases
+the noise of a one-record dataset around zero statistics (no branch on ``n``).
+
 Labels (what the privacy record claims). The noise scales depend on ``n``, so only replace-one adjacency
 (``n`` public) is claimed, never add/remove. ``mode="sound"`` and ``covered=True`` only when every step
 that touches the data is inside epsilon: a public ``R``, ``enforce_min_count`` and a public start
@@ -65,7 +69,8 @@ def resolve_l1_bound(X, mask, R):
     """Return ``(X_clipped, R_tensor (...), mode, notes)`` for a user bound ``R`` or ``None`` (from data)."""
     notes = []
     if R is None:
-        R_t = X.abs().sum(-1).masked_fill(~mask, 0.0).amax(-1)
+        l1 = X.abs().sum(-1).masked_fill(~mask, 0.0)
+        R_t = torch.nn.functional.pad(l1, (0, 1)).amax(-1)  # a 0 appended: N may be 0
         mode = "as-published"
         notes.append("R = max_i ||x_i||_1 taken from the data (as re-implementations do): this leaks "
                      "privacy; pass R for the sound mode")
@@ -90,7 +95,9 @@ def _initial_gmm(X, mask, K, init, init_params, generator, R_t):
     if init == "random":
         half = (R_t / d)[..., None, None]
         means = (2.0 * torch.rand(*batch, K, d, dtype=X.dtype, device=X.device, generator=generator) - 1.0) * half
-        covs = torch.eye(d, dtype=X.dtype, device=X.device) * (half ** 2)[..., None] / 4.0
+        # R = 0 (taken from data with no nonzero row): unit covariances, where 0 was not positive definite
+        half_c = torch.where(half > 0, half, torch.full_like(half, 2.0))
+        covs = torch.eye(d, dtype=X.dtype, device=X.device) * (half_c ** 2)[..., None] / 4.0
         w = torch.full((*batch, K), 1.0 / K, dtype=X.dtype, device=X.device)
         return w, means, covs.expand(*batch, K, d, d), "data-independent random initialisation (uses R only)"
     raise ValueError(f"init must be 'kmeans++' or 'random', got {init!r}")
@@ -115,34 +122,36 @@ def fit_dpgmm(
     """DPGMM (Wu et al. 2016), batched over the leading dims of ``X (..., N, d)``; pure epsilon-DP in total.
 
     Returns a :class:`GMMFit` with ``loglik`` on the given rows and a :class:`PrivacyRecord`; ``extras``
-    holds ``min_count_violated (...)``: whether some iteration had ``N_k < n/(2K)``.
+    holds ``min_count_violated (...)``: whether some iteration had ``N_k < n/(2K)``. Any number of unmasked
+    rows, none included, gives a model (module docstring, "Few records").
     """
     check_em_budget(epsilon)
     if len(split) != 3 or any(s <= 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
         raise ValueError(f"split must be three positive shares summing to 1, got {split!r}")
     if not isinstance(max_iter, int) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-    mask = check_data(X, num_components, mask)
+    mask = check_data(X, num_components, mask, refuse_few=False)  # any count: no fit needs K records
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
     K = num_components
     n = mask.sum(-1).to(X.dtype)
+    n1 = n.clamp(min=1.0)  # "Few records": equal to n unless there is no record
     T = max_iter
     eps_pi = split[0] * epsilon / T
     eps_mu = split[1] * epsilon / (T * K)
     eps_sig = split[2] * epsilon / (T * K)
-    S_pi, S_mu, S_sig = wu_sensitivities(n, K, R_t)
+    S_pi, S_mu, S_sig = wu_sensitivities(n1, K, R_t)
     weights, means, covs, init_note = _initial_gmm(Xc, mask, K, init, init_params, generator, R_t)
     notes.append(init_note)
     violated = torch.zeros(X.shape[:-2], dtype=torch.bool, device=X.device)
-    floor = (n / (2.0 * K)).unsqueeze(-1)
+    floor = (n1 / (2.0 * K)).unsqueeze(-1)
     for _ in range(T):
         log_resp, _ = e_step(Xc, weights, means, covs, mask)
         resp = log_resp.exp()
         Nk = resp.sum(-2)
         violated = violated | (Nk < floor).any(-1)
         denom = torch.maximum(Nk, floor) if enforce_min_count else Nk.clamp(min=torch.finfo(X.dtype).tiny)
-        pi = Nk / n.unsqueeze(-1)
+        pi = Nk / n1.unsqueeze(-1)
         mu = torch.einsum("...nk,...nd->...kd", resp, Xc) / denom.unsqueeze(-1)
         diff = Xc.unsqueeze(-3) - mu.unsqueeze(-2)
         rT = resp.transpose(-1, -2).unsqueeze(-1)

@@ -53,8 +53,13 @@ class GMMFit:
         return self.loglik / n if n is not None else self.loglik
 
 
-def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Validate ``X (..., N, d)`` and ``mask (..., N)``; return the boolean mask (all True if None)."""
+def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None = None, *,
+               refuse_few: bool = True) -> torch.Tensor:
+    """Validate ``X (..., N, d)`` and ``mask (..., N)``; return the boolean mask (all True if None).
+
+    ``refuse_few=True`` (the non-private fits) also refuses a dataset with fewer than ``num_components`` unmasked
+    rows. The DP entry points pass ``False`` and run at every count, 0 included: SAGMM's number of records is private
+    (add/remove adjacency), and the replace-one fits, where it is public, need no ``K`` records either."""
     from torchdpgmm._validation import check_finite
 
     if not torch.is_tensor(X):
@@ -72,8 +77,7 @@ def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None =
             raise ValueError(f"mask must have shape {tuple(X.shape[:-1])}, got {tuple(mask.shape)}")
         mask = mask.to(torch.bool)
     check_finite(X, "X", mask)
-    counts = mask.sum(-1)
-    if bool((counts < num_components).any()):
+    if refuse_few and bool((mask.sum(-1) < num_components).any()):
         raise ValueError(f"every dataset needs at least num_components={num_components} unmasked points")
     return mask
 
@@ -240,10 +244,18 @@ def kmeans_plusplus(
 ) -> torch.Tensor:
     """k-means++ seeding (Arthur & Vassilvitskii 2007), batched: first centre uniform among unmasked
     points, then each next centre drawn with probability proportional to the squared distance to the
-    nearest chosen centre. Returns ``(..., K, d)``."""
+    nearest chosen centre. Returns ``(..., K, d)``.
+
+    A dataset with fewer than K unmasked points repeats centres (the draw falls back to uniform over its points); one
+    with none draws over all slots and gets zero centres, so that the DP fits that start here run at every count
+    without a branch on it."""
+    if X.shape[-2] == 0:  # no slot at all (a public shape): zero centres, as for a dataset with no unmasked point
+        return X.new_zeros(*X.shape[:-2], num_components, X.shape[-1])
     if mask is None:
         mask = torch.ones(X.shape[:-1], dtype=torch.bool, device=X.device)
     w = mask.to(X.dtype)
+    some = w.sum(-1, keepdim=True) > 0  # (..., 1): False only for a dataset with no unmasked point
+    w = torch.where(some, w, torch.ones_like(w))  # multinomial refuses an all-zero row
     idx = _batched_multinomial(w, generator)
     centres = [torch.gather(X, -2, idx[..., None, None].expand(*idx.shape, 1, X.shape[-1]))]
     d2 = ((X - centres[0]) ** 2).sum(-1)
@@ -255,7 +267,7 @@ def kmeans_plusplus(
         c = torch.gather(X, -2, idx[..., None, None].expand(*idx.shape, 1, X.shape[-1]))
         centres.append(c)
         d2 = torch.minimum(d2, ((X - c) ** 2).sum(-1))
-    return torch.cat(centres, dim=-2)
+    return torch.where(some.unsqueeze(-1), torch.cat(centres, dim=-2), torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def _nearest(X: torch.Tensor, centres: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,9 @@ Algorithm (batched over the leading dims of ``X (..., N, d)``):
 2. **Block fits.** All ``l`` blocks are fitted in one call of the batched EM (:func:`fit_gmm`, a fixed
    number of iterations, k-means++ start inside the block). A block with fewer than ``K`` records is
    fitted on its first ``K`` slots instead, its records and zero rows up to ``K`` (any function of the block
-   alone is allowed: step 4 bounds it; all ``C`` slots would depend on ``C``, which is ``N`` by default).
+   alone is allowed: step 4 bounds it; all ``C`` slots would depend on ``C``, which is ``max(N, K)`` by default).
+   The number of records is private and never checked: with fewer than ``K`` records, or none, every block is such
+   a block and the release is a valid (mostly noise) model.
 3. **Alignment, block by block.** Each block's components are ordered using that block's estimate and
    public quantities only: ``align="sort"`` sorts them by ``mu_k . v`` (``v`` a public direction,
    default ``(1, ..., 1)/sqrt(d)``); ``align="reference"`` picks the permutation (all ``K!`` are tried)
@@ -205,7 +207,8 @@ def fit_sagmm(
     privacy record (:func:`torchdpgmm.em._common.make_record`). ``mean_bounds = (lo, hi)`` (scalars or ``(d,)``) and ``var_bounds = (v_min,
     v_max)`` are public; ``delta`` is required for ``mechanism="gaussian"``. ``max_block_size`` (public, or
     ``None`` for no cap) bounds each block's rows, so the batched block fits need ``O(l C d)`` memory instead
-    of ``O(l N d)``; it must not be computed from the data (under add/remove not even from ``N``)."""
+    of ``O(l N d)``; it must not be computed from the data (under add/remove not even from ``N``). Any number of
+    unmasked rows, none included, gives a model (module docstring, step 2)."""
     check_em_budget(epsilon, delta)
     split = dict(DEFAULT_SPLIT if split is None else split)
     lo, hi = mean_bounds
@@ -213,7 +216,7 @@ def fit_sagmm(
     _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency)
     if align == "reference" and reference_means is None:
         raise ValueError("align='reference' needs public reference_means (K, d)")
-    mask = check_data(X, num_components, mask)
+    mask = check_data(X, num_components, mask, refuse_few=False)  # the count is private: never refused (step 2)
     K, d = num_components, X.shape[-1]
     tot = sum(split.values())
     split = {k: v / tot for k, v in split.items()}

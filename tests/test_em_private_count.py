@@ -1,0 +1,101 @@
+"""The number of records is private under add/remove adjacency (SAGMM's), and no DP EM fit needs K records: the DP
+entry points must not refuse, branch or warn on it. Each of fit_dp_em, fit_dpgmm, fit_sagmm and fit_dp_msnm gives a finite, valid model at 0, 1 and K-1 unmasked
+rows (by a mask over a larger padded X, and by an X with that few rows); they used to raise 'every dataset needs at
+least num_components=... unmasked points'. The non-private fit_gmm keeps that refusal."""
+import warnings
+
+import pytest
+import torch
+
+from torchdpgmm.em import MAPPrior, fit_dp_em, fit_dp_msnm, fit_dpgmm, fit_gmm, fit_sagmm
+from torchdpgmm.em.gmm import check_data
+
+K, D, N = 3, 2, 12
+COUNTS = (0, 1, K - 1)
+
+
+def _g(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+ENTRIES = {
+    "dp_em": lambda X, m: fit_dp_em(X, K, 2.0, 1e-5, data_bound=4.0, max_iter=4, mask=m, generator=_g()),
+    "dp_em_ggg_alpha1": lambda X, m: fit_dp_em(X, K, 2.0, 1e-5, variant="GGG", data_bound=4.0, max_iter=4,
+                                               prior=MAPPrior(alpha=1.0), mask=m, generator=_g()),
+    "dp_em_as_published": lambda X, m: fit_dp_em(X, K, 2.0, 1e-5, max_iter=4, mask=m, generator=_g()),
+    "dpgmm": lambda X, m: fit_dpgmm(X, K, 2.0, R=6.0, init="random", max_iter=4, mask=m, generator=_g()),
+    "dpgmm_kmeans": lambda X, m: fit_dpgmm(X, K, 2.0, max_iter=4, mask=m, generator=_g()),
+    "sagmm": lambda X, m: fit_sagmm(X, K, 2.0, 1e-5, num_blocks=4, mean_bounds=(-5.0, 5.0), var_bounds=(0.01, 4.0),
+                                    max_iter=4, mask=m, generator=_g()),
+    "sagmm_laplace_cap": lambda X, m: fit_sagmm(X, K, 2.0, num_blocks=4, mechanism="laplace", max_block_size=K,
+                                                mean_bounds=(-5.0, 5.0), var_bounds=(0.01, 4.0), max_iter=4, mask=m,
+                                                generator=_g()),
+    "dp_msnm": lambda X, m: fit_dp_msnm(X, K, 2.0, R=6.0, max_iter=4, mask=m, generator=_g()),
+    "dp_msnm_as_published": lambda X, m: fit_dp_msnm(X, K, 2.0, max_iter=4, mask=m, generator=_g()),
+}
+
+
+def _fit(name, X, mask):
+    """The fit, with every warning an error (none may depend on the count)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return ENTRIES[name](X, mask)
+
+
+def _assert_valid(fit, batch):
+    w = fit.weights
+    mu = fit.xi if hasattr(fit, "xi") else fit.means
+    covs = [fit.Lambda, fit.Sigma] if hasattr(fit, "Lambda") else [fit.covariances]
+    assert w.shape == (*batch, K) and mu.shape == (*batch, K, D)
+    assert torch.isfinite(w).all() and (w >= 0).all()
+    torch.testing.assert_close(w.sum(-1), torch.ones(batch, dtype=w.dtype))
+    assert torch.isfinite(mu).all() and torch.isfinite(fit.loglik).all()
+    for C in covs:
+        assert torch.isfinite(C).all() and torch.allclose(C, C.transpose(-1, -2))
+        assert (torch.linalg.eigvalsh(C) > 0).all()
+    if hasattr(fit, "eta"):
+        assert torch.isfinite(fit.eta).all()
+
+
+def _padded(seed=5):
+    return 1.5 * torch.randn(len(COUNTS) + 1, N, D, generator=_g(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", sorted(ENTRIES))
+def test_few_or_no_records_by_mask_give_a_valid_model(name):
+    """One batched call: datasets with 0, 1, K-1 and N unmasked rows (the records at scattered slots)."""
+    X = _padded()
+    perm = torch.randperm(N, generator=_g(1))
+    mask = torch.zeros(len(COUNTS) + 1, N, dtype=torch.bool)
+    for b, n in enumerate(COUNTS + (N,)):
+        mask[b, perm[:n]] = True
+    fit = _fit(name, X, mask)
+    _assert_valid(fit, (len(COUNTS) + 1,))
+    assert fit.loglik[0] == 0  # no record: an empty sum
+    if name in ("dp_em", "dpgmm", "sagmm", "dp_msnm"):  # public bounds: nothing read from the padding
+        a, b = _fit(name, 3.0 * X + 7.0, torch.zeros_like(mask)), _fit(name, X, torch.zeros_like(mask))
+        for t in ("weights", "means", "covariances", "xi", "Lambda", "eta"):
+            if hasattr(a, t):
+                torch.testing.assert_close(getattr(a, t), getattr(b, t), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(ENTRIES))
+@pytest.mark.parametrize("n", COUNTS)
+def test_few_or_no_rows_without_mask_give_a_valid_model(name, n):
+    X = _padded()[:2, :n]
+    _assert_valid(_fit(name, X, None), (2,))
+
+
+def test_the_refusal_is_gone_from_the_dp_entries_but_kept_by_fit_gmm():
+    X = _padded()[:1]
+    empty = torch.zeros(1, N, dtype=torch.bool)
+    for name in ENTRIES:
+        try:
+            _fit(name, X, empty)
+        except Exception as e:  # noqa: BLE001 - any refusal is the failure under test
+            pytest.fail(f"{name} refused a dataset with no record: {e}")
+    assert check_data(X, K, empty, refuse_few=False).shape == empty.shape
+    with pytest.raises(ValueError, match="unmasked points"):
+        check_data(X, K, empty)
+    with pytest.raises(ValueError, match="unmasked points"):
+        fit_gmm(X, K, mask=empty)
