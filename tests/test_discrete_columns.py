@@ -95,16 +95,35 @@ def test_as_published_refuses_discrete():
         DPGaussianMixture(mode="as-published", discrete=[0]).fit(np.zeros((4, 2)), [0, 1, 0, 1])
 
 
-@pytest.mark.parametrize("col", [pd.Categorical(["a", "b"] * 10), np.array([True, False] * 10)])
-def test_categorical_column_message_names_it_and_says_how(col):
+def test_categorical_column_message_names_it_and_says_how():
     df, y = _table(20)
-    df["colour"] = col
+    df["colour"] = pd.Categorical(["a", "b"] * 10)
     m = DPGaussianMixture(classes=[0, 1], bounds={**BOUNDS, "colour": (0, 1)})
     with pytest.raises(ValueError) as exc:
         m.fit(df, y)
     msg = str(exc.value)
     assert "'colour'" in msg and "\n" not in msg
     assert "pandas.get_dummies" in msg and "discrete=" in msg and "class label" in msg
+
+
+def test_a_bool_column_is_its_0_1_values_as_text_booleans_are():
+    """A bool column was refused like a categorical one (until 2026-12-02), but pandas' read_csv makes a column bool
+    only when every cell is a boolean (with one other cell it is text), so the refusal revealed that no other cell
+    exists; and pandas.get_dummies makes bool columns. It is read as 0 / 1 now, and the same cells as text ("True",
+    "false") are read alike: one cell that is not a boolean drops its own row and moves no other."""
+    import warnings
+
+    df, y = _table(40)
+    flags = np.array([True, False, False, True] * 10)
+    kw = dict(classes=[0, 1], bounds={**BOUNDS, "flag": (0, 1)}, discrete=["flag"], random_state=0)
+    fits = []
+    for col in (flags, pd.Series(flags, dtype="boolean"), np.where(flags, "True", "false").astype(object),
+                pd.Series(np.where(flags, "TRUE", "False"), dtype="string"), flags.astype(int)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fits.append(DPGaussianMixture(**kw).fit(df.assign(flag=col), y))
+    for m in fits[1:]:
+        np.testing.assert_array_equal(m.means_, fits[0].means_)
 
 
 # ---------------------------------------------------------------- one home: Bounds.clip_rows (numpy references)
@@ -231,10 +250,10 @@ def test_pipeline_bad_discrete_refused_before_data(monkeypatch, kw, needle):
     assert needle in str(exc.value) and "\n" not in str(exc.value)
 
 
-def test_pipeline_refuses_category_and_bool_columns_naming_them():
+def test_pipeline_refuses_category_columns_naming_them():
     from torchdpgmm.estimator import DPSyntheticClassifier
 
-    for col in (pd.Categorical(["a", "b"] * 10), np.array([True, False] * 10)):
+    for col in (pd.Categorical(["a", "b"] * 10),):  # a bool column is 0 / 1 (since 2026-12-02)
         df, y = _table(20)
         df["colour"] = col
         with pytest.raises(ValueError) as exc:

@@ -22,8 +22,8 @@ WAIVED = {
     "check_classifiers_train": "binary sub-problem of a 3-class public set: predict_proba has one column "
                                "per public class (3), the check expects one per class present in y (2)",
     "check_classifiers_classes": "string labels 'one', 'two', 'three' against the numeric public classes "
-                                 "[0, 1, 2] are refused as a schema error, and -1/1 are not among them: those rows "
-                                 "are dropped, so nothing is learnt from them",
+                                 "[0, 1, 2] match no class (labels are matched by value), and -1/1 are not among "
+                                 "them: those rows are dropped, so nothing is learnt from them",
     "check_estimators_nan_inf": "sound fit drops non-finite training rows instead of raising (an error would "
                                 "reveal that such a row exists); predict and score refuse NaN",
     "check_supervised_y_no_nan": "sound fit drops rows whose label is NaN (not a public class) instead of "

@@ -58,14 +58,21 @@ def check_class_list(classes: Sequence[str]) -> list[str]:
 
 
 _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+#: the spellings of a boolean label (an NPZ's bool ``y`` as text, a CSV column written from booleans; pandas'
+#: ``read_csv`` reads exactly these as booleans): the numbers 1 and 0, as numpy's bool is a 0/1 integer type
+BOOLEAN_TEXT = {"True": 1, "true": 1, "TRUE": 1, "False": 0, "false": 0, "FALSE": 0}
 
 
 def class_key(label: str) -> tuple:
     """What a label is matched by against ``--classes``: a decimal number by its exact value (``1``, ``1.0``, ``01``
     and ``1e0`` name one class, as a CSV written from a float column writes ``1.0``; ``9007199254740993`` is not
-    ``9007199254740992``, as the estimator's int64 labels are not), any other text by its text (``1_0``, ``inf``)."""
+    ``9007199254740992``, as the estimator's int64 labels are not), a boolean (``True`` / ``true`` / ``TRUE``, and
+    ``False`` ...) as the number 1 or 0 (the estimator matches a bool ``y`` to ``classes=[0, 1]`` so: ``--classes 0,1``
+    and ``--classes False,True`` name the same two classes), any other text by its text (``1_0``, ``inf``)."""
     if _DECIMAL.fullmatch(label):
         return ("number", Decimal(label))
+    if label in BOOLEAN_TEXT:
+        return ("number", Decimal(BOOLEAN_TEXT[label]))
     return ("text", label)
 
 

@@ -74,19 +74,32 @@ class AsPublishedWarning(UserWarning):
 
 
 def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
-    """An object / string array as float64, a cell that is not a number becoming NaN (no error, no echo)."""
+    """An object / string array as float64, a cell that is not a number becoming NaN (no error, no echo). A boolean
+    written as text (``True`` / ``true`` / ``TRUE``, ``False`` ...: the spellings pandas' ``read_csv`` reads as
+    booleans) is 1 or 0, as a ``bool`` column is: pandas infers a column's dtype from all its cells, so one cell that is
+    not a boolean must not change how the others are read."""
+    from torchdpgmm.datafile import BOOLEAN_TEXT
+
     def one(v: Any) -> float:
+        if isinstance(v, str) and v.strip() in BOOLEAN_TEXT:
+            return float(BOOLEAN_TEXT[v.strip()])
         try:
             return float(v)
         except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
             return math.nan
-    return np.vectorize(one, otypes=[np.float64])(a) if a.size else a.astype(np.float64)
+    with np.errstate(all="ignore"):  # a cell beyond float64 (a longdouble) becomes inf without a warning: a print
+        return np.vectorize(one, otypes=[np.float64])(a) if a.size else a.astype(np.float64)  # on a private value
 
 
 def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
-    """A DataFrame with every column as float64, read cell by cell where its dtype is object (a cell that is
-    not a finite number becomes NaN, so its row is dropped). A column whose *dtype* is ``category`` or
-    ``bool`` is public schema that is not a continuous number: refused in one line naming the column."""
+    """A DataFrame with every column as float64, read cell by cell where its dtype is object or text (pandas'
+    ``str`` / ``string``, pyarrow strings), all alike: a cell that is not a finite number becomes NaN, so its row is
+    dropped. A text dtype is not refused: pandas infers it from the cells (one cell that is not a number turns a
+    CSV's numeric column into ``str`` under pandas 3 and ``object`` under pandas 2), so a refusal would reveal that
+    such a cell exists. A ``bool`` (or pandas ``boolean``) column is 0 / 1 (NA a missing cell) for the same reason:
+    ``read_csv`` makes a column ``bool`` when every cell is one (``pandas.get_dummies`` makes its columns ``bool``). A
+    column whose *dtype* is ``category`` (never inferred from cells) is public schema that is not a continuous
+    number: refused in one line naming the column."""
     if len(df.columns) == 0:
         raise ValueError("X has 0 feature(s) (columns); at least one is required")
     if df.columns.duplicated().any():
@@ -95,7 +108,7 @@ def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
     out = {}
     for name, dtype in zip(df.columns, df.dtypes):
         kind = getattr(dtype, "kind", "O")
-        if str(dtype) in ("category", "boolean") or kind == "b":
+        if str(dtype) == "category":
             if discrete_hint:
                 raise ValueError(f"column {name!r} has dtype {dtype}: one-hot encode it (e.g. pandas.get_dummies"
                                  "(df, dtype=int)) and list the new columns in discrete=, or use it as the class label")
@@ -104,11 +117,8 @@ def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
         if kind in "mMc":
             raise ValueError(f"column {name!r} has dtype {dtype}: only real numbers can be released; convert it "
                              "to a number (or drop it) before fitting")
-        if _is_text_dtype(dtype):  # a text column (pandas' str / string, pyarrow strings): every row would be dropped
-            raise ValueError(f"column {name!r} has dtype {dtype} (text): only numbers can be released; convert it "
-                             f"with pandas.to_numeric(df[{name!r}], errors='coerce') (a cell that is not a number then "
-                             "drops its row) or drop it before fitting")
-        col = df[name].to_numpy(dtype=object) if kind not in "fiu" else df[name].to_numpy(dtype=np.float64, na_value=np.nan)
+        col = df[name].to_numpy(dtype=object) if kind not in "fiub" else df[name].to_numpy(dtype=np.float64,
+                                                                                             na_value=np.nan)
         out[name] = _numbers_or_nan(col) if col.dtype == object else col
     return type(df)(out, columns=df.columns, index=df.index) if out else df
 
@@ -214,17 +224,11 @@ def _detached(a: Any) -> Any:
 
 
 def _classes_in_dtype_of(public: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The public classes as ``y``'s dtype holds them, for matching labels by value; ``y``'s dtype is public schema.
-
-    Refused in one line: strings against numbers (every row would be dropped as outside the classes), and a float
-    ``y`` whose precision merges two classes. Floats are compared in ``y``'s precision (a float32 label 0.1 is the
-    class 0.1); object arrays are matched element by element (a label of another type is dropped)."""
+    """The public numeric classes as a numeric ``y``'s dtype holds them, for matching labels by value. Floats are
+    compared in ``y``'s precision (a float32 label 0.1 is the class 0.1); a float ``y`` whose precision merges two
+    classes is refused in one line (a declared dtype narrower than float64: ``read_csv`` never infers one)."""
     yk, ck = y.dtype.kind, public.dtype.kind
     numeric = "biuf"
-    if (yk in numeric and ck in "US") or (yk in "US" and ck in numeric):
-        what = {True: "numbers", False: "strings"}
-        raise ValueError(f"y holds {what[yk in numeric]} but classes are {what[ck in numeric]}: the labels' type must "
-                         f"match the declared class set (e.g. classes={public.tolist()[:3]}...)")
     if yk == "f" and ck in numeric and y.dtype != np.float64:
         cast = public.astype(y.dtype)
         if len(np.unique(cast)) != len(public):
@@ -233,29 +237,18 @@ def _classes_in_dtype_of(public: np.ndarray, y: np.ndarray) -> np.ndarray:
     return public
 
 
-def _is_text_dtype(dt: Any) -> bool:
-    """pandas' text dtypes: ``str`` / ``string`` (StringDtype) and pyarrow strings (ArrowDtype)."""
-    name = type(dt).__name__
-    return name == "StringDtype" or (name == "ArrowDtype" and "string" in str(dt))
+def _label_key(v: Any) -> tuple | None:
+    """What a label or a class is matched by where either side is text (:func:`torchdpgmm.datafile.class_key`, as
+    the command line matches ``--classes``): a number by its exact decimal value, whatever its type (``1``, ``1.0``,
+    ``"1"``, ``" 1.0 "``, ``np.float32(0.1)`` and ``"0.1"``; ``True`` and ``"true"`` are 1), any other text by its
+    text; None (matching no class) for anything else (None, pandas' NA, a list)."""
+    from torchdpgmm.datafile import class_key
 
-
-def _label_schema(y: Any) -> np.dtype | None:
-    """The numpy dtype that a pandas label column's own dtype declares, where ``np.asarray`` may give objects (a
-    missing value turns a masked column into objects, so the dtype, not the values, must decide): text (``str`` /
-    ``string``, pyarrow strings, or categories that are all text) as ``U``; ``boolean``, ``Int64``, ``Float64``
-    and numeric categories as their numpy dtype; else None (an ``object`` column has no schema)."""
-    dt = getattr(y, "dtype", None)
-    if type(dt).__name__ == "CategoricalDtype":
-        cats = dt.categories
-        if cats.dtype == object:  # pandas 2 keeps text categories as objects: all text is a text schema
-            import pandas as pd
-
-            return np.dtype("U1") if pd.api.types.infer_dtype(cats, skipna=True) == "string" else None
-        dt = cats.dtype
-    if _is_text_dtype(dt):
-        return np.dtype("U1")
-    dt = getattr(dt, "numpy_dtype", dt)  # pandas' masked dtypes (boolean, Int64, Float64) name their numpy dtype
-    return dt if isinstance(dt, np.dtype) and dt.kind in "biuf" else None
+    if isinstance(v, (str, np.str_)):
+        return class_key(v.strip())
+    if isinstance(v, (bool, np.bool_, numbers.Real)) and not isinstance(v, np.datetime64):
+        return class_key(str(v))  # str: the shortest text of the value in its own precision
+    return None
 
 
 def _rows_to_score(est: Any, X: Any) -> np.ndarray:
@@ -268,16 +261,6 @@ def _rows_to_score(est: Any, X: Any) -> np.ndarray:
         if first == str(exc).strip() or not ("NaN" in first or "infinity" in first):
             raise  # (scikit-learn's checks want its own text for the other refusals, e.g. "Reshape your data")
         raise ValueError(f"{first} (rows to score must be finite: drop or impute such rows first)") from None
-
-
-def _hashable(v: Any) -> Any:
-    """``v`` as a plain Python value for a dictionary lookup (numpy scalars unwrapped; unhashables as None)."""
-    v = v.item() if isinstance(v, np.generic) else v
-    try:
-        hash(v)
-    except TypeError:
-        return None
-    return v
 
 
 class _PublicLabelsMixin:
@@ -347,7 +330,8 @@ class _PublicLabelsMixin:
                 X = _numbers_or_nan(Xa)
         try:
             # ensure_min_samples=0: under add/remove N = 0 is a dataset like any other (released from noise)
-            X = validate_data(self, X, dtype=np.float64, ensure_min_samples=0, ensure_all_finite=False)
+            with np.errstate(all="ignore"):  # a longdouble beyond float64 casts to inf silently (no print on a value)
+                X = validate_data(self, X, dtype=np.float64, ensure_min_samples=0, ensure_all_finite=False)
         except ValueError as exc:
             if "convert" in str(exc).lower():
                 raise ValueError("X must hold numbers only (a value could not be converted to float)") from None
@@ -359,12 +343,6 @@ class _PublicLabelsMixin:
         except ValueError:  # ragged: numpy's message would quote the number of rows (private)
             raise ValueError("y must be a 1-D array of labels, one per row (got nested sequences of different "
                              "lengths)") from None
-        # a pandas text, categorical or masked dtype is public schema that numpy's objects hide (a typed array is
-        # checked against the classes with its own dtype when the labels are encoded)
-        schema = _label_schema(y) if ya.dtype == object else None
-        public = self._public_classes() if schema is not None else None
-        if public is not None:
-            _classes_in_dtype_of(public, np.empty(0, dtype=schema))  # strings against numbers: refused alike
         if ya.ndim == 2 and ya.shape[1] != 1 or ya.ndim > 2:
             raise ValueError(f"y must be 1-D (one label per row), got {ya.ndim} dimension(s)")
         y = column_or_1d(ya, warn=True)
@@ -394,6 +372,11 @@ class _PublicLabelsMixin:
             raise TypeError("classes must be mutually comparable labels (all strings or all numbers)") from None
         if len(u) != len(c):
             raise ValueError("classes contains duplicates")
+        keys: dict[Any, Any] = {}
+        for v in u.tolist():  # labels are matched by value where text is involved: "1" and "1.0" are one class
+            k = _label_key(v)
+            if k is not None and keys.setdefault(k, v) != v:
+                raise ValueError(f"classes name one class twice: {keys[k]!r} and {v!r} are the same value")
         return u
 
     def _seed(self, stream: int = _FIT_STREAM) -> int:
@@ -417,16 +400,19 @@ class _PublicLabelsMixin:
                                  "(or pass classes=[...])")
             return classes, idx
         # labels outside the public set (NaN, unknown values, other types) get index -1; the sound release drops
-        # such rows branch-free. y's dtype is public schema: checked against the classes
-        cls = _classes_in_dtype_of(public, y)
-        if y.dtype.kind in "biufUS" and cls.dtype.kind in "biufUS":  # typed: one vectorised search, no Python step
-            # (nor exception) per label
+        # such rows branch-free, and nothing is refused on a label: a dtype may be inferred from the private cells
+        # (pandas' read_csv makes a numeric label column text when one cell is not a number)
+        if y.dtype.kind in "biuf" and public.dtype.kind in "biuf":  # numbers: one vectorised search, no Python step
+            cls = _classes_in_dtype_of(public, y)  # (nor exception) per label
             order = np.argsort(cls, kind="stable")
             pos = np.minimum(np.searchsorted(cls[order], y), len(cls) - 1)
             return public, np.where(cls[order][pos] == y, order[pos], -1).astype(np.int64)
-        lookup = {c: i for i, c in enumerate(cls.tolist())}  # objects: matched one by one (mixed types)
-        idx = np.fromiter((lookup.get(_hashable(v), -1) for v in y), dtype=np.int64, count=len(y))
-        return public, idx
+        lookup = {_label_key(c): i for i, c in enumerate(public.tolist())}  # text on either side: by the label key
+        lookup.pop(None, None)
+        if y.dtype.kind in "US":  # typed text: the key of each distinct label once
+            uniq, inv = np.unique(y, return_inverse=True)
+            return public, np.array([lookup.get(_label_key(u), -1) for u in uniq.tolist()], np.int64)[inv.ravel()]
+        return public, np.fromiter((lookup.get(_label_key(v), -1) for v in y), dtype=np.int64, count=len(y))
 
 
 class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
@@ -771,7 +757,8 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
 
     def accuracy(self, X: Any, y: Any) -> float:
         """Fraction of ``y`` predicted correctly by the released model's Bayes classifier."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+        y = column_or_1d(np.asarray(y), warn=True)  # a column (n, 1) compared with (n,) broadcast to n x n
+        return float(np.mean(self.predict(X) == y))
 
     def _n_parameters(self) -> int:
         """Free parameters: covariances (by ``covariance_type``, as GaussianMixture), means, weights."""
@@ -876,7 +863,14 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
     subspace). ``discrete`` (with ``bounds``; as for :class:`DPGaussianMixture`): integer columns and one-hot
     groups, modelled as continuous and rounded in :meth:`sample` (an integer column to the nearest integer
     inside its integer bounds; a one-hot group to exactly one 1 at its largest value). A DataFrame column of
-    dtype ``category`` or ``bool`` is refused in one line naming it (one-hot encode it first).
+    dtype ``category`` is refused in one line naming it (one-hot encode it first); a ``bool`` column is 0 / 1.
+
+    ``epsilon``, ``delta``: the budget of the whole pipeline (real scalars, the package's budget rule).
+    ``random_state``: None (fresh OS entropy, for a release you publish) or an int (reproducible noise; a
+    :class:`SeededNoiseWarning` says what that gives away). ``covariance_type`` (``"full"``, ``"tied"``, ``"diag"``,
+    ``"spherical"``; default ``"full"``): applied as post-processing of the full release (the class stage's own rule,
+    ``class_rule``, already shrinks toward a pooled covariance; :class:`DPGaussianMixture`'s ``"auto"`` is that rule
+    and is not offered here).
 
     ``device`` (default ``"cpu"``; ``"cuda"`` needs a GPU): the torch device of the release, with a generator
     on that device; the released model stays there, and every method returns numpy arrays.
