@@ -352,3 +352,23 @@ def test_cli_bad_discrete_one_line_exit_2_nothing_written(tmp_path, capsys, extr
     err = capsys.readouterr().err.strip()
     assert needle in err and len(err.splitlines()) == 1
     assert not out.exists()
+
+
+def test_sampled_dataframe_keeps_discrete_columns_whole():
+    """An API probe (2026-12-02): pandas in, pandas out gave every column as float64, the rounded discrete columns
+    as 3.0. They come back as int64 (the command line writes them as whole numbers too), the others as float64."""
+    import warnings
+
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    df, y = _table(300)
+    kw = dict(classes=[0, 1], bounds=BOUNDS, discrete=["age", "kids", ("red", "blue")], random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for est in (DPGaussianMixture(1.0, 1e-5, **kw), DPSyntheticClassifier(1.0, 1e-5, **kw)):
+            rows, labels = est.fit(df, y).sample(50)
+            assert list(rows.columns) == list(df.columns)
+            assert {c: str(t) for c, t in rows.dtypes.items()} == {"age": "int64", "kids": "int64",
+                                                                   "height": "float64", "red": "int64",
+                                                                   "blue": "int64"}
+            assert ((rows["red"] + rows["blue"]) == 1).all()

@@ -384,6 +384,12 @@ class Bounds:
         out.integer, out.onehot = ints, tuple(groups)
         return out
 
+    @property
+    def whole_number_columns(self) -> tuple[int, ...]:
+        """The columns that :meth:`clip_rows` leaves as whole numbers (written ``3``, not ``3.0``; int64 in a
+        DataFrame): the integer columns and every one-hot group's."""
+        return tuple(self.integer) + tuple(j for group in self.onehot for j in group)
+
     def discrete_columns(self, discrete: Any, names: Sequence[str] | None = None) -> "Bounds":
         """:meth:`with_discrete` from what a user passes: a list whose entries are a column (a name, or an index)
         or a one-hot group (a tuple or list of columns). Names are looked up in ``names`` (the table's columns;

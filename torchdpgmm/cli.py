@@ -903,10 +903,8 @@ def _warn_mostly_noise(command: str, noisy: bool) -> None:
 
 
 def _whole_number_columns(bounds: Any) -> tuple[int, ...]:
-    """The columns written as whole numbers (``3``, not ``3.0``): the integer columns and every one-hot group's."""
-    if bounds is None:
-        return ()
-    return tuple(bounds.integer) + tuple(j for group in bounds.onehot for j in group)
+    """The columns written as whole numbers (``3``, not ``3.0``): :attr:`torchdpgmm.bounds.Bounds.whole_number_columns`."""
+    return () if bounds is None else bounds.whole_number_columns
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:

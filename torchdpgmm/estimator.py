@@ -202,7 +202,8 @@ PULLED_COVARIANCE_TYPES = ("auto",)
 def _pandas_out(sample: Any) -> Any:
     """Decorator of an estimator's ``sample``: pandas in, pandas out (scikit-learn's ``set_output`` convention).
     Fitted on a DataFrame (``feature_names_in_`` set), the rows come back as a DataFrame with the fit's column
-    names and the labels as a Series; otherwise the numpy arrays as they are."""
+    names (the ``discrete`` columns, whole numbers after rounding, as int64) and the labels as a Series; otherwise
+    the numpy arrays as they are."""
     import functools
 
     @functools.wraps(sample)
@@ -211,11 +212,21 @@ def _pandas_out(sample: Any) -> Any:
         names = getattr(self, "feature_names_in_", None)
         if names is None:
             return x, y
-        import pandas as pd
-
-        return pd.DataFrame(np.asarray(x), columns=[str(n) for n in names]), pd.Series(np.asarray(y))
+        return _sample_frame(self, x, names), __import__("pandas").Series(np.asarray(y))
 
     return wrapper
+
+
+def _sample_frame(est: Any, x: Any, names: Any) -> Any:
+    """Synthetic rows in the user's units as a DataFrame with the fit's column names; the columns that the rounding
+    leaves whole (:attr:`torchdpgmm.bounds.Bounds.whole_number_columns`) as int64, as they came in."""
+    import pandas as pd
+
+    df = pd.DataFrame(np.asarray(x), columns=[str(n) for n in names])
+    b = getattr(est, "bounds_", None) if getattr(est, "bounds", None) is not None else None
+    for j in () if b is None else b.whole_number_columns:
+        df[df.columns[j]] = df.iloc[:, j].astype(np.int64)
+    return df
 
 
 def _detached(a: Any) -> Any:
@@ -1086,7 +1097,7 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
             return x, y
         import pandas as pd  # pandas in, pandas out (as DPGaussianMixture.sample)
 
-        return pd.DataFrame(x, columns=[str(c) for c in names]), pd.Series(y)
+        return _sample_frame(self, x, names), pd.Series(y)
 
 
 def _forget_fit(est: Any) -> None:
