@@ -94,8 +94,25 @@ def test_the_refusal_is_gone_from_the_dp_entries_but_kept_by_fit_gmm():
             _fit(name, X, empty)
         except Exception as e:  # noqa: BLE001 - any refusal is the failure under test
             pytest.fail(f"{name} refused a dataset with no record: {e}")
-    assert check_data(X, K, empty, refuse_few=False).shape == empty.shape
+    assert check_data(X, K, empty, private=True).shape == empty.shape
     with pytest.raises(ValueError, match="unmasked points"):
         check_data(X, K, empty)
     with pytest.raises(ValueError, match="unmasked points"):
         fit_gmm(X, K, mask=empty)
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_a_record_with_a_non_finite_value_is_read_as_the_origin(name):
+    """A NaN or an infinity in a record made every DP entry raise 'X contains non-finite values' (check_finite): an
+    error on a private value. Such a record is read as the origin now, a map of that record alone: the fit is
+    bit-identical to the one where that row is the origin (the count unchanged, as the replace-one fits' public n
+    needs), and nothing is raised or warned."""
+    X = torch.randn(N, D, dtype=torch.float64, generator=_g(3))
+    bad, zero = X.clone(), X.clone()
+    bad[2, 0], bad[7, 1] = float("nan"), float("inf")
+    zero[2], zero[7] = 0.0, 0.0
+    a, b = _fit(name, bad, None), _fit(name, zero, None)
+    for field in ("weights", "means", "covariances", "xi", "Lambda", "eta"):
+        if hasattr(a, field):
+            assert torch.equal(getattr(a, field), getattr(b, field)), field
+    assert torch.isfinite(a.loglik).all()

@@ -28,6 +28,7 @@ __all__ = [
     "init_from_centers",
     "fit_gmm",
     "check_data",
+    "finite_rows",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -54,12 +55,14 @@ class GMMFit:
 
 
 def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None = None, *,
-               refuse_few: bool = True) -> torch.Tensor:
+               private: bool = False) -> torch.Tensor:
     """Validate ``X (..., N, d)`` and ``mask (..., N)``; return the boolean mask (all True if None).
 
-    ``refuse_few=True`` (the non-private fits) also refuses a dataset with fewer than ``num_components`` unmasked
-    rows. The DP entry points pass ``False`` and run at every count, 0 included: SAGMM's number of records is private
-    (add/remove adjacency), and the replace-one fits, where it is public, need no ``K`` records either."""
+    The non-private fits also refuse a non-finite value in an unmasked row and a dataset with fewer than
+    ``num_components`` unmasked rows. The DP entry points pass ``private=True``: only public facts (types, shapes,
+    ``num_components``) are checked, never a value or the count, and they run at every count, 0 included (SAGMM's
+    number of records is private under add/remove adjacency, and the replace-one fits, where it is public, need no
+    ``K`` records either); they read a non-finite row as the origin (:func:`finite_rows`)."""
     from torchdpgmm._validation import check_finite
 
     if not torch.is_tensor(X):
@@ -76,10 +79,19 @@ def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None =
         if mask.shape != X.shape[:-1]:
             raise ValueError(f"mask must have shape {tuple(X.shape[:-1])}, got {tuple(mask.shape)}")
         mask = mask.to(torch.bool)
+    if private:
+        return mask
     check_finite(X, "X", mask)
-    if refuse_few and bool((mask.sum(-1) < num_components).any()):
+    if bool((mask.sum(-1) < num_components).any()):
         raise ValueError(f"every dataset needs at least num_components={num_components} unmasked points")
     return mask
+
+
+def finite_rows(X: torch.Tensor) -> torch.Tensor:
+    """``X (..., N, d)`` with every row that holds a NaN or an infinity replaced by the origin: a map of each record
+    alone (the DP fits' reading of a record they cannot use; an error would reveal that it exists, and dropping it
+    would change the public count of the replace-one fits). No branch, no host read."""
+    return torch.where(torch.isfinite(X).all(-1, keepdim=True), X, torch.zeros((), dtype=X.dtype, device=X.device))
 
 
 def gaussian_log_prob(X: torch.Tensor, means: torch.Tensor, covariances: torch.Tensor,

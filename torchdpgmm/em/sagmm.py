@@ -51,7 +51,7 @@ from typing import Any
 import torch
 
 from torchdpgmm.em._common import check_em_budget, laplace, laplace_symmetric, make_record, noised_block
-from torchdpgmm.em.gmm import GMMFit, check_data, fit_gmm, mixture_log_likelihood
+from torchdpgmm.em.gmm import GMMFit, check_data, finite_rows, fit_gmm, mixture_log_likelihood
 from torchdpgmm.mechanisms import normal_noise, symmetric_noise
 
 __all__ = ["fit_sagmm", "sagmm_blocks", "sagmm_aggregate", "sagmm_sensitivities", "align_components"]
@@ -216,7 +216,8 @@ def fit_sagmm(
     _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency)
     if align == "reference" and reference_means is None:
         raise ValueError("align='reference' needs public reference_means (K, d)")
-    mask = check_data(X, num_components, mask, refuse_few=False)  # the count is private: never refused (step 2)
+    mask = check_data(X, num_components, mask, private=True)  # public facts only: any count, any value
+    X = finite_rows(X)  # a record with a non-finite value read as the origin (no refusal)
     K, d = num_components, X.shape[-1]
     tot = sum(split.values())
     split = {k: v / tot for k, v in split.items()}
