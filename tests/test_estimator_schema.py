@@ -1,6 +1,9 @@
 """The estimators' input schema: what is public (dtypes, column names, shapes, devices, bounds) is checked before any
 noise is drawn and refused in one line that names no row count; what is private (a row's label or value) is not.
 Found by an independent review of the front doors (2026-11-27)."""
+from decimal import Decimal
+from fractions import Fraction
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -202,3 +205,20 @@ def test_inverse_transform_refuses_non_finite_features():
     m = _sc(bounds=(-4.0, 4.0), random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="finite"):
         m.inverse_transform(np.array([[np.nan, 0.0]]))
+
+
+@pytest.mark.parametrize("classes, labels, want", [
+    ([0, 1], np.array(["1e99999999999999999999999999999", "1"]), [-1, 1]),  # an exponent beyond Decimal's: no error
+    (["a", "b"], np.array([10**5000, 1], dtype=object), [-1, -1]),  # an int beyond str()'s digit limit: no error
+    (np.array([b"a", b"b"]), np.array([b"a", b"b", b"a"]), [0, 1, 0]),  # bytes, as the command line decodes them
+    (np.array([.1, .2], np.float32), ["0.1", "0.2"], [0, 1]),  # a float32 class in its own precision
+    (np.array([.1, .2], np.float32), np.array([np.float32(.1), np.float32(.2), 3], dtype=object), [0, 1, -1]),
+    ([0.5, 1], np.array([Decimal("0.5"), Fraction(1, 2), 1, "1.0"], dtype=object), [0, 0, 1, 1]),
+    (["nan", "a"], [float("nan"), "a"], [-1, 0]),  # a missing value is no class, as None and pandas' NA
+])
+def test_the_label_key_never_raises_and_matches_by_value(classes, labels, want):
+    """A review of the matching by value (2026-12-02): labels that made it raise (an error on a private label) or
+    that it no longer matched."""
+    e = DPGaussianMixture(classes=classes, clip_bound=1.0)
+    y = np.asarray(labels) if hasattr(labels, "dtype") else np.asarray(labels, dtype=object)
+    assert e._encode_labels(y, e._public_classes())[1].tolist() == want

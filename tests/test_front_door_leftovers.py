@@ -171,3 +171,18 @@ def test_accuracy_of_a_column_of_labels_is_not_broadcast():
         warnings.simplefilter("ignore")
         m = DPGaussianMixture(5.0, 1e-5, classes=[0, 1], clip_bound=10.0, random_state=0).fit(X, y)
         assert m.accuracy(X, y[:, None]) == m.accuracy(X, y) == m.score(X, y)
+
+
+def test_the_classical_rule_holds_at_epsilon_1():
+    """The classical calibration is refused above a per-part epsilon of 1 and allowed at 1 (Dwork & Roth state eps < 1):
+    at eps = 1 its sigma keeps the Gaussian mechanism's exact delta (Balle & Wang 2018, Thm 8, with scipy's normal
+    law) below the delta it was calibrated for."""
+    from scipy.stats import norm
+
+    from torchdpgmm.privacy import gaussian_sigma
+
+    for delta in (1e-2, 1e-3, 1e-5, 1e-8, 1e-12):
+        s = float(gaussian_sigma(1.0, delta, 1.0, rule="classical"))
+        assert s == pytest.approx(np.sqrt(2 * np.log(1.25 / delta)))
+        exact = norm.cdf(1 / (2 * s) - s) - np.e * norm.cdf(-1 / (2 * s) - s)
+        assert exact <= delta

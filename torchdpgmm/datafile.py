@@ -22,7 +22,7 @@ import math
 import re
 import zlib
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Sequence
 
@@ -70,7 +70,10 @@ def class_key(label: str) -> tuple:
     ``False`` ...) as the number 1 or 0 (the estimator matches a bool ``y`` to ``classes=[0, 1]`` so: ``--classes 0,1``
     and ``--classes False,True`` name the same two classes), any other text by its text (``1_0``, ``inf``)."""
     if _DECIMAL.fullmatch(label):
-        return ("number", Decimal(label))
+        try:
+            return ("number", Decimal(label))
+        except (InvalidOperation, ValueError):  # an exponent beyond the decimal module's range: matched as text
+            return ("text", label)
     if label in BOOLEAN_TEXT:
         return ("number", Decimal(BOOLEAN_TEXT[label]))
     return ("text", label)

@@ -28,6 +28,8 @@ import math
 import numbers
 import warnings
 from dataclasses import replace
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -250,15 +252,25 @@ def _classes_in_dtype_of(public: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _label_key(v: Any) -> tuple | None:
     """What a label or a class is matched by where either side is text (:func:`torchdpgmm.datafile.class_key`, as
-    the command line matches ``--classes``): a number by its exact decimal value, whatever its type (``1``, ``1.0``,
-    ``"1"``, ``" 1.0 "``, ``np.float32(0.1)`` and ``"0.1"``; ``True`` and ``"true"`` are 1), any other text by its
-    text; None (matching no class) for anything else (None, pandas' NA, a list)."""
+    the command line matches ``--classes``): a number by its exact value, whatever its type (``1``, ``1.0``, ``"1"``,
+    ``" 1.0 "``, ``Decimal("1")``; ``np.float32(0.1)`` and ``"0.1"``, a float by its shortest text in its own
+    precision; ``True`` and ``"true"`` are 1), text (``bytes`` decoded as UTF-8) by its text; None (matching no class)
+    for a NaN or an infinity (a missing value, as None and pandas' NA) and anything else. Never raises."""
     from torchdpgmm.datafile import class_key
 
+    if isinstance(v, (bytes, np.bytes_)):
+        v = bytes(v).decode("utf-8", "replace")
     if isinstance(v, (str, np.str_)):
-        return class_key(v.strip())
-    if isinstance(v, (bool, np.bool_, numbers.Real)) and not isinstance(v, np.datetime64):
-        return class_key(str(v))  # str: the shortest text of the value in its own precision
+        return class_key(str(v).strip())
+    if isinstance(v, (bool, np.bool_)):
+        return ("number", Fraction(int(v)))
+    if isinstance(v, numbers.Rational):  # ints of any size, numpy ints, Fraction: exact, no text
+        return ("number", Fraction(int(v.numerator), int(v.denominator)))
+    if isinstance(v, Decimal):
+        return ("number", v) if v.is_finite() else None
+    if isinstance(v, numbers.Real) and not isinstance(v, np.datetime64):
+        f = float(v)
+        return class_key(str(v)) if math.isfinite(f) else None  # equal values hash equal: Decimal, Fraction alike
     return None
 
 
@@ -384,10 +396,10 @@ class _PublicLabelsMixin:
         if len(u) != len(c):
             raise ValueError("classes contains duplicates")
         keys: dict[Any, Any] = {}
-        for v in u.tolist():  # labels are matched by value where text is involved: "1" and "1.0" are one class
+        for v in u:  # labels are matched by value where text is involved: "1" and "1.0" are one class
             k = _label_key(v)
             if k is not None and keys.setdefault(k, v) != v:
-                raise ValueError(f"classes name one class twice: {keys[k]!r} and {v!r} are the same value")
+                raise ValueError(f"classes name one class twice: {str(keys[k])!r} and {str(v)!r} are the same value")
         return u
 
     def _seed(self, stream: int = _FIT_STREAM) -> int:
@@ -418,12 +430,24 @@ class _PublicLabelsMixin:
             order = np.argsort(cls, kind="stable")
             pos = np.minimum(np.searchsorted(cls[order], y), len(cls) - 1)
             return public, np.where(cls[order][pos] == y, order[pos], -1).astype(np.int64)
-        lookup = {_label_key(c): i for i, c in enumerate(public.tolist())}  # text on either side: by the label key
+        # text on either side: by the label key, the classes' own scalars (a float32 class keeps its precision)
+        lookup = {_label_key(c): i for i, c in enumerate(public)}
         lookup.pop(None, None)
-        if y.dtype.kind in "US":  # typed text: the key of each distinct label once
+        if y.dtype.kind in "biufUS":  # typed: the key of each distinct label once
             uniq, inv = np.unique(y, return_inverse=True)
-            return public, np.array([lookup.get(_label_key(u), -1) for u in uniq.tolist()], np.int64)[inv.ravel()]
-        return public, np.fromiter((lookup.get(_label_key(v), -1) for v in y), dtype=np.int64, count=len(y))
+            return public, np.array([lookup.get(_label_key(u), -1) for u in uniq], np.int64)[inv.ravel()]
+        seen: dict[Any, int] = {}  # objects: one key per distinct (type, value), hashable ones remembered
+
+        def index(v: Any) -> int:
+            try:
+                return seen[(type(v), v)]
+            except KeyError:
+                out = seen[(type(v), v)] = lookup.get(_label_key(v), -1)
+                return out
+            except TypeError:  # unhashable (a list): no class
+                return -1
+
+        return public, np.fromiter((index(v) for v in y), dtype=np.int64, count=len(y))
 
 
 class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):

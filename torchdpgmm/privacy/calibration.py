@@ -15,7 +15,7 @@ the safe side (the returned mu satisfies ``delta(eps; mu) <= delta``).
 The rule of Liu, Scaglione & Peisert (2025), condition (10) with ``Gamma = I/sigma^2``, is
 ``sigma = Delta sqrt(2 ln(2/delta)) / eps`` (:func:`paper_gaussian_sigma`, kept for the as-published
 mode; it is not (eps, delta)-DP for large eps); the classical rule of Dwork & Roth (2014, Thm A.1) is
-``sigma = Delta sqrt(2 ln(1.25/delta)) / eps`` (valid for eps < 1 only).
+``sigma = Delta sqrt(2 ln(1.25/delta)) / eps`` (valid for eps <= 1 only: Dwork & Roth 2014, Thm A.1 states eps < 1; eps = 1 holds too, tests/test_front_door_leftovers.py).
 
 zCDP (Bun & Steinke 2016): rho-zCDP implies (eps, delta)-DP with the conversion of Canonne, Kamath &
 Steinke (2020, Cor. 13): ``delta = min_{a > 1} exp((a-1)(a rho - eps)) / (a-1) * (1 - 1/a)^a``.
@@ -197,7 +197,7 @@ def paper_gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> An
 
 def classical_gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0) -> Any:
     """The classical rule ``sigma = Delta sqrt(2 ln(1.25/delta)) / eps`` (Dwork & Roth 2014, Thm A.1;
-    valid for eps < 1 only)."""
+    valid for eps <= 1 only)."""
     check_epsilon(epsilon)
     check_delta(delta)
     (eps, dl, sens), is_t = _prepare(epsilon, delta, sensitivity)
@@ -213,7 +213,7 @@ def gaussian_sigma(epsilon: Any, delta: Any, sensitivity: Any = 1.0, *, rule: st
 
     ``"paper"``: :func:`paper_gaussian_sigma` (Liu, Scaglione & Peisert 2025, condition (10); not DP for
     large epsilon); ``"classical"``: :func:`classical_gaussian_sigma` (Dwork & Roth 2014, Thm A.1;
-    epsilon < 1 only); ``"analytic"``: :func:`analytic_gaussian_sigma` (Balle & Wang 2018, Thm 8; exact
+    epsilon <= 1 only); ``"analytic"``: :func:`analytic_gaussian_sigma` (Balle & Wang 2018, Thm 8; exact
     for every epsilon). A tensor ``epsilon`` of a floating dtype gives the result in that dtype.
     """
     fns = {"paper": paper_gaussian_sigma, "classical": classical_gaussian_sigma, "analytic": analytic_gaussian_sigma}

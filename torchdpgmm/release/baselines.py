@@ -192,26 +192,25 @@ def colored_mean_noise_cov(
     return scale * res.X, res
 
 
-def _epsilon_parts(eps: torch.Tensor, split: BudgetSplit, mechanism: str, calibration: str) -> tuple[torch.Tensor, ...]:
-    """``(eps_w, eps_m, eps_c)``: the split of ``eps`` over weights, means and covariances. With
-    ``calibration="classical"`` the rule ``sigma = S sqrt(2 ln(1.25/delta_part)) / eps_part`` (Dwork & Roth 2014,
-    Thm A.1) holds for ``eps_part <= 1`` only (the record's accountant says so), so a part it would calibrate above 1
-    is refused in one line, before any noise is drawn (public values: epsilon and the split), as the linear
-    accountant of :func:`torchdpgmm.em.dp_em.dp_em_epsilon` takes no bound from it there; ``"analytic"`` holds for
-    every epsilon. Only the parts the rule calibrates: every part of ``"gaussian"``, the weights and covariances of
-    ``"colored"`` and ``"r1smg"`` (their means keep their own calibration); none of ``"laplace"``."""
-    parts = {"weights": eps * split.weights, "means": eps * split.means, "covariances": eps * split.covariances}
-    if calibration != "classical":
-        return parts["weights"], parts["means"], parts["covariances"]
+def check_classical_domain(epsilon: Any, split: "BudgetSplit | None", mechanism: str, calibration: str) -> None:
+    """With ``calibration="classical"`` the rule ``sigma = S sqrt(2 ln(1.25/delta_part)) / eps_part`` (Dwork & Roth
+    2014, Thm A.1) holds for ``eps_part <= 1`` only (the record's accountant says so), so a part it would calibrate
+    above 1 is refused in one line before any noise is drawn, as the linear accountant of
+    :func:`torchdpgmm.em.dp_em.dp_em_epsilon` takes no bound from it there; ``"analytic"`` holds for every epsilon.
+    Only the parts the rule calibrates: every part of ``"gaussian"``, the weights and covariances of ``"colored"`` and
+    ``"r1smg"`` (their means keep their own calibration); none of ``"laplace"``. ``epsilon`` is the caller's public
+    budget (a number or a tensor of them), read on the host once."""
     used = {"gaussian": ("weights", "means", "covariances"), "colored": ("weights", "covariances"),
             "r1smg": ("weights", "covariances")}.get(mechanism, ())
-    over = {k: float(parts[k].max()) for k in used if bool((parts[k] > 1.0).any())}
-    if over:
-        k, v = max(over.items(), key=lambda kv: kv[1])
+    if calibration != "classical" or not used:
+        return
+    split = split or BudgetSplit()
+    top = float(torch.as_tensor(epsilon, dtype=torch.float64).detach().cpu().max())
+    k, v = max(((k, top * getattr(split, k)) for k in used), key=lambda kv: kv[1])
+    if v > 1.0:
         raise ValueError(f"calibration='classical' holds for a per-part epsilon <= 1 only (Dwork & Roth 2014, Thm "
                          f"A.1), but the {k} part gets epsilon {v:.4g}: use calibration='analytic' (Balle & Wang "
                          "2018, every epsilon) or a smaller epsilon")
-    return parts["weights"], parts["means"], parts["covariances"]
 
 
 def baseline_release(
@@ -257,7 +256,7 @@ def baseline_release(
     R = _broadcast_param(data_bound, batch, dtype, device)
     n_t = _broadcast_param(n, batch, dtype, device)
     sens = wu_sensitivities(n_t, K, R)
-    eps_w, eps_m, eps_c = _epsilon_parts(eps, split, mechanism, calibration)
+    eps_w, eps_m, eps_c = eps * split.weights, eps * split.means, eps * split.covariances
     gparts = _GAUSSIAN_PARTS[mechanism]
     dpart = dlt / max(len(gparts), 1)
     info: dict[str, Any] = {

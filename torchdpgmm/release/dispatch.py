@@ -370,7 +370,7 @@ class BaselineMechanism(Mechanism):
                 raise ValueError("mechanism='r1smg' needs a scalar delta")
 
     def __call__(self, X, y, num_classes, epsilon, delta, *, generator, mask, **options) -> Release:
-        from torchdpgmm.release.baselines import BudgetSplit, baseline_release
+        from torchdpgmm.release.baselines import BudgetSplit, baseline_release, check_classical_domain
 
         o = self.bind(options)
         split = o["split"]
@@ -378,6 +378,7 @@ class BaselineMechanism(Mechanism):
             split = BudgetSplit(*split)
         counts, batch, fitted0, fitted, eps_t, delta_t = _as_published_inputs(X, y, num_classes, epsilon, delta, mask)
         self._check(X, delta, o)
+        check_classical_domain(epsilon, split, self.name, o["calibration"])  # the public epsilon, on the host
         dtype, data_batch = X.dtype, X.shape[:-2]
         n_t = (mask.sum(-1) if mask is not None else torch.full(data_batch, X.shape[-2], device=X.device)).to(dtype)
         notes = [AS_PUBLISHED_CAVEATS[0], _LABEL_NOTE]
