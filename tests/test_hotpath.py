@@ -282,3 +282,19 @@ def test_accelerator_psd_repair_equals_the_cpu_one(bench, monkeypatch, ct, d):
     assert torch.equal(a.means, b.means) and torch.equal(a.weights, b.weights)
     scale = a.covariances.abs().amax((-1, -2), keepdim=True)
     assert ((a.covariances - b.covariances).abs() / scale).max() < 1e-13
+
+
+def test_sagmm_reads_no_count_or_value_of_the_data(bench):
+    """SAGMM's block fits ran fit_gmm's checks of non-private data: a host read of every block's count (whether one
+    had fewer than K unmasked rows) and of its values (any NaN), both private under SAGMM's add/remove adjacency,
+    and its k-means start read the labels' range (torch's one_hot on a CPU) (2026-12-02). None is left in the block
+    fits (em/gmm.py); the public checks (bounds, budget, the record's blocks) still read public values."""
+    from torchdpgmm.em import fit_sagmm
+
+    X = torch.randn(4, 60, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    run = lambda: fit_sagmm(X, 2, 2.0, 1e-5, num_blocks=3, mean_bounds=(-4.0, 4.0),  # noqa: E731
+                            var_bounds=(0.01, 4.0), max_iter=3, generator=torch.Generator().manual_seed(1))
+    c = bench.count(run, stacks=True)
+    data_reads = {k: v for k, v in c["sync_callers"].items() if "em/gmm.py" in k}  # the block fits' data path
+    assert data_reads == {}, c["sync_callers"]
+    assert c["sync_callers"], "the counter saw no read at all (the public checks read the bounds)"

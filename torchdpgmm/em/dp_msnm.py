@@ -48,7 +48,7 @@ from torchdpgmm.em._common import (
     shift_psd,
 )
 from torchdpgmm.em.dpgmm import resolve_l1_bound
-from torchdpgmm.em.gmm import _nearest, check_data, finite_rows, kmeans, kmeans_plusplus
+from torchdpgmm.em.gmm import _nearest, check_data, finite_rows, kmeans, kmeans_plusplus, one_hot
 from torchdpgmm.em.skew_normal import (
     SkewNormalMixtureFit,
     init_skew_normal_params,
@@ -77,7 +77,7 @@ def _msnm_start(Xc, mask, G: int, init_params, generator):
         return (weights.expand(*batch, G), xi.expand(*batch, G, d), Lam.expand(*batch, G, d, d),
                 eta.expand(*batch, G, d), "initialisation supplied by the caller")
     centres = kmeans(Xc, kmeans_plusplus(Xc, G, mask, generator), mask, 10)
-    resp = torch.nn.functional.one_hot(_nearest(Xc, centres), G).to(Xc.dtype)
+    resp = one_hot(_nearest(Xc, centres), G, Xc.dtype)
     return (*init_skew_normal_params(Xc, resp, mask),
             "k-means++ initialisation on the raw data is NOT private (the paper uses DP k-means)")
 

@@ -282,6 +282,13 @@ def kmeans_plusplus(
     return torch.where(some.unsqueeze(-1), torch.cat(centres, dim=-2), torch.zeros((), dtype=X.dtype, device=X.device))
 
 
+def one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
+    """``labels (...)`` in ``[0, num_classes)`` as one-hot rows ``(..., num_classes)`` of ``dtype`` by a comparison:
+    ``torch.nn.functional.one_hot`` reads the labels' minimum and maximum back to the host on a CPU (its range
+    check), a read of private values inside the DP fits' starts (exactly the same 0/1 rows)."""
+    return (labels.unsqueeze(-1) == torch.arange(num_classes, device=labels.device)).to(dtype)
+
+
 def _nearest(X: torch.Tensor, centres: torch.Tensor) -> torch.Tensor:
     d2 = torch.cdist(X, centres) if X.dtype == torch.float64 else torch.cdist(X, centres)
     return d2.argmin(-1)
@@ -297,7 +304,7 @@ def kmeans(
     K = centres.shape[-2]
     for _ in range(iters):
         lab = _nearest(X, centres)
-        onehot = torch.nn.functional.one_hot(lab, K).to(X.dtype)
+        onehot = one_hot(lab, K, X.dtype)
         if mask is not None:
             onehot = onehot * mask.unsqueeze(-1).to(X.dtype)
         cnt = onehot.sum(-2)
@@ -316,7 +323,7 @@ def init_from_centers(
     """Initial parameters from hard assignment to the nearest centre (scikit-learn's ``init_params=
     'kmeans'`` does the same with its own k-means labels)."""
     K = centres.shape[-2]
-    resp = torch.nn.functional.one_hot(_nearest(X, centres), K).to(X.dtype)
+    resp = one_hot(_nearest(X, centres), K, X.dtype)
     return m_step(X, resp, mask, reg_covar)
 
 
@@ -340,6 +347,7 @@ def fit_gmm(
     kmeans_iter: int = 10,
     init_params: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
+    private: bool = False,
 ) -> GMMFit:
     """Fit full-covariance GMMs by EM to every dataset in ``X (..., N, d)`` in one batched call.
 
@@ -356,11 +364,13 @@ def fit_gmm(
             ``"random"`` (random responsibilities). Ignored when ``init_params`` is given.
         init_params: ``(weights, means, covariances)`` to start from (broadcast over restarts).
         generator: the only source of randomness.
+        private: ``True`` inside a DP fit (SAGMM's block fits): only public facts are checked
+            (:func:`check_data` with ``private=True``), no host read of a count or a value.
 
     Returns:
         :class:`GMMFit` with ``loglik`` the total log-likelihood under the returned parameters.
     """
-    mask = check_data(X, num_components, mask)
+    mask = check_data(X, num_components, mask, private=private)
     if not isinstance(max_iter, int) or max_iter < 0:
         raise ValueError(f"max_iter must be a non-negative int, got {max_iter!r}")
     if not isinstance(n_init, int) or n_init < 1:

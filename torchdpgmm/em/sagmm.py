@@ -146,7 +146,7 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     small = mb.sum(-1, keepdim=True) < K
     first = torch.arange(mb.shape[-1], device=mb.device) < K
     mb = torch.where(small, first, mb)
-    fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator)
+    fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator, private=True)  # no read of a block's count
     w, m, c = (torch.nan_to_num(t, nan=0.0) for t in (fit.weights, fit.means, fit.covariances))
     w, m, c = align_components(w, m, c, align=align, direction=direction, reference_means=reference_means)
     lo_t = torch.as_tensor(lo, dtype=X.dtype, device=X.device)
