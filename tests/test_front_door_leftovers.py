@@ -186,3 +186,66 @@ def test_the_classical_rule_holds_at_epsilon_1():
         assert s == pytest.approx(np.sqrt(2 * np.log(1.25 / delta)))
         exact = norm.cdf(1 / (2 * s) - s) - np.e * norm.cdf(-1 / (2 * s) - s)
         assert exact <= delta
+
+
+# ---------------------------------------------------------------- an audit of the readers (2026-12-02)
+def test_synthesize_an_idx_folder_with_no_records_releases_noise(tmp_path, capsys):
+    """An IDX folder with no records ended in a traceback (a reshape with -1 of zero elements); under add/remove the
+    number of records is private, and the same table as NPZ or CSV releases from noise alone. It does now too."""
+    from torchdpgmm.data.idx import write_idx
+
+    (tmp_path / "idx").mkdir()
+    write_idx(tmp_path / "idx" / "train-images-idx3-ubyte.gz", torch.zeros(0, 28, 28, dtype=torch.uint8))
+    write_idx(tmp_path / "idx" / "train-labels-idx1-ubyte.gz", torch.zeros(0, dtype=torch.uint8))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = main(["synthesize", "--data", str(tmp_path / "idx"), "--classes", "0,1,2", "--epsilon", "4",
+                     "--delta", "1e-5", "--n-components", "4", "--out", str(tmp_path / "rel")])
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / "rel" / "release.json").exists()
+
+
+def test_a_row_of_another_length_in_a_list_drops_its_row_only():
+    """A Python list X with one row of the wrong length (or None, or a string) made fit refuse 'Expected 2D array':
+    an error on one record. The list's width is its first row's; another row becomes a dropped row (the same
+    release as without it)."""
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(0, 10, (90, 2)).tolist(), rng.integers(0, 2, 90).tolist()
+    kw = dict(epsilon=1.0, delta=1e-5, classes=[0, 1], clip_bound=10.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = DPGaussianMixture(**kw).fit(X, y).model_.counts
+        for odd in ([1.0], [1.0, 2.0, 3.0], None, "abc"):
+            counts = DPGaussianMixture(**kw).fit(X + [odd], y + [1]).model_.counts
+            assert torch.equal(counts, ref), odd  # the odd row dropped: the same release
+
+
+def test_a_complex_cell_drops_its_row_only():
+    """One complex cell makes numpy's array and pandas' column complex; that dtype was refused (an error on one
+    cell). A cell with a nonzero imaginary part is now a dropped row, the others their real values."""
+    pd = pytest.importorskip("pandas")
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(0, 10, (90, 2)), rng.integers(0, 2, 90)
+    kw = dict(epsilon=1.0, delta=1e-5, classes=[0, 1], clip_bound=10.0, random_state=0)
+    Xc = np.concatenate([X, [[1 + 2j, 3.0]]]).astype(complex)
+    yc = np.concatenate([y, [1]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = DPGaussianMixture(**kw).fit(X, y).means_
+        for cells in (Xc, pd.DataFrame({"a": Xc[:, 0], "b": Xc[:, 1].real})):
+            np.testing.assert_array_equal(DPGaussianMixture(**kw).fit(cells, yc).means_, ref)
+
+
+def test_a_boolean_feature_cell_is_read_alike_by_both_front_doors(tmp_path):
+    """The command line's CSV reader dropped a row whose feature cell is 'True' while the estimator read it as 1 (as a
+    bool column): both read boolean texts as 1 / 0 now."""
+    from torchdpgmm.datafile import read_labeled_table
+
+    path = tmp_path / "t.csv"
+    path.write_text("u,v,label\nTrue,2.0,a\nfalse,1.5,b\n3.0,TRUE,a\n")
+    t = read_labeled_table(path, "label", ["u", "v"], classes=["a", "b"], private=True)
+    np.testing.assert_array_equal(np.asarray(t.X), [[1.0, 2.0], [0.0, 1.5], [3.0, 1.0]])

@@ -522,11 +522,13 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     import numpy as np
     import torch
 
+    import zipfile
     import zlib
 
-    # EOFError / zlib.error: a truncated or corrupt compressed input (e.g. an IDX .gz cut short)
-    return (ValueError, TypeError, OSError, ArithmeticError, EOFError, zlib.error, np.linalg.LinAlgError,
-            torch.linalg.LinAlgError)
+    # EOFError / zlib.error: a truncated or corrupt compressed input (e.g. an IDX .gz cut short); BadZipFile: an NPZ
+    # whose member fails its CRC check
+    return (ValueError, TypeError, OSError, ArithmeticError, EOFError, zlib.error, zipfile.BadZipFile,
+            np.linalg.LinAlgError, torch.linalg.LinAlgError)
 
 
 def _cleanup(created: list[Path]) -> None:

@@ -269,7 +269,7 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         for j, c in enumerate(fi):
             v = r[c].strip()
             try:
-                X[r_i, j] = float(v) if v != "" else math.nan
+                X[r_i, j] = float(BOOLEAN_TEXT[v]) if v in BOOLEAN_TEXT else float(v) if v != "" else math.nan
             except ValueError:
                 if private:
                     X[r_i, j] = math.nan
@@ -315,7 +315,7 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
         raise ValueError(f"{path}: the IDX training files are not valid IDX (bad header, type or length)") from None
     if images.dim() != 3 or labels.dim() != 1 or labels.shape[0] != images.shape[0]:
         raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each")  # n is private
-    X = images.reshape(images.shape[0], -1).to(torch.float64)
+    X = images.reshape(images.shape[0], images.shape[1] * images.shape[2]).to(torch.float64)  # -1 fails at n = 0
     X = X / 255.0 if images.dtype == torch.uint8 else X
     index = {class_key(c): i for i, c in enumerate(names)}
     y = torch.tensor([index.get(class_key(_label_text(v)), -1) for v in labels.tolist()], dtype=torch.long)

@@ -93,6 +93,38 @@ def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
         return np.vectorize(one, otypes=[np.float64])(a) if a.size else a.astype(np.float64)  # on a private value
 
 
+def _real_or_nan(a: np.ndarray) -> np.ndarray:
+    """A complex array as float64: a cell with a nonzero imaginary part is not a real number and becomes NaN (its row
+    is dropped), the others their real part. numpy and pandas make an array complex when one cell is, so refusing
+    it would reveal such a cell."""
+    a = np.asarray(a)
+    return np.where(a.imag == 0, a.real, np.nan).astype(np.float64)
+
+
+def _list_rows(X: list | tuple) -> np.ndarray:
+    """A Python list of rows as a ``(N, d)`` object array, ``d`` the first row's length: a list has no dtype or shape
+    of its own, so a row of another length (or one that is not a sequence) becomes a row of NaN, dropped by the
+    release, instead of a refusal that would reveal it (pass an array or a DataFrame to make the width public)."""
+    def width(r: Any) -> int | None:
+        if isinstance(r, (str, bytes, dict)) or not hasattr(r, "__len__"):
+            return None
+        try:
+            return len(r)
+        except TypeError:  # a 0-d array
+            return None
+
+    rows = list(X)
+    d = width(rows[0]) if rows else None
+    if not d:
+        raise ValueError("X is a list whose first row is not a sequence of numbers (or an empty list): its width "
+                         "is unknown; pass a 2-D array or a DataFrame")
+    out = np.full((len(rows), d), math.nan, dtype=object)
+    for i, r in enumerate(rows):
+        if width(r) == d:
+            out[i] = list(r)
+    return out
+
+
 def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
     """A DataFrame with every column as float64, read cell by cell where its dtype is object or text (pandas'
     ``str`` / ``string``, pyarrow strings), all alike: a cell that is not a finite number becomes NaN, so its row is
@@ -116,9 +148,12 @@ def _dataframe_numbers_or_nan(df: Any, discrete_hint: bool = False) -> Any:
                                  "(df, dtype=int)) and list the new columns in discrete=, or use it as the class label")
             raise ValueError(f"column {name!r} has dtype {dtype}: every column is treated as continuous; one-hot "
                              "encode a categorical column (or drop it) before fitting")
-        if kind in "mMc":
+        if kind in "mM":
             raise ValueError(f"column {name!r} has dtype {dtype}: only real numbers can be released; convert it "
                              "to a number (or drop it) before fitting")
+        if kind == "c":  # inferred from the cells (one complex cell makes the column complex): read cell by cell
+            out[name] = _real_or_nan(df[name].to_numpy())
+            continue
         col = df[name].to_numpy(dtype=object) if kind not in "fiub" else df[name].to_numpy(dtype=np.float64,
                                                                                              na_value=np.nan)
         out[name] = _numbers_or_nan(col) if col.dtype == object else col
@@ -342,13 +377,16 @@ class _PublicLabelsMixin:
         if hasattr(X, "iloc") and hasattr(X, "dtypes"):  # a DataFrame: its dtypes are public schema
             X = _dataframe_numbers_or_nan(X, discrete_hint=hasattr(self, "discrete"))
         if not hasattr(X, "iloc") and not scipy.sparse.issparse(X):  # DataFrames keep their column names
-            Xa = np.asarray(X) if hasattr(X, "dtype") else np.asarray(X, dtype=object)
+            if isinstance(X, (list, tuple)):  # no dtype or shape of its own: row by row (_list_rows)
+                Xa = _list_rows(X)
+            else:
+                Xa = np.asarray(X) if hasattr(X, "dtype") else np.asarray(X, dtype=object)
             if Xa.ndim != 2:
                 raise ValueError(f"Expected 2D array, got {Xa.ndim}-D: X must have one row per record")
             if Xa.shape[1] == 0:
                 raise ValueError("X has 0 feature(s) (columns); at least one is required")
-            if Xa.dtype.kind == "c":
-                raise ValueError("Complex data not supported: X must hold real numbers")
+            if Xa.dtype.kind == "c":  # possibly inferred from one cell: read cell by cell
+                X = Xa = _real_or_nan(Xa)
             if Xa.dtype.kind in "OUS":
                 X = _numbers_or_nan(Xa)
         try:
