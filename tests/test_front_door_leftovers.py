@@ -249,3 +249,20 @@ def test_a_boolean_feature_cell_is_read_alike_by_both_front_doors(tmp_path):
     path.write_text("u,v,label\nTrue,2.0,a\nfalse,1.5,b\n3.0,TRUE,a\n")
     t = read_labeled_table(path, "label", ["u", "v"], classes=["a", "b"], private=True)
     np.testing.assert_array_equal(np.asarray(t.X), [[1.0, 2.0], [0.0, 1.5], [3.0, 1.0]])
+
+
+def test_an_npz_failing_its_crc_check_is_one_line(tmp_path, capsys):
+    """An NPZ whose member fails its CRC check ended in a zipfile.BadZipFile traceback; a corrupt input is one line
+    with exit status 2, as usage.md promises."""
+    path = tmp_path / "t.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, X=rng.uniform(0, 10, (40, 2)), y=rng.integers(0, 2, 40))
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"\x93NUMPY") + 200  # inside X's stored bytes (np.savez does not compress)
+    raw[at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    code = main(["release", "--data", str(path), "--classes", "0,1", "--clip-bound", "5", "--epsilon", "1",
+                 "--delta", "1e-5", "--out", str(tmp_path / "m.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert not (tmp_path / "m.json").exists()
