@@ -116,3 +116,19 @@ def test_a_record_with_a_non_finite_value_is_read_as_the_origin(name):
         if hasattr(a, field):
             assert torch.equal(getattr(a, field), getattr(b, field)), field
     assert torch.isfinite(a.loglik).all()
+
+
+@pytest.mark.parametrize("value", [1e12, 1e100, 1e200, -1e300])
+def test_sagmm_reads_an_extreme_finite_record_without_an_error(value):
+    """A review (2026-12-02): one finite but extreme record (1e12 and up) made SAGMM raise (a block's Cholesky, or
+    its k-means++ draw at 1e200), an error on a private value. The block fits see each record clipped to the public
+    box of the bounds (sagmm.RECORD_REACH); the fit is the one with that record at the box's corner."""
+    from torchdpgmm.em.sagmm import RECORD_REACH
+
+    X = torch.randn(200, D, dtype=torch.float64, generator=_g(4))
+    odd, corner = X.clone(), X.clone()
+    odd[3] = value
+    corner[3] = (5.0 + RECORD_REACH * 2.0) if value > 0 else -(5.0 + RECORD_REACH * 2.0)  # var_bounds (0.01, 4)
+    a, b = _fit("sagmm", odd, None), _fit("sagmm", corner, None)
+    assert torch.equal(a.means, b.means) and torch.equal(a.covariances, b.covariances)
+    assert torch.isfinite(a.means).all()

@@ -40,6 +40,9 @@ WAIVED = {
                                    "released Bayes classifier may assign some points to them; forcing "
                                    "'predict the only class seen' would reveal which classes are empty "
                                    "(passes or fails with the noise draw: random_state is not set by this check)",
+    "check_transformer_data_not_an_array": "it fits on a Python list of rows, whose width would be read from a "
+                                           "record: refused in sound mode without bounds for every column "
+                                           "(estimator._list_rows; an array or a DataFrame has a public width)",
 }
 
 

@@ -205,21 +205,30 @@ def test_synthesize_an_idx_folder_with_no_records_releases_noise(tmp_path, capsy
     assert (tmp_path / "rel" / "release.json").exists()
 
 
-def test_a_row_of_another_length_in_a_list_drops_its_row_only():
-    """A Python list X with one row of the wrong length (or None, or a string) made fit refuse 'Expected 2D array':
-    an error on one record. The list's width is its first row's; another row becomes a dropped row (the same
-    release as without it)."""
+def test_a_list_is_read_at_the_public_width_of_its_bounds_or_refused_by_its_type():
+    """A Python list X with one row of another length (or None, or a string) made fit refuse 'Expected 2D array', an
+    error on one record; reading its width from its first row (a first fix) let that record decide how the others are
+    read and the model's shape (a review). A list has no public width of its own: with bounds for every column it is
+    read at their width (another row is a dropped row: the same release as without it; an empty list is a table
+    without rows), without them it is refused by its type, whatever its rows."""
     from torchdpgmm import DPGaussianMixture
 
     rng = np.random.default_rng(0)
     X, y = rng.uniform(0, 10, (90, 2)).tolist(), rng.integers(0, 2, 90).tolist()
-    kw = dict(epsilon=1.0, delta=1e-5, classes=[0, 1], clip_bound=10.0, random_state=0)
+    kw = dict(epsilon=1.0, delta=1e-5, classes=[0, 1], bounds=[(0, 10), (0, 10)], random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = DPGaussianMixture(**kw).fit(X, y).model_.counts
-        for odd in ([1.0], [1.0, 2.0, 3.0], None, "abc"):
-            counts = DPGaussianMixture(**kw).fit(X + [odd], y + [1]).model_.counts
-            assert torch.equal(counts, ref), odd  # the odd row dropped: the same release
+        ref = DPGaussianMixture(**kw).fit(np.asarray(X), y)
+        assert torch.equal(DPGaussianMixture(**kw).fit(X, y).model_.means, ref.model_.means)
+        for odd in ([1.0], [1.0, 2.0, 3.0], None, "abc", {1.0, 2.0}, np.array([[1.0, 2.0]])):
+            for where in (0, 45):
+                rows, labels = X[:where] + [odd] + X[where:], y[:where] + [1] + y[where:]
+                got = DPGaussianMixture(**kw).fit(rows, labels).model_
+                assert torch.equal(got.counts, ref.model_.counts), (odd, where)
+        DPGaussianMixture(**kw).fit([], [])  # no rows: released from noise alone, not refused
+    for rows in (X, [[1.0, 2.0, 3.0]] + X[1:], []):
+        with pytest.raises(ValueError, match="X is a Python list, whose width would be read from a record"):
+            DPGaussianMixture(1.0, 1e-5, classes=[0, 1], clip_bound=10.0).fit(rows, y[:len(rows)])
 
 
 def test_a_complex_cell_drops_its_row_only():
@@ -266,3 +275,28 @@ def test_an_npz_failing_its_crc_check_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
     assert not (tmp_path / "m.json").exists()
+
+
+def test_odd_object_cells_and_labels_neither_raise_nor_warn():
+    """A review (2026-12-02): a numpy complex scalar in an object cell printed numpy's ComplexWarning and was read as its
+    real part, a size-1 array in a cell warns or is read by numpy's version, and a timedelta64 label (numpy counts it
+    as an Integral) raised in the label key. Each is now a dropped row, silently (a real complex cell, imaginary part
+    0, is its real value, as a complex array's is)."""
+    from torchdpgmm import DPGaussianMixture
+
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(0, 10, (90, 2)), rng.integers(0, 2, 90)
+    kw = dict(epsilon=1.0, delta=1e-5, classes=[0, 1], clip_bound=10.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = DPGaussianMixture(**kw).fit(X, y).model_
+    Xo = np.concatenate([X, [[1.0, 2.0]]]).astype(object)
+    for cell, label, dropped in ((np.complex128(5 + 2j), 1, True), (np.array([7.0]), 1, True),
+                                 (1.0, np.timedelta64(1, "D"), True), (np.complex128(5 + 0j), 1, False)):
+        Xc, yc = Xo.copy(), np.concatenate([y, [0]]).astype(object)
+        Xc[-1, 0], yc[-1] = cell, label
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = DPGaussianMixture(**kw).fit(Xc, yc).model_
+        assert not [w for w in caught if not issubclass(w.category, UserWarning)], [str(w.message) for w in caught]
+        assert torch.equal(got.counts, ref.counts) == dropped, cell

@@ -85,6 +85,10 @@ def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
     def one(v: Any) -> float:
         if isinstance(v, str) and v.strip() in BOOLEAN_TEXT:
             return float(BOOLEAN_TEXT[v.strip()])
+        if isinstance(v, (complex, np.complexfloating)):  # real only where the imaginary part is 0 (no warning)
+            return float(v.real) if v.imag == 0 else math.nan
+        if isinstance(v, np.ndarray) and v.ndim > 0:  # an array in a cell is not a number (numpy's float() of a
+            return math.nan  # size-1 array warns or succeeds by version)
         try:
             return float(v)
         except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
@@ -101,26 +105,42 @@ def _real_or_nan(a: np.ndarray) -> np.ndarray:
     return np.where(a.imag == 0, a.real, np.nan).astype(np.float64)
 
 
-def _list_rows(X: list | tuple) -> np.ndarray:
-    """A Python list of rows as a ``(N, d)`` object array, ``d`` the first row's length: a list has no dtype or shape
-    of its own, so a row of another length (or one that is not a sequence) becomes a row of NaN, dropped by the
-    release, instead of a refusal that would reveal it (pass an array or a DataFrame to make the width public)."""
-    def width(r: Any) -> int | None:
-        if isinstance(r, (str, bytes, dict)) or not hasattr(r, "__len__"):
-            return None
-        try:
-            return len(r)
-        except TypeError:  # a 0-d array
-            return None
+def _public_width(bounds: Any) -> int | None:
+    """The number of columns that public ``bounds`` fix (a :class:`~torchdpgmm.bounds.Bounds`, a list of pairs, a
+    ``(lower_array, upper_array)`` pair), or None (no bounds, one pair for every column, a dict of names)."""
+    from torchdpgmm.bounds import Bounds
+
+    if bounds is None or isinstance(bounds, dict):
+        return None
+    if isinstance(bounds, Bounds):
+        return int(bounds.lower.size)
+    try:
+        return int(Bounds.parse(bounds).lower.size)
+    except (ValueError, TypeError):
+        return None
+
+
+def _list_rows(X: list | tuple, d: int | None) -> np.ndarray:
+    """A Python list of rows as a ``(N, d)`` object array, ``d`` the width the public ``bounds`` fix: a list has no
+    dtype or shape of its own, and a width read from a record would let that record decide how the others are read
+    (and the model's shape). Without a public width the list is refused by its type (pass a 2-D array, a DataFrame,
+    or bounds for every column); with one, a row of another length (or one that is not a sequence) becomes a row of
+    NaN, dropped by the release, and an empty list is a table without rows."""
+    if d is None:
+        raise ValueError("X is a Python list, whose width would be read from a record: pass a 2-D array "
+                         "(numpy.asarray(X, dtype=float)) or a DataFrame, or bounds for every column")
+
+    def fits(r: Any) -> bool:
+        if isinstance(r, (np.ndarray, torch.Tensor)):
+            return tuple(r.shape) == (d,)
+        if isinstance(r, (str, bytes, dict, set, frozenset)) or not hasattr(r, "__len__"):
+            return False
+        return len(r) == d
 
     rows = list(X)
-    d = width(rows[0]) if rows else None
-    if not d:
-        raise ValueError("X is a list whose first row is not a sequence of numbers (or an empty list): its width "
-                         "is unknown; pass a 2-D array or a DataFrame")
     out = np.full((len(rows), d), math.nan, dtype=object)
     for i, r in enumerate(rows):
-        if width(r) == d:
+        if fits(r):
             out[i] = list(r)
     return out
 
@@ -291,8 +311,17 @@ def _label_key(v: Any) -> tuple | None:
     ``" 1.0 "``, ``Decimal("1")``; ``np.float32(0.1)`` and ``"0.1"``, a float by its shortest text in its own
     precision; ``True`` and ``"true"`` are 1), text (``bytes`` decoded as UTF-8) by its text; None (matching no class)
     for a NaN or an infinity (a missing value, as None and pandas' NA) and anything else. Never raises."""
+    try:
+        return _label_key_of(v)
+    except Exception:  # an exotic type (numpy's timedelta64 claims to be an Integral): no class, never an error
+        return None
+
+
+def _label_key_of(v: Any) -> tuple | None:
     from torchdpgmm.datafile import class_key
 
+    if isinstance(v, (np.datetime64, np.timedelta64)):
+        return None
     if isinstance(v, (bytes, np.bytes_)):
         v = bytes(v).decode("utf-8", "replace")
     if isinstance(v, (str, np.str_)):
@@ -303,7 +332,7 @@ def _label_key(v: Any) -> tuple | None:
         return ("number", Fraction(int(v.numerator), int(v.denominator)))
     if isinstance(v, Decimal):
         return ("number", v) if v.is_finite() else None
-    if isinstance(v, numbers.Real) and not isinstance(v, np.datetime64):
+    if isinstance(v, numbers.Real):
         f = float(v)
         return class_key(str(v)) if math.isfinite(f) else None  # equal values hash equal: Decimal, Fraction alike
     return None
@@ -377,8 +406,8 @@ class _PublicLabelsMixin:
         if hasattr(X, "iloc") and hasattr(X, "dtypes"):  # a DataFrame: its dtypes are public schema
             X = _dataframe_numbers_or_nan(X, discrete_hint=hasattr(self, "discrete"))
         if not hasattr(X, "iloc") and not scipy.sparse.issparse(X):  # DataFrames keep their column names
-            if isinstance(X, (list, tuple)):  # no dtype or shape of its own: row by row (_list_rows)
-                Xa = _list_rows(X)
+            if isinstance(X, (list, tuple)):  # no dtype or shape of its own: row by row at a public width
+                Xa = _list_rows(X, _public_width(getattr(self, "bounds", None)))
             else:
                 Xa = np.asarray(X) if hasattr(X, "dtype") else np.asarray(X, dtype=object)
             if Xa.ndim != 2:

@@ -347,7 +347,7 @@ def fit_gmm(
     kmeans_iter: int = 10,
     init_params: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
-    private: bool = False,
+    _private: bool = False,
 ) -> GMMFit:
     """Fit full-covariance GMMs by EM to every dataset in ``X (..., N, d)`` in one batched call.
 
@@ -364,13 +364,16 @@ def fit_gmm(
             ``"random"`` (random responsibilities). Ignored when ``init_params`` is given.
         init_params: ``(weights, means, covariances)`` to start from (broadcast over restarts).
         generator: the only source of randomness.
-        private: ``True`` inside a DP fit (SAGMM's block fits): only public facts are checked
-            (:func:`check_data` with ``private=True``), no host read of a count or a value.
+        _private: internal, for a DP fit's own use (SAGMM's block fits, on finite records): only public facts are
+            checked (:func:`check_data` with ``private=True``), no host read of a count or a value; it adds no
+            noise, and ``tol`` (a host read per iteration) is refused with it.
 
     Returns:
         :class:`GMMFit` with ``loglik`` the total log-likelihood under the returned parameters.
     """
-    mask = check_data(X, num_components, mask, private=private)
+    if _private and tol is not None:
+        raise ValueError("tol reads the fit's log-likelihood back every iteration: not inside a DP fit (_private)")
+    mask = check_data(X, num_components, mask, private=_private)
     if not isinstance(max_iter, int) or max_iter < 0:
         raise ValueError(f"max_iter must be a non-negative int, got {max_iter!r}")
     if not isinstance(n_init, int) or n_init < 1:

@@ -103,6 +103,13 @@ def _clip_spectrum(S: torch.Tensor, v_min: float, v_max: float) -> torch.Tensor:
     return 0.5 * (out + out.transpose(-1, -2))
 
 
+#: the block fits see every record clipped, per coordinate, to the mean bounds widened by this many of the largest
+#: public standard deviations, ``sqrt(v_max)``: a map of each record alone (SAGMM bounds every block's estimate
+#: anyway), which keeps extreme finite records from breaking a block's fit; data that the public bounds describe
+#: lie far inside
+RECORD_REACH = 10.0
+
+
 def sagmm_blocks(X: torch.Tensor, num_blocks: int, mask: torch.Tensor, generator,
                  max_block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Step 1: ``(X_blocks (..., l, C, d), mask_blocks (..., l, C))``: record ``i`` goes to block ``b_i``,
@@ -146,7 +153,7 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     small = mb.sum(-1, keepdim=True) < K
     first = torch.arange(mb.shape[-1], device=mb.device) < K
     mb = torch.where(small, first, mb)
-    fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator, private=True)  # no read of a block's count
+    fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator, _private=True)  # no read of a block's count
     w, m, c = (torch.nan_to_num(t, nan=0.0) for t in (fit.weights, fit.means, fit.covariances))
     w, m, c = align_components(w, m, c, align=align, direction=direction, reference_means=reference_means)
     lo_t = torch.as_tensor(lo, dtype=X.dtype, device=X.device)
@@ -225,7 +232,12 @@ def fit_sagmm(
                                        or max_block_size < num_components):
         raise ValueError(f"max_block_size must be an int >= num_components = {num_components} (public) or None, "
                          f"got {max_block_size!r}")
-    w, m, c = sagmm_aggregate(X, K, num_blocks, lo, hi, v_min, v_max, mask=mask, max_iter=max_iter, align=align,
+    # every record inside the public box the bounds allow for the data (a map of each record alone): a finite but
+    # extreme record (1e12) made a block's Cholesky or k-means++ draw fail, an error on a private value
+    reach = RECORD_REACH * math.sqrt(v_max)
+    box = [torch.as_tensor(v, dtype=X.dtype, device=X.device) for v in (lo, hi)]
+    Xc = torch.minimum(torch.maximum(X, box[0] - reach), box[1] + reach)
+    w, m, c = sagmm_aggregate(Xc, K, num_blocks, lo, hi, v_min, v_max, mask=mask, max_iter=max_iter, align=align,
                               direction=direction, reference_means=reference_means, generator=generator,
                               max_block_size=max_block_size)
     batch = w.shape[:-1]
