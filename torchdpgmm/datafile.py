@@ -63,6 +63,12 @@ _DECIMAL = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 BOOLEAN_TEXT = {"True": 1, "true": 1, "TRUE": 1, "False": 0, "false": 0, "FALSE": 0}
 
 
+def cell_number(text: str) -> float:
+    """A feature cell's number, as both front doors read it: a boolean text (:data:`BOOLEAN_TEXT`) is 1 or 0, as a
+    ``bool`` column is, anything else Python's ``float`` (``ValueError`` for a cell that is not a number)."""
+    return float(BOOLEAN_TEXT[text]) if text in BOOLEAN_TEXT else float(text)
+
+
 def class_key(label: str) -> tuple:
     """What a label is matched by against ``--classes``: a decimal number by its exact value (``1``, ``1.0``, ``01``
     and ``1e0`` name one class, as a CSV written from a float column writes ``1.0``; ``9007199254740993`` is not
@@ -269,7 +275,7 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
         for j, c in enumerate(fi):
             v = r[c].strip()
             try:
-                X[r_i, j] = float(BOOLEAN_TEXT[v]) if v in BOOLEAN_TEXT else float(v) if v != "" else math.nan
+                X[r_i, j] = cell_number(v) if v != "" else math.nan
             except ValueError:
                 if private:
                     X[r_i, j] = math.nan

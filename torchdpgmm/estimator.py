@@ -80,17 +80,15 @@ def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
     written as text (``True`` / ``true`` / ``TRUE``, ``False`` ...: the spellings pandas' ``read_csv`` reads as
     booleans) is 1 or 0, as a ``bool`` column is: pandas infers a column's dtype from all its cells, so one cell that is
     not a boolean must not change how the others are read."""
-    from torchdpgmm.datafile import BOOLEAN_TEXT
+    from torchdpgmm.datafile import cell_number
 
     def one(v: Any) -> float:
-        if isinstance(v, str) and v.strip() in BOOLEAN_TEXT:
-            return float(BOOLEAN_TEXT[v.strip()])
         if isinstance(v, (complex, np.complexfloating)):  # real only where the imaginary part is 0 (no warning)
             return float(v.real) if v.imag == 0 else math.nan
         if isinstance(v, np.ndarray) and v.ndim > 0:  # an array in a cell is not a number (numpy's float() of a
             return math.nan  # size-1 array warns or succeeds by version)
         try:
-            return float(v)
+            return cell_number(v.strip()) if isinstance(v, str) else float(v)
         except (TypeError, ValueError, OverflowError):  # OverflowError: an int beyond float range
             return math.nan
     with np.errstate(all="ignore"):  # a cell beyond float64 (a longdouble) becomes inf without a warning: a print
@@ -269,7 +267,9 @@ def _pandas_out(sample: Any) -> Any:
         names = getattr(self, "feature_names_in_", None)
         if names is None:
             return x, y
-        return _sample_frame(self, x, names), __import__("pandas").Series(np.asarray(y))
+        import pandas as pd
+
+        return _sample_frame(self, x, names), pd.Series(np.asarray(y))
 
     return wrapper
 

@@ -38,7 +38,7 @@ from torchdpgmm.em._common import (
     laplace,
     shift_psd,
 )
-from torchdpgmm.em.gmm import GMMFit, check_data, e_step, finite_rows, mixture_log_likelihood, weighted_moments
+from torchdpgmm.em.gmm import GMMFit, e_step, mixture_log_likelihood, private_data, weighted_moments
 
 __all__ = ["MAPPrior", "dp_em_sensitivities", "dp_em_epsilon", "calibrate_dp_em", "map_m_step", "fit_dp_em"]
 
@@ -209,8 +209,7 @@ def fit_dp_em(
         :class:`PrivacyRecord`.
     """
     _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound)
-    mask = check_data(X, num_components, mask, private=True)  # public facts only: any count, any value
-    X = finite_rows(X)  # a record with a non-finite value read as the origin (no refusal)
+    X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     K, d = num_components, X.shape[-1]
     batch = X.shape[:-2]

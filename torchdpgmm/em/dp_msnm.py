@@ -48,7 +48,7 @@ from torchdpgmm.em._common import (
     shift_psd,
 )
 from torchdpgmm.em.dpgmm import resolve_l1_bound
-from torchdpgmm.em.gmm import _nearest, check_data, finite_rows, kmeans, kmeans_plusplus, one_hot
+from torchdpgmm.em.gmm import _nearest, kmeans, kmeans_plusplus, one_hot, private_data
 from torchdpgmm.em.skew_normal import (
     SkewNormalMixtureFit,
     init_skew_normal_params,
@@ -141,8 +141,7 @@ def fit_dp_msnm(
         raise ValueError(f"R1 and R2 must be > 0, got R1={R1!r}, R2={R2!r}")
     if init not in ("kmeans++",) and init_params is None:
         raise ValueError(f"init must be 'kmeans++' (or pass init_params), got {init!r}")
-    mask = check_data(X, num_components, mask, private=True)  # public facts only: any count, any value
-    X = finite_rows(X)  # a record with a non-finite value read as the origin (no refusal)
+    X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
     G, d = num_components, X.shape[-1]

@@ -49,13 +49,12 @@ from torchdpgmm.em._common import (
 )
 from torchdpgmm.em.gmm import (
     GMMFit,
-    check_data,
-    finite_rows,
     e_step,
     init_from_centers,
     kmeans,
     kmeans_plusplus,
     mixture_log_likelihood,
+    private_data,
 )
 
 __all__ = ["wu_sensitivities", "fit_dpgmm", "resolve_l1_bound"]
@@ -131,8 +130,7 @@ def fit_dpgmm(
         raise ValueError(f"split must be three positive shares summing to 1, got {split!r}")
     if not isinstance(max_iter, int) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-    mask = check_data(X, num_components, mask, private=True)  # public facts only: any count, any value
-    X = finite_rows(X)  # a record with a non-finite value read as the origin (no refusal)
+    X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
     K = num_components

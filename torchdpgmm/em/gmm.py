@@ -29,6 +29,7 @@ __all__ = [
     "fit_gmm",
     "check_data",
     "finite_rows",
+    "private_data",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -85,6 +86,15 @@ def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None =
     if bool((mask.sum(-1) < num_components).any()):
         raise ValueError(f"every dataset needs at least num_components={num_components} unmasked points")
     return mask
+
+
+def private_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """How every DP fit reads its data: ``(X, mask)`` after :func:`check_data` with ``private=True`` (public facts
+    only: any count, any value), ``X`` with a record holding a non-finite value read as the origin
+    (:func:`finite_rows`, no refusal)."""
+    mask = check_data(X, num_components, mask, private=True)
+    return finite_rows(X), mask
 
 
 def finite_rows(X: torch.Tensor) -> torch.Tensor:

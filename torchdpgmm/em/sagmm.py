@@ -51,7 +51,7 @@ from typing import Any
 import torch
 
 from torchdpgmm.em._common import check_em_budget, laplace, laplace_symmetric, make_record, noised_block
-from torchdpgmm.em.gmm import GMMFit, check_data, finite_rows, fit_gmm, mixture_log_likelihood
+from torchdpgmm.em.gmm import GMMFit, fit_gmm, mixture_log_likelihood, private_data
 from torchdpgmm.mechanisms import normal_noise, symmetric_noise
 
 __all__ = ["fit_sagmm", "sagmm_blocks", "sagmm_aggregate", "sagmm_sensitivities", "align_components"]
@@ -142,6 +142,12 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     ``(..., K)``, ``(..., K, d)``, ``(..., K, d, d)`` (plus the clipped block estimates when asked)."""
     K = num_components
     mask = torch.ones(X.shape[:-1], dtype=torch.bool, device=X.device) if mask is None else mask
+    lo_t = torch.as_tensor(lo, dtype=X.dtype, device=X.device)
+    hi_t = torch.as_tensor(hi, dtype=X.dtype, device=X.device)
+    # every record inside the public box the bounds allow for the data (a map of each record alone): a finite but
+    # extreme record (1e12) made a block's Cholesky or k-means++ draw fail, an error on a private value
+    reach = RECORD_REACH * math.sqrt(v_max)
+    X = torch.minimum(torch.maximum(X, lo_t - reach), hi_t + reach)
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     # every block has at least K slots, so that one with fewer than K records is fitted on K (below); without a public
     # cap the slots are max(N, K): fewer rows than K used to fail inside every block's fit, an error on N
@@ -156,8 +162,6 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator, _private=True)  # no read of a block's count
     w, m, c = (torch.nan_to_num(t, nan=0.0) for t in (fit.weights, fit.means, fit.covariances))
     w, m, c = align_components(w, m, c, align=align, direction=direction, reference_means=reference_means)
-    lo_t = torch.as_tensor(lo, dtype=X.dtype, device=X.device)
-    hi_t = torch.as_tensor(hi, dtype=X.dtype, device=X.device)
     w = w.clamp(0.0, 1.0)
     w = w / w.sum(-1, keepdim=True).clamp(min=torch.finfo(X.dtype).tiny)
     m = torch.minimum(torch.maximum(m, lo_t), hi_t)
@@ -223,8 +227,7 @@ def fit_sagmm(
     _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency)
     if align == "reference" and reference_means is None:
         raise ValueError("align='reference' needs public reference_means (K, d)")
-    mask = check_data(X, num_components, mask, private=True)  # public facts only: any count, any value
-    X = finite_rows(X)  # a record with a non-finite value read as the origin (no refusal)
+    X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
     K, d = num_components, X.shape[-1]
     tot = sum(split.values())
     split = {k: v / tot for k, v in split.items()}
@@ -232,12 +235,7 @@ def fit_sagmm(
                                        or max_block_size < num_components):
         raise ValueError(f"max_block_size must be an int >= num_components = {num_components} (public) or None, "
                          f"got {max_block_size!r}")
-    # every record inside the public box the bounds allow for the data (a map of each record alone): a finite but
-    # extreme record (1e12) made a block's Cholesky or k-means++ draw fail, an error on a private value
-    reach = RECORD_REACH * math.sqrt(v_max)
-    box = [torch.as_tensor(v, dtype=X.dtype, device=X.device) for v in (lo, hi)]
-    Xc = torch.minimum(torch.maximum(X, box[0] - reach), box[1] + reach)
-    w, m, c = sagmm_aggregate(Xc, K, num_blocks, lo, hi, v_min, v_max, mask=mask, max_iter=max_iter, align=align,
+    w, m, c = sagmm_aggregate(X, K, num_blocks, lo, hi, v_min, v_max, mask=mask, max_iter=max_iter, align=align,
                               direction=direction, reference_means=reference_means, generator=generator,
                               max_block_size=max_block_size)
     batch = w.shape[:-1]

@@ -15,7 +15,8 @@ the safe side (the returned mu satisfies ``delta(eps; mu) <= delta``).
 The rule of Liu, Scaglione & Peisert (2025), condition (10) with ``Gamma = I/sigma^2``, is
 ``sigma = Delta sqrt(2 ln(2/delta)) / eps`` (:func:`paper_gaussian_sigma`, kept for the as-published
 mode; it is not (eps, delta)-DP for large eps); the classical rule of Dwork & Roth (2014, Thm A.1) is
-``sigma = Delta sqrt(2 ln(1.25/delta)) / eps`` (valid for eps <= 1 only: Dwork & Roth 2014, Thm A.1 states eps < 1; eps = 1 holds too, tests/test_front_door_leftovers.py).
+``sigma = Delta sqrt(2 ln(1.25/delta)) / eps`` (valid for eps <= 1 only: Dwork & Roth 2014, Thm A.1 states
+eps < 1; eps = 1 holds too, tests/test_front_door_leftovers.py).
 
 zCDP (Bun & Steinke 2016): rho-zCDP implies (eps, delta)-DP with the conversion of Canonne, Kamath &
 Steinke (2020, Cor. 13): ``delta = min_{a > 1} exp((a-1)(a rho - eps)) / (a-1) * (1 - 1/a)^a``.

@@ -69,6 +69,7 @@ stderr), :class:`~torchdpgmm.estimator.DPGaussianMixture` and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from typing import Any
@@ -182,6 +183,7 @@ def _laplace_scale(n: int, scale: float) -> float:
     return s
 
 
+@functools.lru_cache(maxsize=1024)  # public floats; a release calls it per block and epsilon
 def laplace_l1_threshold(n: int, scale: float, discrete: bool, tail: float = EMPTY_SUMS_TAIL) -> float:
     """``a`` with ``P(sum_{i <= n} |e_i| >= a) <= tail`` for ``n`` independent Laplace noise coordinates: continuous of
     scale ``b = scale`` (density ``exp(-|x|/b) / 2b``), or discrete on the integers with ``P(k)`` proportional to
@@ -199,6 +201,7 @@ def laplace_l1_threshold(n: int, scale: float, discrete: bool, tail: float = EMP
     return _chernoff(n, s, log_m, tail)
 
 
+@functools.lru_cache(maxsize=1024)  # public floats; a release calls it per block and epsilon
 def laplace_sum_threshold(n: int, scale: float, discrete: bool, tail: float = EMPTY_SUMS_TAIL) -> float:
     """``a`` with ``P(sum_{i <= n} e_i >= a) <= tail`` for ``n`` independent Laplace noise coordinates (signed; the laws
     of :func:`laplace_l1_threshold`). Chernoff's bound with the moment generating function of ``e``:
