@@ -19,7 +19,7 @@ from torchdpgmm._validation import as_float_tensor, check_finite, check_labels
 
 __all__ = [
     "LabeledGMM", "fit_labeled", "class_moments", "moments_to_parameters", "class_counts", "histogram_counts",
-    "COVARIANCE_TYPES",
+    "one_hot", "COVARIANCE_TYPES",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -214,9 +214,17 @@ class LabeledGMM:
         return self._draw_given_labels(y, generator), y, mask
 
 
+def one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
+    """``labels (...)`` as one-hot rows ``(..., num_classes)`` of ``dtype`` by a comparison (a label outside
+    ``[0, num_classes)`` gives a row of zeros). ``torch.nn.functional.one_hot`` reads the labels' minimum and
+    maximum back to the host on a CPU (its range check): a read, and a possible refusal, of private labels."""
+    return (labels.unsqueeze(-1) == torch.arange(num_classes, device=labels.device)).to(dtype)
+
+
 def class_counts(y: torch.Tensor, num_classes: int, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-class counts ``N_k`` of integer labels ``y (..., N)`` (masked rows excluded) -> ``(..., K)``."""
-    onehot = torch.nn.functional.one_hot(y.long().clamp(0, num_classes - 1), num_classes)
+    """Per-class counts ``N_k`` of integer labels ``y (..., N)`` (masked rows excluded; a label outside
+    ``[0, num_classes)`` counts in the nearest class) -> ``(..., K)`` int64."""
+    onehot = one_hot(y.long().clamp(0, num_classes - 1), num_classes, torch.int64)
     if mask is not None:
         onehot = onehot * mask.unsqueeze(-1).to(onehot.dtype)
     return onehot.sum(-2)

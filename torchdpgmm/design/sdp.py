@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from torchdpgmm._shapes import broadcast_shapes
+from torchdpgmm.mixture import one_hot
 
 __all__ = [
     "CoveringSDPResult",
@@ -80,7 +81,7 @@ def label_flip_differences(X: torch.Tensor, y: torch.Tensor, num_classes: int,
         mask = torch.ones(y.shape, dtype=torch.bool, device=y.device)
     else:  # padding rows may hold anything (NaN included): zero them before any arithmetic
         X = torch.where(mask.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
-    onehot = torch.nn.functional.one_hot(y.clamp(0, num_classes - 1), num_classes).to(X.dtype)
+    onehot = one_hot(y.clamp(0, num_classes - 1), num_classes, X.dtype)
     if masked:
         onehot = onehot * mask.unsqueeze(-1).to(X.dtype)                 # (..., N, K)
     counts = onehot.sum(-2)                                               # (..., K)

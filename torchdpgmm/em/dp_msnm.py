@@ -48,12 +48,13 @@ from torchdpgmm.em._common import (
     shift_psd,
 )
 from torchdpgmm.em.dpgmm import resolve_l1_bound
-from torchdpgmm.em.gmm import _nearest, kmeans, kmeans_plusplus, one_hot, private_data
+from torchdpgmm.em.gmm import _nearest, kmeans, kmeans_plusplus, private_data
 from torchdpgmm.em.skew_normal import (
     SkewNormalMixtureFit,
     init_skew_normal_params,
     msnm_e_step,
 )
+from torchdpgmm.mixture import one_hot
 
 __all__ = ["msnm_sensitivities", "fit_dp_msnm"]
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from torchdpgmm.mixture import one_hot
+
 __all__ = [
     "GMMFit",
     "gaussian_log_prob",
@@ -290,13 +292,6 @@ def kmeans_plusplus(
         centres.append(c)
         d2 = torch.minimum(d2, ((X - c) ** 2).sum(-1))
     return torch.where(some.unsqueeze(-1), torch.cat(centres, dim=-2), torch.zeros((), dtype=X.dtype, device=X.device))
-
-
-def one_hot(labels: torch.Tensor, num_classes: int, dtype: torch.dtype) -> torch.Tensor:
-    """``labels (...)`` in ``[0, num_classes)`` as one-hot rows ``(..., num_classes)`` of ``dtype`` by a comparison:
-    ``torch.nn.functional.one_hot`` reads the labels' minimum and maximum back to the host on a CPU (its range
-    check), a read of private values inside the DP fits' starts (exactly the same 0/1 rows)."""
-    return (labels.unsqueeze(-1) == torch.arange(num_classes, device=labels.device)).to(dtype)
 
 
 def _nearest(X: torch.Tensor, centres: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,7 @@ import torch
 
 from torchdpgmm.em._common import information_criteria, num_params_msnm
 from torchdpgmm.em.gmm import check_data, kmeans, kmeans_plusplus, _select_best
+from torchdpgmm.mixture import one_hot
 
 __all__ = [
     "SkewNormalMixtureFit",
@@ -355,7 +356,7 @@ def fit_skew_normal_mixture(
         centres = kmeans(Xr, kmeans_plusplus(Xr, K, mr, generator), mr, kmeans_iter)
         from torchdpgmm.em.gmm import _nearest
 
-        resp = torch.nn.functional.one_hot(_nearest(Xr, centres), K).to(X.dtype)
+        resp = one_hot(_nearest(Xr, centres), K, X.dtype)
         weights, xi, Lam, eta = init_skew_normal_params(Xr, resp, mr)
     n = mr.sum(-1).to(X.dtype)
     prev = torch.full(bs, -math.inf, dtype=X.dtype, device=X.device)
