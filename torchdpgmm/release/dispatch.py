@@ -359,8 +359,10 @@ class BaselineMechanism(Mechanism):
         cf = o["cov_floor"]
         if not (isinstance(cf, (int, float)) and cf > 0 and math.isfinite(cf)):
             raise ValueError(f"cov_floor must be a finite float > 0, got {cf!r}")
-        if o["calibration"] not in ("paper", "classical", "analytic"):
-            raise ValueError(f"calibration must be 'paper', 'classical' or 'analytic', got {o['calibration']!r}")
+        from torchdpgmm.privacy.calibration import GAUSSIAN_RULES
+
+        if o["calibration"] not in GAUSSIAN_RULES:
+            raise ValueError(f"calibration must be one of {GAUSSIAN_RULES}, got {o['calibration']!r}")
         if self.name == "colored" and o["solver"] not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {o['solver']!r}")
         if self.name == "r1smg":
