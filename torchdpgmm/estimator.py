@@ -545,7 +545,7 @@ class DPGaussianMixture(_PublicLabelsMixin, ClassifierMixin, BaseEstimator):
         units (``means_``, ``covariances_``; ``predict``, ``predict_proba`` and ``score`` take raw ``X`` and map it
         as the release mapped its records: into the box, then onto the clipping ball, see ``clip_radius_``);
         ``sample`` draws rows from the released model restricted to the bounds (never clipped onto them). Every column is treated as continuous: one-hot encode or drop categorical
-        columns first (a DataFrame column of dtype ``category`` or ``bool`` is refused, naming it).
+        columns first (a DataFrame column of dtype ``category`` is refused, naming it; a ``bool`` column is 0 / 1).
     center : {"noisy-mean", "box"}, default None
         With ``bounds`` only (refused without them): where the records are clipped in the unit box. None or
         ``"noisy-mean"``: a private centre is released first with ``CENTRE_FRACTION`` of the budget (the noisy
@@ -960,9 +960,9 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
     ``CLIP_FRACTION * sqrt(d)/2`` for the PCA and the class stage (without bounds: 14, 10 and 5, which suit
     pixel values in [0, 1]). :meth:`transform`,
     :meth:`predict` take raw rows in the user's units; :meth:`sample` returns rows of the released feature
-    space, or, with bounds, rows in the user's units clipped into the bounds (:meth:`inverse_transform`:
-    exact up to the clipping when ``n_components`` equals the width, else the projection on the released
-    subspace). ``discrete`` (with ``bounds``; as for :class:`DPGaussianMixture`): integer columns and one-hot
+    space, or, with bounds, rows in the user's units drawn from the released model restricted to the bounds
+    (:meth:`inverse_transform`: exact up to the clipping when ``n_components`` equals the width, else the
+    projection on the released subspace). ``discrete`` (with ``bounds``; as for :class:`DPGaussianMixture`): integer columns and one-hot
     groups, modelled as continuous and rounded in :meth:`sample` (an integer column to the nearest integer
     inside its integer bounds; a one-hot group to exactly one 1 at its largest value). A DataFrame column of
     dtype ``category`` is refused in one line naming it (one-hot encode it first); a ``bool`` column is 0 / 1.
