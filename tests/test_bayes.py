@@ -364,3 +364,31 @@ def test_theorem41_and_bayes_error_on_cuda_match_cpu():
                               torch.eye(2, dtype=torch.float64, device="cuda").expand(2, 2, 2))
     err = B.bayes_error_mc(model, model, 200_000, torch.Generator(device="cuda").manual_seed(0))
     assert err.device.type == "cuda" and abs(float(err) - 0.1587) < 0.005  # Phi(-1)
+
+
+# ------------------------------------------------------------------- padding and bad input (probe)
+def test_masked_nan_rows_are_ignored_by_class_statistics_and_xi_release():
+    """Padding rows (mask False) may hold NaN and any label: they used to poison every class's
+    statistics (NaN * 0 = NaN) and make xi_release fail. Reference: numpy on the unmasked rows."""
+    m = _two_class(d=2)
+    x, y = B.sample_classes(m, 60, torch.Generator().manual_seed(11))
+    mask = torch.ones(60, dtype=torch.bool)
+    mask[:5] = False
+    xm, ym = x.clone(), y.clone()
+    xm[:5] = float("nan")
+    ym[:2] = -1  # a padding label outside [0, K)
+    counts, means, covs = B.class_statistics(xm, ym, 2, mask)
+    xr, yr = x[5:].numpy(), y[5:].numpy()
+    for k in range(2):
+        assert counts[k] == (yr == k).sum()
+        assert np.allclose(means[k].numpy(), xr[yr == k].mean(0))
+        assert np.allclose(covs[k].numpy(), np.cov(xr[yr == k].T, bias=True))
+    lo, hi = B.truncation_box(m.means, m.covariances, k=1.5)
+    rel = B.xi_release(xm, ym, 2, 1.0, lo, hi, mask=mask, generator=torch.Generator().manual_seed(1))
+    for k in range(2):  # the noise-free model is the 1/n statistics of the records clamped to their box
+        xk = np.clip(xr[yr == k], lo[k].numpy(), hi[k].numpy())
+        assert np.allclose(rel.nonprivate.means[k].numpy(), xk.mean(0))
+        assert np.allclose(rel.nonprivate.covariances[k].numpy(), np.cov(xk.T, bias=True))
+    assert bool(torch.isfinite(rel.model.means).all() and torch.isfinite(rel.model.covariances).all())
+    sub = B.xi_release(x[5:], y[5:], 2, 1.0, lo, hi, generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(rel.model.means, sub.model.means) and torch.allclose(rel.counts, sub.counts)

@@ -107,7 +107,13 @@ def class_statistics(
     x: torch.Tensor, y: torch.Tensor, num_classes: int, mask: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Counts ``(...,K)``, means ``(...,K,d)`` and ``1/n_k`` covariances ``(...,K,d,d)`` per class
-    (the estimators of Theorems 3.1 and 3.5-3.7). ``mask (...,N)`` marks valid rows of padded data."""
+    (the estimators of Theorems 3.1 and 3.5-3.7). ``mask (...,N)`` marks valid rows of padded data; the
+    masked-out rows may hold anything, even NaN or a label outside ``[0, K)`` (zeroed before any arithmetic,
+    as in :func:`torchdpgmm.mixture.class_moments`)."""
+    if mask is not None:  # NaN * 0 = NaN: a masked row must be zeroed, not merely weighted by 0
+        keep = mask != 0
+        x = torch.where(keep.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
+        y = torch.where(keep, y, torch.zeros((), dtype=y.dtype, device=y.device))
     onehot = torch.nn.functional.one_hot(y, num_classes).to(x.dtype)  # (...,N,K)
     if mask is not None:
         onehot = onehot * mask.unsqueeze(-1).to(x.dtype)
@@ -170,6 +176,10 @@ def xi_release(
         raise ValueError(f"lo and hi must have shape (..., {num_classes}, {x.shape[-1]})")
     if not bool((widths > 0).all()):
         raise ValueError("hi must exceed lo in every attribute")
+    if mask is not None:  # padding may hold anything (NaN, any label): zeroed before any arithmetic
+        keep = mask != 0
+        x = torch.where(keep.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype, device=x.device))
+        y = torch.where(keep, y, torch.zeros((), dtype=y.dtype, device=y.device))
     onehot = torch.nn.functional.one_hot(y, num_classes)
     if mask is not None:
         onehot = onehot * mask.unsqueeze(-1)
