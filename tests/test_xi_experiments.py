@@ -72,3 +72,19 @@ def test_theorem41_study_quick(tmp_path):
     by = {(r["quantiles"], r["form"]): r for r in rows}
     assert by[("corrected", "interval")]["holds"] and by[("corrected", "paper")]["holds"]
     assert not by[("paper", "interval")]["holds"]  # printed quantiles: coverage ~0.33 < 0.95^8
+
+
+def test_one_trial_writes_the_study(tmp_path):
+    """One trial has no t-interval (None in the rows): the figures used to refuse it after every trial had
+    run (matplotlib's isfinite on None), so nothing was written. The band is now left out."""
+    assert main(["experiment", "xi-fig1", "--out", str(tmp_path), "--trials", "1", "--sizes", "200",
+                 "--num-test", "1000"]) == 0
+    rows = json.loads((tmp_path / "xi-fig1.json").read_text())["rows"]
+    assert rows[0]["dp_error_ci_low"] is None and (tmp_path / "xi-fig1.png").exists()
+    try:
+        import torchdpgmm.release  # noqa: F401
+    except ImportError:
+        return
+    assert main(["experiment", "xi-compare", "--out", str(tmp_path), "--quick", "--trials", "1", "--sizes", "200",
+                 "--num-test", "500", "--mechanisms", "kl"]) == 0
+    assert (tmp_path / "xi-compare.png").exists() and (tmp_path / "xi-compare.csv").exists()

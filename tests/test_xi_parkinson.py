@@ -150,3 +150,12 @@ def test_study_small_run(tmp_path):
         if r["method"] == "nonprivate":
             assert r["bayes_error"] < 0.01  # the paper: below 0.01 without noise
     assert (tmp_path / "xi-parkinson.png").exists() and (tmp_path / "xi-parkinson.csv").exists()
+
+
+def test_study_one_trial(tmp_path):
+    """One trial: no t-interval (None in the rows); the figure leaves the band out instead of refusing."""
+    assert main(["experiment", "xi-parkinson", "--out", str(tmp_path), "--quick", "--trials", "1",
+                 "--num-test", "500"]) == 0
+    rows = json.loads((tmp_path / "xi-parkinson.json").read_text())["rows"]
+    assert all(r["bayes_error_ci_low"] is None for r in rows)
+    assert (tmp_path / "xi-parkinson.png").exists()

@@ -114,6 +114,12 @@ def xi_trials(
     return out
 
 
+def _ci_values(rows: list[dict[str, Any]], key: str) -> list[float]:
+    """``rows[i][key]`` for a plot, an undefined interval end (None in the written rows: one trial has no
+    t-interval) as NaN, which matplotlib leaves out of a band instead of refusing the whole figure."""
+    return [float("nan") if r.get(key) is None else float(r[key]) for r in rows]
+
+
 def _summary(prefix: str, v: torch.Tensor) -> dict[str, Any]:
     ci = mean_ci(v)
     five = v[:PAPER_REPS]
@@ -315,7 +321,7 @@ def _plot_figure(title: str, num_test: int | None = None) -> Callable:
             n = [r["n"] for r in rr]
             lab = (f"sigma={sigma:g} " if sigma is not None else "") + f"eps={eps:g}"
             line, = ax.plot(n, [r["dp_error_mean"] for r in rr], "o-", label=f"DP {lab}: mean, 95% t band")
-            ax.fill_between(n, [r["dp_error_ci_low"] for r in rr], [r["dp_error_ci_high"] for r in rr],
+            ax.fill_between(n, _ci_values(rr, "dp_error_ci_low"), _ci_values(rr, "dp_error_ci_high"),
                             color=line.get_color(), alpha=0.15)
             ax.plot(n, [r["dp_error_mean_5reps"] for r in rr], "x:", color=line.get_color(),
                     label="  mean of the first 5 trials")
@@ -470,7 +476,7 @@ def _plot_compare(rows, path: Path) -> None:
         level = ("pure eps-DP, replace-one" if mech.startswith("xi") else "no noise" if mech == "nonprivate" else
                  f"delta={rr[0].get('delta', 0):g}, label-level (as published)")
         line, = ax.plot(n, [r["bayes_error_mean"] for r in rr], "o-", label=f"{mech} ({level})")
-        ax.fill_between(n, [r["bayes_error_ci_low"] for r in rr], [r["bayes_error_ci_high"] for r in rr],
+        ax.fill_between(n, _ci_values(rr, "bayes_error_ci_low"), _ci_values(rr, "bayes_error_ci_high"),
                         color=line.get_color(), alpha=0.15)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("training set size n (records, log scale)")

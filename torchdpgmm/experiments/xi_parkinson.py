@@ -41,6 +41,7 @@ import torch
 from torchdpgmm.bayes import GaussianClasses, bayes_error_mc, class_statistics, sample_classes, truncation_box
 from torchdpgmm.bayes import xi_release
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
+from torchdpgmm.experiments.xi import _ci_values
 
 __all__ = ["PUBLIC_BOX", "PAPER_SIZES", "EPSILON_GRID", "parkinson_model", "public_box", "sound_gaussian_release",
            "parkinson_trials", "METHODS", "STUDIES"]
@@ -258,7 +259,7 @@ def _plot(rows, path: Path) -> None:
             guarantee = ("no noise" if m == "nonprivate" else
                          f"delta={pts[0].get('delta', 0):g}, {pts[0].get('adjacency', '?')}" if pts else "")
             line, = ax.plot(xs, [r["bayes_error"] for r in pts], "o-", label=f"{m} ({guarantee})")
-            ax.fill_between(xs, [r["bayes_error_ci_low"] for r in pts], [r["bayes_error_ci_high"] for r in pts],
+            ax.fill_between(xs, _ci_values(pts, "bayes_error_ci_low"), _ci_values(pts, "bayes_error_ci_high"),
                             color=line.get_color(), alpha=0.15)
         if rr:
             ax.axhline(rr[0]["majority_error"], color="grey", ls="--", lw=1, label="majority class")
