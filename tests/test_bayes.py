@@ -392,3 +392,19 @@ def test_masked_nan_rows_are_ignored_by_class_statistics_and_xi_release():
     assert bool(torch.isfinite(rel.model.means).all() and torch.isfinite(rel.model.covariances).all())
     sub = B.xi_release(x[5:], y[5:], 2, 1.0, lo, hi, generator=torch.Generator().manual_seed(1))
     assert torch.allclose(rel.model.means, sub.model.means) and torch.allclose(rel.counts, sub.counts)
+
+
+def test_sample_size_and_chunk_size_are_checked():
+    """n = 0 and chunk_size = 0 gave torch's 'cannot sample n_sample <= 0 samples'; a numpy int is fine."""
+    m = _two_class(d=2)
+    g = torch.Generator().manual_seed(0)
+    state = g.get_state()
+    for n in (0, -3, 2.0, True):
+        with pytest.raises(ValueError, match="n must be a positive int"):
+            B.sample_classes(m, n, g)
+    for cs in (0, -1, 100.0):
+        with pytest.raises(ValueError, match="chunk_size must be a positive int"):
+            B.bayes_error_mc(m, m, num_test=10, generator=g, chunk_size=cs)
+    assert torch.equal(g.get_state(), state)
+    x, y = B.sample_classes(m, np.int64(7), g)
+    assert x.shape == (7, 2) and y.shape == (7,)

@@ -88,3 +88,13 @@ def test_one_trial_writes_the_study(tmp_path):
     assert main(["experiment", "xi-compare", "--out", str(tmp_path), "--quick", "--trials", "1", "--sizes", "200",
                  "--num-test", "500", "--mechanisms", "kl"]) == 0
     assert (tmp_path / "xi-compare.png").exists() and (tmp_path / "xi-compare.csv").exists()
+
+
+def test_bad_sizes_are_one_line(tmp_path, capsys):
+    """--sizes 0 printed a traceback (torch's RuntimeError, rc 1) after the optimal error had run."""
+    assert main(["experiment", "xi-fig1", "--out", str(tmp_path), "--trials", "2", "--sizes", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--sizes must be integers >= 4" in err
+    assert main(["experiment", "xi-parkinson", "--out", str(tmp_path), "--trials", "2", "--sizes", "3"]) == 2
+    assert "--sizes must be integers >= 4" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

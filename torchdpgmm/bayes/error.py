@@ -9,6 +9,7 @@ the true and the plug-in model broadcast, so one call evaluates every trial of a
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -85,6 +86,9 @@ def sample_classes(
     (labels from the weights, then ``mu_y + L_y z`` with ``L_y = D chol(D^-1 Sigma_y D^-1)``, ``D`` the
     diagonal of standard deviations: the Cholesky factor of ``Sigma_y`` computed in standardised
     coordinates); ``batch_shape`` adds leading trial dimensions."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    n = int(n)
     w, mu, cov = _params(model)
     batch = broadcast_shapes(tuple(batch_shape), w.shape[:-1], mu.shape[:-2], cov.shape[:-3])
     K, d = mu.shape[-2], mu.shape[-1]
@@ -113,6 +117,8 @@ def bayes_error_mc(
     its own test set; returns ``(...)`` with the broadcast batch shape of the two models."""
     if isinstance(num_test, bool) or not isinstance(num_test, int) or num_test < 1:
         raise ValueError(f"num_test must be a positive int, got {num_test!r}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     tw, tm, tc = _params(true_model)
     pw, pm, pc = _params(plugin_model)
     batch = broadcast_shapes(tw.shape[:-1], tm.shape[:-2], tc.shape[:-3],

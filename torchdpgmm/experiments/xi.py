@@ -114,6 +114,14 @@ def xi_trials(
     return out
 
 
+def _check_sizes(sizes: list, name: str = "--sizes") -> None:
+    """Refuse, before any trial runs, a training size below 4: two classes of at least 2 records each
+    (:func:`~torchdpgmm.bayes.xi_release` refuses fewer)."""
+    for n in sizes:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 4:
+            raise ValueError(f"{name} must be integers >= 4 (two classes of at least 2 records), got {n!r}")
+
+
 def _ci_values(rows: list[dict[str, Any]], key: str) -> list[float]:
     """``rows[i][key]`` for a plot, an undefined interval end (None in the written rows: one trial has no
     t-interval) as NaN, which matplotlib leaves out of a band instead of refusing the whole figure."""
@@ -256,6 +264,7 @@ def _fig_rows(figure: str, models: list[tuple[dict, GaussianClasses]],
     repair = o.get("repair", "xi")
     sizes = list(cfg.pick("sizes", sizes, sizes[:2]))  # --quick shrinks only what the user did not give
     trials, num_test = cfg.pick("trials", trials, min(trials, 6)), int(cfg.pick("num_test", num_test, 2_000))
+    _check_sizes(sizes)
     g = cfg.generator()
     rows = []
     for info, m in models:
@@ -425,6 +434,7 @@ def run_compare(cfg: ExperimentConfig) -> StudyResult:
         raise ValueError(f"--setting must be fig1 or corr-D-SIGMA, got {setting!r}")
     sizes = list(cfg.pick("sizes", sizes, sizes[:2]))  # --quick shrinks only what the user did not give
     trials, num_test = cfg.pick("trials", trials, min(trials, 4)), int(cfg.pick("num_test", num_test, 2_000))
+    _check_sizes(sizes)
     d = m.means.shape[-1]
     lo, hi = truncation_box(m.means, m.covariances)
     widths = hi - lo

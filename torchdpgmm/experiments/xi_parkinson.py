@@ -41,7 +41,7 @@ import torch
 from torchdpgmm.bayes import GaussianClasses, bayes_error_mc, class_statistics, sample_classes, truncation_box
 from torchdpgmm.bayes import xi_release
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
-from torchdpgmm.experiments.xi import _ci_values
+from torchdpgmm.experiments.xi import _ci_values, _check_sizes
 
 __all__ = ["PUBLIC_BOX", "PAPER_SIZES", "EPSILON_GRID", "parkinson_model", "public_box", "sound_gaussian_release",
            "parkinson_trials", "METHODS", "STUDIES"]
@@ -197,6 +197,8 @@ def run_parkinson(cfg: ExperimentConfig) -> StudyResult:
     # --quick shrinks only what the user did not give (ExperimentConfig.pick)
     sizes, grid = list(cfg.pick("sizes", sizes, sizes[:2])), list(cfg.pick("epsilons", grid, grid[:2]))
     trials, num_test = cfg.pick("trials", trials, min(trials, 4)), int(cfg.pick("num_test", num_test, 2_000))
+    _check_sizes(sizes)
+    _check_sizes([grid_n], "--grid-n")
     model = parkinson_model(cfg.device)
     g = cfg.generator()
     optimal = float(bayes_error_mc(model, model, 4 * num_test, g, chunk_size=20_000))
