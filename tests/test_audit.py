@@ -416,3 +416,58 @@ def test_noise_scales_read_from_typed_record_blocks():
     assert torch.allclose(a, b)
     assert A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, typed) == pytest.approx(
         A.sound_pair_mu(P.dataset0, P.dataset1, 2, CLIP, rec))
+
+
+# ------------------------------------------------------------------ calibration edges (probe)
+def _mp_gdp_delta(eps, mu):
+    """Cor. 2.13 of Dong, Roth & Su (2019) in 50-digit arithmetic (mpmath): no overflow, no underflow."""
+    import mpmath as mp
+
+    mp.mp.dps = 50
+    eps, mu = mp.mpf(eps), mp.mpf(mu)
+    return mp.ncdf(-eps / mu + mu / 2) - mp.exp(eps) * mp.ncdf(-eps / mu - mu / 2)
+
+
+def test_gdp_epsilon_exact_edges():
+    """delta = 0 returned 64 (the doubling stopped once Phi underflowed); mu = 50 overflowed math.exp;
+    mu = 0 divided by zero; mu = -1 returned 0 silently."""
+    import mpmath as mp
+
+    assert A.gdp_epsilon_exact(0.0, 1.0) == math.inf  # mu > 0 is (eps, 0)-DP for no finite eps
+    assert A.gdp_epsilon_exact(1e-5, 0.0) == 0.0      # identical outputs
+    assert A.gdp_epsilon_exact(1.0, 1.0) == 0.0
+    got = A.gdp_epsilon_exact(1e-5, 50.0)             # eps near 1462: e^eps is past a float's range
+    mp.mp.dps = 50
+    ref = mp.findroot(lambda e: _mp_gdp_delta(e, 50) - mp.mpf("1e-5"), 1460)
+    assert got == pytest.approx(float(ref), rel=1e-10)
+    for delta, mu in ((1e-5, -1.0), (1e-5, math.nan), (1e-5, math.inf), (-1e-5, 1.0), (1.5, 1.0), (math.nan, 1.0)):
+        with pytest.raises(ValueError, match="mu must be|delta must"):
+            A.gdp_epsilon_exact(delta, mu)
+
+
+def test_gdp_mu_exact_edges():
+    """delta > 1 looped forever, delta = 1 returned an arbitrary 32, a negative epsilon or delta gave scipy's
+    sign error; epsilon = 0 with a tiny delta has its root below the old bracket's 1e-9."""
+    from scipy.special import erfinv
+
+    for eps, delta in ((1.0, 1.0), (1.0, 0.0), (1.0, -1e-5), (-1.0, 1e-5), (math.inf, 1e-5), (math.nan, 1e-5),
+                       (1.0, 1.5)):
+        with pytest.raises(ValueError, match="epsilon must be|delta must"):
+            A.gdp_mu_exact(eps, delta)
+    # epsilon = 0: delta(0, mu) = 2 Phi(mu/2) - 1 = erf(mu / (2 sqrt 2)), so mu = 2 sqrt(2) erfinv(delta)
+    assert A.gdp_mu_exact(0.0, 1e-12) == pytest.approx(2 * math.sqrt(2) * erfinv(1e-12), rel=1e-8)
+    assert A.gdp_mu_exact(0.0, 0.3) == pytest.approx(2 * math.sqrt(2) * erfinv(0.3), rel=1e-10)
+
+
+def test_audit_ceiling_and_power_report_check_their_arguments():
+    """num_evaluation = 0 raised ZeroDivisionError."""
+    for n in (0, -5, 2.5):
+        with pytest.raises(ValueError, match="num_evaluation must be a positive int"):
+            A.audit_ceiling(lambda a: A.gdp_tradeoff(a, 1.0), n, 1e-5)
+        with pytest.raises(ValueError, match="num_evaluation must be a positive int"):
+            A.power_report(1.0, 1e-5, n)
+    with pytest.raises(ValueError, match="confidence"):
+        A.audit_ceiling(lambda a: A.gdp_tradeoff(a, 1.0), 100, 1e-5, confidence=1.0)
+    with pytest.raises(ValueError, match="delta"):
+        A.audit_ceiling(lambda a: A.gdp_tradeoff(a, 1.0), 100, 1.0)
+    assert A.power_report(1.0, 1e-5, 1000.0)["num_evaluation"] == 1000

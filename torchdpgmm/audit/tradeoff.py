@@ -35,6 +35,21 @@ def dp_tradeoff(alpha, epsilon: float, delta: float):
     return np.maximum(0.0, np.maximum(1 - delta - math.exp(epsilon) * a, math.exp(-epsilon) * (1 - delta - a)))
 
 
+def _check_test_args(num_evaluation, delta, confidence) -> int:
+    """The evaluation draws (a positive whole number, returned as an int), delta in [0, 1), confidence in (0, 1)."""
+    try:
+        n = int(num_evaluation)
+    except (TypeError, ValueError):
+        raise TypeError(f"num_evaluation must be a positive int, got {num_evaluation!r}") from None
+    if isinstance(num_evaluation, bool) or n != num_evaluation or n < 1:
+        raise ValueError(f"num_evaluation must be a positive int, got {num_evaluation!r}")
+    if not 0.0 <= delta < 1.0:
+        raise ValueError(f"delta must lie in [0, 1), got {delta!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    return n
+
+
 def audit_ceiling(tradeoff: Callable[[Any], Any], num_evaluation: int, delta: float, *,
                   confidence: float = 0.95, num_grid: int = 4000) -> dict[str, float]:
     """The bound the Clopper-Pearson test certifies with ``num_evaluation`` draws per dataset against a
@@ -46,7 +61,7 @@ def audit_ceiling(tradeoff: Callable[[Any], Any], num_evaluation: int, delta: fl
     """
     import numpy as np
 
-    n = int(num_evaluation)
+    n = _check_test_args(num_evaluation, delta, confidence)
     a = np.unique(np.concatenate([np.geomspace(0.1 / n, 0.5, num_grid), np.linspace(0.0, 1.0, num_grid)]))
     b = np.asarray(tradeoff(a), dtype=float)
     eps, _, _ = epsilon_lower_bound(n * a, n * b, n, n, delta, confidence)
@@ -63,7 +78,8 @@ def power_report(claimed_epsilon: float, delta: float, num_evaluation: int, *, c
     curve otherwise). With ``pair_mu`` (a Gaussian pair, :func:`sound_pair_mu`): the pair's exact epsilon
     at ``delta`` and the test's ceiling against it.
     """
-    out: dict[str, float] = {"num_evaluation": int(num_evaluation), "confidence": float(confidence)}
+    out: dict[str, float] = {"num_evaluation": _check_test_args(num_evaluation, delta, confidence),
+                             "confidence": float(confidence)}
     if gaussian:
         mu = gdp_mu_exact(claimed_epsilon, delta)
         out["claim_mu"] = mu
