@@ -643,3 +643,114 @@ def test_synthetic_classifier_estimator_refuses_bad_parameters_and_drops_bad_row
     a = DPSyntheticClassifier(4.0, **kw).fit(bad_X, bad_y)
     b = DPSyntheticClassifier(4.0, **kw).fit(Xn[keep], yn[keep])
     np.testing.assert_allclose(a.model_.means.numpy(), b.model_.means.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def _state(g):
+    return g.get_state().clone()
+
+
+@pytest.mark.parametrize("case", ["1-D U", "3-D U", "short y", "2-D y", "float y", "numpy y"])
+def test_release_class_mixture_refuses_a_bad_shape_before_noise_without_quoting_n(case):
+    """A 1-D ``U`` used to be one record of width N broadcast into every row (the model's width published N), a short
+    ``y`` a torch broadcasting error quoting N. Now one line, no N in it, and the generator untouched (no noise)."""
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture, release_in_unit_ball
+
+    N = 37
+    g = torch.Generator().manual_seed(0)
+    U = torch.randn(N, 3, generator=g, dtype=torch.float64) * 0.2
+    y = torch.arange(N) % 3
+    U, y, err = {"1-D U": (U[:, 0], y, ValueError), "3-D U": (U.reshape(N, 3, 1), y, ValueError),
+                 "short y": (U, y[:10], ValueError), "2-D y": (U, y.reshape(N, 1), ValueError),
+                 "float y": (U, y.double(), TypeError), "numpy y": (U, y.numpy(), None)}[case]
+    for fn in (release_class_mixture, release_in_unit_ball):
+        gen = torch.Generator().manual_seed(1)
+        before = _state(gen)
+        if err is None:  # a numpy y is read as the tensor it holds by the exported entry, refused by the inner one
+            if fn is release_class_mixture:
+                a, _ = fn(U, y, 3, mu=1.0, delta=1e-5, generator=torch.Generator().manual_seed(2))
+                b, _ = fn(U, torch.as_tensor(y), 3, mu=1.0, delta=1e-5, generator=torch.Generator().manual_seed(2))
+                assert torch.equal(a.means, b.means)
+                continue
+            err = ValueError
+        with pytest.raises(err) as exc:
+            fn(U, y, 3, mu=1.0, delta=1e-5, generator=gen)
+        msg = str(exc.value)
+        assert "\n" not in msg and str(N) not in msg and "10" not in msg
+        assert torch.equal(_state(gen), before)
+
+
+def test_release_class_mixture_refuses_impossible_public_settings_before_noise():
+    """components_per_class > 2 d used to raise IndexError in _initial_centres after the class stage's noise;
+    lloyd_steps = -1 silently left the Lloyd share unspent. numpy integers are integers."""
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+
+    g = torch.Generator().manual_seed(0)
+    U = torch.randn(60, 5, generator=g, dtype=torch.float64) * 0.2
+    y = torch.arange(60) % 3
+    for kw, text in (({"components_per_class": 11}, "components_per_class must be <= 2 x d = 10"),
+                     ({"components_per_class": 2, "lloyd_steps": -1}, "lloyd_steps must be an int >= 0"),
+                     ({"components_per_class": 2, "lloyd_steps": 2.5}, "lloyd_steps must be an int >= 0"),
+                     ({"components_per_class": 2.5}, "components_per_class must be an int >= 1"),
+                     ({"lloyd_rank": 0}, "lloyd_rank must be an int >= 1")):
+        gen = torch.Generator().manual_seed(1)
+        before = _state(gen)
+        with pytest.raises(ValueError, match=text.replace("(", r"\(")):
+            release_class_mixture(U, y, 3, mu=1.0, delta=1e-5, generator=gen, **kw)
+        assert torch.equal(_state(gen), before)
+    a, _ = release_class_mixture(U, y, np.int64(3), mu=1.0, delta=1e-5, components_per_class=np.int64(2),
+                                 lloyd_steps=np.int64(1), generator=torch.Generator().manual_seed(3))
+    b, _ = release_class_mixture(U, y, 3, mu=1.0, delta=1e-5, components_per_class=2, lloyd_steps=1,
+                                 generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a.means, b.means) and torch.equal(a.covariances, b.covariances)
+
+
+def test_class_mixture_predict_and_sample_refuse_bad_public_arguments():
+    from torchdpgmm.pipelines.class_mixture import release_class_mixture
+
+    g = torch.Generator().manual_seed(0)
+    U = torch.randn(60, 5, generator=g, dtype=torch.float64) * 0.2
+    m, _ = release_class_mixture(U, torch.arange(60) % 3, 3, mu=1.0, delta=1e-5, generator=g)
+    with pytest.raises(ValueError, match=r"shape \(n, 5\)"):
+        m.predict(torch.randn(4, 6, dtype=torch.float64))  # was a torch broadcasting RuntimeError
+    with pytest.raises(ValueError, match=r"shape \(n, 5\)"):
+        m.predict(torch.randn(5, dtype=torch.float64))
+    with pytest.raises(ValueError, match="n must be in"):
+        m.sample(-2)  # was "negative dimension"
+    with pytest.raises(ValueError, match="n must be in"):
+        m.sample(10 ** 9)
+    for bad in (2.7, True):
+        with pytest.raises(TypeError, match="n must be an integer"):
+            m.sample(bad)  # 2.7 used to draw 2 rows
+    x, yy = m.sample(np.int64(7), generator=torch.Generator().manual_seed(5))
+    x2, yy2 = m.sample(7, generator=torch.Generator().manual_seed(5))
+    assert x.shape == (7, 5) and torch.equal(x, x2) and torch.equal(yy, yy2)
+    assert m.predict(U).shape == (60,)
+
+
+def test_release_pipeline_refuses_bad_images_and_accepts_numpy_integers():
+    """numpy images used to raise AttributeError deep in the DCT, (N, 2, 784) a broadcasting error quoting N, and
+    num_classes=np.int64(10) / dp_pca(n_components=np.int64(2)) were refused as not integers."""
+    from torchdpgmm.pipelines import dp_pca, release_pipeline
+
+    N = 37
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(N) % 3
+    for images, err in ((np.random.default_rng(0).random((N, 784)), TypeError),
+                        (torch.rand(N, 2, 784, generator=g), ValueError),
+                        (torch.rand(N, 1, 28, 28, generator=g), ValueError)):
+        gen = torch.Generator().manual_seed(1)
+        before = _state(gen)
+        with pytest.raises(err) as exc:
+            release_pipeline(images, y, num_classes=3, epsilon=1.0, delta=1e-5, generator=gen)
+        assert str(N) not in str(exc.value) and "\n" not in str(exc.value)
+        assert torch.equal(_state(gen), before)
+    X = torch.rand(N, 784, generator=g, dtype=torch.float64)
+    a = release_pipeline(X, y, num_classes=np.int64(3), epsilon=1.0, delta=1e-5, generator=torch.Generator().manual_seed(2))
+    b = release_pipeline(X, y, num_classes=3, epsilon=1.0, delta=1e-5, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(a.model.means, b.model.means)
+    Z = torch.randn(50, 5, generator=g, dtype=torch.float64)
+    p = dp_pca(Z, np.int64(2), clip_bound=1.0, mu=1.0, generator=torch.Generator().manual_seed(3))
+    q = dp_pca(Z, 2, clip_bound=1.0, mu=1.0, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(p.components, q.components)
+    with pytest.raises(ValueError, match="mask must be a boolean tensor of shape"):
+        dp_pca(Z, 2, clip_bound=1.0, mu=1.0, mask=torch.ones(49, dtype=torch.bool))

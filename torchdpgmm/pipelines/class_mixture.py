@@ -55,6 +55,7 @@ same at this code), so it is the pipeline's constant, not the tables'.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -68,7 +69,7 @@ from .dp_pca import usable_records
 
 __all__ = ["ClassMixture", "release_class_mixture", "COVARIANCE_TYPES", "CLASS_RULES", "DEFAULT_CLASS_RULE",
            "PIPELINE_CLASS_TO_POOLED",
-           "check_class_rule", "check_class_to_pooled", "stage_mus", "check_stage_budgets"]
+           "check_class_rule", "check_class_to_pooled", "check_records", "stage_mus", "check_stage_budgets"]
 
 COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 #: how the class stage estimates the class covariances (:func:`_class_stage`)
@@ -159,13 +160,23 @@ class ClassMixture:
 
     @torch.no_grad()
     def predict(self, X: torch.Tensor, *, chunk: int = 4096) -> torch.Tensor:
-        """Bayes rule ``argmax_k log p(x, k)`` of the released model."""
+        """Bayes rule ``argmax_k log p(x, k)`` of the released model; ``X (n, d)`` at the model's width ``d``."""
+        d = self.means.shape[-1]
+        if not torch.is_tensor(X) or X.dim() != 2 or X.shape[-1] != d:
+            raise ValueError(f"X must be a tensor of shape (n, {d}) (the model's width), got "
+                             + (f"{X.dim()}-D with {X.shape[-1] if X.dim() else 0} column(s)" if torch.is_tensor(X)
+                                else type(X).__name__))
         return torch.cat([self.log_joint(X[s:s + chunk]).argmax(-1) for s in range(0, X.shape[0], chunk)])
 
     def sample(self, n: int, *, generator: torch.Generator | None = None):
         """``n`` synthetic ``(X, y)``: cell counts by largest remainders of ``n pi_k w_kj``, Gaussian draws."""
         from torchdpgmm.mixture import histogram_counts
+        from torchdpgmm.modelfile import MAX_SAMPLE_ROWS
 
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):  # 2.7 used to draw 2 rows
+            raise TypeError(f"n must be an integer, got {type(n).__name__} {n!r}")
+        if not 0 <= n <= MAX_SAMPLE_ROWS:
+            raise ValueError(f"n must be in [0, {MAX_SAMPLE_ROWS:.0e}] (the rows are drawn in memory), got {n}")
         K, m, d = self.means.shape
         flat = (self.weights.unsqueeze(-1) * self.comp_weights).reshape(K * m)
         counts = histogram_counts(flat, int(n))
@@ -298,12 +309,31 @@ def _class_stage(U, y, K, d, mu_class, blocks, *, class_rule, mom, shrink, min_s
     return cls, cov_k, {"class_shrinkage": lam_k.flatten(), "class_counts": cls["counts"], "class_signal": _signal(cls)}
 
 
+def _is_int(v, low: int) -> bool:
+    """``v`` is an integer (Python's or numpy's, not a bool) of at least ``low``."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= low
+
+
+def check_records(U, y) -> None:
+    """Refuse, in one line that names no size of the data (N is private under add/remove), anything but a tensor
+    ``U (N, d)`` with integer labels ``y (N,)`` (``ValueError`` / ``TypeError``; public facts: shapes, dtypes).
+    A 1-D ``U`` used to be read as ONE record of width N, broadcast into every row of an (N, N) table."""
+    if not torch.is_tensor(U) or U.dim() != 2:
+        raise ValueError("U must be a tensor of shape (N, d): one row per record")
+    if not torch.is_tensor(y) or y.shape != U.shape[:1]:
+        raise ValueError("y must be a tensor of shape (N,): one label per row of U")
+    if y.dtype.is_floating_point or y.dtype.is_complex or y.dtype == torch.bool:
+        raise TypeError(f"y must hold integer class indices, got dtype {y.dtype}")
+
+
 def release_class_mixture(U, y, num_classes: int, **options):
     """:func:`release_in_unit_ball` of ``U`` clipped onto the unit ball first: every stage's sensitivity assumes
     the ball. The pipeline's rows lie there already (``project_to_ball``) and it calls
     :func:`release_in_unit_ball` itself (clipping twice moves a row at the ball's edge by an ulp); a direct caller's
     rows of norm 50 used to enter the Lloyd sums as given. ``options``: those of :func:`release_in_unit_ball`."""
-    return release_in_unit_ball(clip_records(torch.as_tensor(U), 1.0), y, num_classes, **options)
+    U, y = torch.as_tensor(U), torch.as_tensor(y)
+    check_records(U, y)  # before the clip: a 1-D U would be one record of width N
+    return release_in_unit_ball(clip_records(U, 1.0), y, num_classes, **options)
 
 
 def release_in_unit_ball(U, y, num_classes: int, *, mu: float, delta: float, components_per_class: int = 1,
@@ -325,17 +355,24 @@ def release_in_unit_ball(U, y, num_classes: int, *, mu: float, delta: float, com
     budget between the class blocks and the pooled block (:func:`~torchdpgmm.release.covariance_rule.auto_split`).
     """
     adjacency = parse_adjacency(adjacency)
+    check_records(U, y)  # every check here is on public facts and comes before any noise
     if covariance_type not in COVARIANCE_TYPES:
         raise ValueError(f"covariance_type must be one of {COVARIANCE_TYPES}, got {covariance_type!r}")
     check_class_rule(class_rule)
     check_class_to_pooled(class_to_pooled)
-    m = int(components_per_class)
-    if m < 1:
-        raise ValueError(f"components_per_class must be >= 1, got {components_per_class!r}")
-    if not (int(lloyd_rank) >= 1 and cell_floor > 0 and 0 < cell_clip < math.inf):
-        raise ValueError(f"lloyd_rank must be >= 1, cell_floor > 0 and cell_clip finite > 0, got {lloyd_rank!r}, "
-                         f"{cell_floor!r}, {cell_clip!r}")
-    K, d = int(num_classes), U.shape[-1]
+    if not _is_int(num_classes, 1):
+        raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
+    if not _is_int(components_per_class, 1):
+        raise ValueError(f"components_per_class must be an int >= 1, got {components_per_class!r}")
+    if not _is_int(lloyd_steps, 0):  # -1 used to leave the Lloyd share of mu^2 unspent, silently
+        raise ValueError(f"lloyd_steps must be an int >= 0, got {lloyd_steps!r}")
+    if not (_is_int(lloyd_rank, 1) and cell_floor > 0 and 0 < cell_clip < math.inf):
+        raise ValueError(f"lloyd_rank must be an int >= 1, cell_floor > 0 and cell_clip finite > 0, got "
+                         f"{lloyd_rank!r}, {cell_floor!r}, {cell_clip!r}")
+    m, K, d = int(components_per_class), int(num_classes), U.shape[-1]
+    if m > 2 * d:  # the m initial centres lie along the top floor(m/2) released directions (_initial_centres)
+        raise ValueError(f"components_per_class must be <= 2 x d = {2 * d} (the initial centres lie along the top "
+                         f"released directions), got {m}")
     mus = check_stage_budgets(mu, delta, m, stage_split)
     split = _stage_split(m, stage_split)  # the Lloyd steps' share
     tot = sum(split.values())

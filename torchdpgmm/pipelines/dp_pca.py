@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -35,7 +36,8 @@ from torchdpgmm.mechanisms import clip_records, gaussian
 from ._privacy import NoisedBlock, parse_adjacency
 
 __all__ = ["dct_basis", "lowfreq_dct", "pca_sensitivities", "DPPCA", "dp_pca", "project_to_ball",
-           "symmetric_gaussian_noise", "DEFAULT_PCA_SPLIT"]
+           "symmetric_gaussian_noise", "DEFAULT_PCA_SPLIT",
+           "check_pca_input"]
 
 #: fractions of the PCA's mu^2 for (count, sum, second moment); public
 DEFAULT_PCA_SPLIT = {"count": 0.05, "sum": 0.15, "second_moment": 0.8}
@@ -104,6 +106,15 @@ def record_count(n_rows: int, mask: torch.Tensor, adjacency: str) -> torch.Tenso
     return mask.sum().to(torch.float64).reshape(1)
 
 
+def check_pca_input(X, mask) -> None:
+    """Refuse, in one line naming no size of the data (public facts only), an ``X`` that is not a tensor ``(N, D)``
+    or a ``mask`` that is not a boolean ``(N,)`` (a longer mask used to broadcast in a message quoting N)."""
+    if not torch.is_tensor(X) or X.dim() != 2:
+        raise ValueError("X must be a tensor of shape (N, D)")
+    if mask is not None and (not torch.is_tensor(mask) or mask.shape != X.shape[:1] or mask.dtype != torch.bool):
+        raise ValueError("mask must be a boolean tensor of shape (N,): one entry per row of X")
+
+
 @dataclass
 class DPPCA:
     """A privately estimated projection: ``mean (D,)``, ``components (k, D)``, ``eigenvalues (k,)``."""
@@ -126,15 +137,16 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     boolean ``mask (N,)`` is False, or that holds a non-finite value, is a zero record (no branch), counted
     only under replace-one (whose count is the public N), so under add/remove it is as if absent."""
     adjacency = parse_adjacency(adjacency)
-    if not torch.is_tensor(X) or X.dim() != 2:
-        raise ValueError("X must be a tensor of shape (N, D)")
+    check_pca_input(X, mask)
     D = X.shape[-1]
-    if not (isinstance(n_components, int) and 1 <= n_components <= D):
+    if not (isinstance(n_components, numbers.Integral) and not isinstance(n_components, bool)
+            and 1 <= n_components <= D):
         raise ValueError(f"n_components must be an int in [1, {D}], got {n_components!r}")
     if not (float(clip_bound) > 0 and math.isfinite(float(clip_bound))):
         raise ValueError(f"clip_bound must be positive and finite, got {clip_bound!r}")
     if not (float(mu) > 0 and math.isfinite(float(mu))):
         raise ValueError(f"mu must be positive and finite, got {mu!r}")
+    n_components = int(n_components)
     split = dict(DEFAULT_PCA_SPLIT if split is None else split)
     if set(split) != set(DEFAULT_PCA_SPLIT) or any(not (v > 0) for v in split.values()):
         raise ValueError(f"split must give positive fractions for {sorted(DEFAULT_PCA_SPLIT)}, got {split!r}")

@@ -18,6 +18,7 @@ training set (``docs/realdata.md``) and is kept fixed for every data set.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
 
 import torch
@@ -27,9 +28,10 @@ from torchdpgmm._validation import check_clip_bound
 from ._privacy import composed_mu, gdp_mu, make_record, parse_adjacency
 from .class_mixture import (COVARIANCE_TYPES, DEFAULT_CLASS_RULE, PIPELINE_CLASS_TO_POOLED, ClassMixture, check_class_rule, check_class_to_pooled,
                             check_stage_budgets, release_in_unit_ball)
-from .dp_pca import DPPCA, dp_pca, lowfreq_dct, project_to_ball, record_count, usable_records
+from .dp_pca import DPPCA, check_pca_input, dp_pca, lowfreq_dct, project_to_ball, record_count, usable_records
 
-__all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform"]
+__all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform",
+           "check_images"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,19 @@ def public_transform(images: torch.Tensor, transform: str) -> torch.Tensor:
     raise ValueError(f"transform must be 'dct14' or 'none', got {transform!r}")
 
 
+def check_images(images, transform: str) -> None:
+    """Refuse, in one line naming no size of the data, images that are not a tensor ``(N, ...)`` the transform
+    reads: ``"dct14"`` needs ``(N, 784)`` or ``(N, 28, 28)`` (an ``(N, 2, 784)`` stack used to broadcast against the
+    labels, in a message quoting N), ``"none"`` takes any ``(N, ...)`` and flattens it (public facts only)."""
+    if not torch.is_tensor(images):
+        raise TypeError(f"images must be a torch tensor (torch.as_tensor(images)), got {type(images).__name__}")
+    if images.dim() < 1:
+        raise ValueError("images must be a tensor of shape (N, ...): one image per row")
+    if transform == "dct14" and tuple(images.shape[1:]) not in ((784,), (28, 28)):
+        raise ValueError(f"transform 'dct14' needs images of shape (N, 784) or (N, 28, 28), got (N, "
+                         f"{', '.join(map(str, images.shape[1:]))})")
+
+
 @dataclass
 class PipelineRelease:
     """The released model, the released projection, the whole pipeline's privacy record."""
@@ -176,6 +191,7 @@ def private_projection(X: torch.Tensor, mu: float, cfg: PipelineConfig, *, adjac
     ``mean_fraction : pca_fraction``); returns ``(DPPCA, blocks)``. Also the feature step of DP-SGD.
     Rows where ``mask`` is False, or with a non-finite value, are zero records (no branch); under add/remove
     they are not counted either, so the result equals the one without them."""
+    check_pca_input(X, mask)  # before the noisy mean's noise
     fm = cfg.mean_fraction / (cfg.mean_fraction + cfg.pca_fraction)
     centre, b_mean = _noisy_mean(X, cfg.mean_clip, mu * math.sqrt(fm), adjacency, generator, mask=mask)
     pca = dp_pca(X, cfg.n_components, clip_bound=cfg.pca_clip, mu=mu * math.sqrt(1 - fm), adjacency=adjacency,
@@ -201,10 +217,12 @@ def release_pipeline(images: torch.Tensor, labels: torch.Tensor, *, num_classes:
     check_epsilon(float(epsilon))
     check_delta(float(delta))
     check_privacy_strength(epsilon, delta)  # refuse a budget that protects nothing, warn on a weak one (public)
-    if not (isinstance(num_classes, int) and num_classes >= 1):
+    if not (isinstance(num_classes, numbers.Integral) and not isinstance(num_classes, bool) and num_classes >= 1):
         raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
+    num_classes = int(num_classes)
     cfg.check()
     fr = cfg.mean_fraction + cfg.pca_fraction
+    check_images(images, cfg.transform)
     if not torch.is_tensor(labels) or labels.shape != images.shape[:1]:
         raise ValueError("labels must be a tensor of shape (N,) matching images")
     if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
