@@ -408,3 +408,38 @@ def test_sample_size_and_chunk_size_are_checked():
     assert torch.equal(g.get_state(), state)
     x, y = B.sample_classes(m, np.int64(7), g)
     assert x.shape == (7, 2) and y.shape == (7,)
+
+
+def test_bayes_error_helpers_refuse_invalid_models_and_priors():
+    """A NaN in the plug-in's mean gave 0.5 (argmax reads NaN as the largest score), a K = 3 plug-in against a
+    K = 2 truth a plausible 0.503; chernoff_bound gave NaN at prior 0 (the Bayes error, and the bound, is 0)
+    and NaN instead of an error at prior 1.2, bhattacharyya_bound NaN at prior 1.5."""
+    eye = torch.eye(2, dtype=DT)
+    true = B.GaussianClasses(torch.tensor([0.5, 0.5], dtype=DT), torch.tensor([[0.0, 0.0], [2.0, 1.0]], dtype=DT),
+                             eye.expand(2, 2, 2))
+    nan_plugin = B.GaussianClasses(true.weights, torch.tensor([[math.nan, 0.0], [2.0, 1.0]], dtype=DT),
+                                   true.covariances)
+    k3 = B.GaussianClasses(torch.full((3,), 1 / 3, dtype=DT), torch.zeros(3, 2, dtype=DT), eye.expand(3, 2, 2))
+    g = torch.Generator().manual_seed(0)
+    state = g.get_state()
+    with pytest.raises(ValueError, match="plugin_model has non-finite"):
+        B.bayes_error_mc(true, nan_plugin, num_test=100, generator=g)
+    with pytest.raises(ValueError, match="label spaces"):
+        B.bayes_error_mc(true, k3, num_test=100, generator=g)
+    assert torch.equal(g.get_state(), state)
+    one, two, var = torch.tensor([0.0], dtype=DT), torch.tensor([1.0], dtype=DT), torch.tensor([[1.0]], dtype=DT)
+    for p in (0.0, 1.0):  # one class has all the mass: the Bayes error is 0, and so is the Chernoff minimum
+        bound, _ = B.chernoff_bound(p, one, var, two, var)
+        assert float(bound) == 0.0
+    # an interior prior: scipy's minimum of P1^s P2^(1-s) exp(-k(s)), k(s) = 9 s(1-s)/2 (means 3 apart, unit
+    # variances; the minimiser is interior)
+    three = torch.tensor([3.0], dtype=DT)
+    ref = optimize.minimize_scalar(lambda s: 0.3**s * 0.7 ** (1 - s) * math.exp(-4.5 * s * (1 - s)), bounds=(0, 1),
+                                   method="bounded", options={"xatol": 1e-10})
+    assert 0.1 < ref.x < 0.9
+    assert float(B.chernoff_bound(0.3, one, var, three, var)[0]) == pytest.approx(ref.fun, rel=1e-9)
+    for p in (1.2, -0.1, math.nan):
+        with pytest.raises(ValueError, match="prior1 must lie in"):
+            B.chernoff_bound(p, one, var, two, var)
+        with pytest.raises(ValueError, match="prior1 must lie in"):
+            B.bhattacharyya_bound(p + 0.3 if p == 1.2 else p, one, var, two, var)

@@ -121,6 +121,12 @@ def bayes_error_mc(
         raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
     tw, tm, tc = _params(true_model)
     pw, pm, pc = _params(plugin_model)
+    if pm.shape[-2:] != tm.shape[-2:] or pw.shape[-1] != tw.shape[-1]:
+        raise ValueError(f"the plug-in model has (K, d) = {tuple(pm.shape[-2:])}, the true model "
+                         f"{tuple(tm.shape[-2:])}: the label spaces and features must agree")
+    for name, v in (("true_model", (tw, tm, tc)), ("plugin_model", (pw, pm, pc))):
+        if not all(bool(torch.isfinite(t).all()) for t in v):  # argmax would read a NaN score as the largest
+            raise ValueError(f"{name} has non-finite weights, means or covariances")
     batch = broadcast_shapes(tw.shape[:-1], tm.shape[:-2], tc.shape[:-3],
                                    pw.shape[:-1], pm.shape[:-2], pc.shape[:-3])
     # eigendecompose the plug-in once (standardised coordinates), reuse across chunks
@@ -146,9 +152,16 @@ def bhattacharyya_distance(mean1, cov1, mean2, cov2) -> torch.Tensor:
     return chernoff_exponent(torch.as_tensor(0.5, dtype=mean1.dtype, device=mean1.device), mean1, cov1, mean2, cov2)
 
 
+def _prior(prior1, like: torch.Tensor) -> torch.Tensor:
+    p1 = torch.as_tensor(prior1, dtype=like.dtype, device=like.device)
+    if not bool(((p1 >= 0) & (p1 <= 1)).all()):
+        raise ValueError(f"prior1 must lie in [0, 1], got {prior1!r}")
+    return p1
+
+
 def bhattacharyya_bound(prior1, mean1, cov1, mean2, cov2) -> torch.Tensor:
     """Eq. (4): ``Bayes error <= sqrt(P1 P2) exp(-K)``."""
-    p1 = torch.as_tensor(prior1, dtype=mean1.dtype, device=mean1.device)
+    p1 = _prior(prior1, mean1)
     return torch.sqrt(p1 * (1 - p1)) * torch.exp(-bhattacharyya_distance(mean1, cov1, mean2, cov2))
 
 
@@ -171,12 +184,16 @@ def chernoff_bound(prior1, mean1, cov1, mean2, cov2, num_iter: int = 80) -> tupl
     """Chernoff bound ``min_s P1^s P2^(1-s) exp(-k(s))`` over ``s in [0, 1]`` (never looser than eq. 4).
 
     The log of the bound is convex in ``s`` (a log-moment generating function), so a fixed number of
-    golden-section steps, batched and branch-free, finds the minimiser. Returns ``(bound, s_star)``."""
-    p1 = torch.as_tensor(prior1, dtype=mean1.dtype, device=mean1.device)
+    golden-section steps, batched and branch-free, finds the minimiser. Returns ``(bound, s_star)``.
+    A prior of 0 or 1 gives the bound 0 (with ``0 log 0 = 0`` at the ends ``s = 0, 1``), the Bayes error."""
+    p1 = _prior(prior1, mean1)
     batch = broadcast_shapes(p1.shape, mean1.shape[:-1], mean2.shape[:-1], cov1.shape[:-2], cov2.shape[:-2])
 
     def f(s):
-        return s * torch.log(p1) + (1 - s) * torch.log1p(-p1) - chernoff_exponent(s, mean1, cov1, mean2, cov2)
+        a, b = s * torch.log(p1), (1 - s) * torch.log1p(-p1)  # 0 * log 0 = 0 at s = 0 (or 1)
+        a = torch.where(s == 0, torch.zeros_like(a), a)
+        b = torch.where(s == 1, torch.zeros_like(b), b)
+        return a + b - chernoff_exponent(s, mean1, cov1, mean2, cov2)
 
     g = (math.sqrt(5) - 1) / 2
     a = torch.zeros(batch, dtype=mean1.dtype, device=mean1.device)
