@@ -1,3 +1,5 @@
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -225,3 +227,28 @@ def test_class_moments_batched_types_match_numpy(gen, ct):
         np.testing.assert_allclose(q[t].numpy(), np.asarray(ref), atol=1e-12)
         np.testing.assert_allclose(c[t].numpy(), [np.sum(yn == k) for k in range(3)])
         np.testing.assert_allclose(s[t].numpy(), [Xn[yn == k].sum(0) for k in range(3)], atol=1e-12)
+
+
+def test_histogram_counts_refuses_histograms_without_counts():
+    """A zero or NaN histogram gave int64's minimum for every class (0/0 cast to int), a negative entry
+    negative counts ([-2, 7, 5] from [-0.2, 0.7, 0.5])."""
+    from torchdpgmm.mixture import histogram_counts
+
+    for hist in ([0.0, 0.0, 0.0], [math.nan, 0.7, 0.5], [-0.2, 0.7, 0.5], [math.inf, 1.0, 1.0],
+                 [[0.2, 0.8], [0.0, 0.0]]):
+        with pytest.raises(ValueError, match="hist must be finite and non-negative"):
+            histogram_counts(torch.tensor(hist), 10)
+    with pytest.raises(ValueError, match="n must be >= 0"):
+        histogram_counts(torch.tensor([0.5, 0.5]), -1)
+    with pytest.raises(TypeError, match="hist must be a torch.Tensor"):
+        histogram_counts([0.5, 0.5], 4)
+    # valid histograms (a zero class included): numpy's largest remainders
+    rng = np.random.default_rng(0)
+    w = rng.random((20, 5))
+    w[:, 2] = 0.0
+    got = histogram_counts(torch.from_numpy(w), 37).numpy()
+    for row, c in zip(w, got):
+        t = 37 * row / row.sum()
+        ref = np.floor(t)
+        ref[np.argsort(-(t - ref))[: int(round(37 - ref.sum()))]] += 1
+        assert c.tolist() == ref.astype(int).tolist()

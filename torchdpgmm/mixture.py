@@ -235,9 +235,17 @@ def histogram_counts(hist: torch.Tensor, n: int) -> torch.Tensor:
 
     ``hist`` is a class histogram: weights or counts, batched over ``...``. The KL-optimal release draws
     ``pi~`` on the lattice ``{c / N}``, so ``N * pi~`` is already integral there; for other mechanisms
-    (Laplace/Gaussian weights) this rounding keeps the released histogram.
+    (Laplace/Gaussian weights) this rounding keeps the released histogram. ``hist`` must be finite and
+    non-negative with a positive sum in every row, and ``n >= 0`` (a released histogram: post-processing).
     """
+    if not torch.is_tensor(hist):
+        raise TypeError(f"hist must be a torch.Tensor, got {type(hist).__name__}")
+    if not n >= 0:
+        raise ValueError(f"n must be >= 0, got {n!r}")
     w = hist.to(torch.float64)
+    if not bool((torch.isfinite(w) & (w >= 0)).all() & (w.sum(-1) > 0).all()):
+        raise ValueError("hist must be finite and non-negative, with a positive sum in every row "
+                         "(a zero, negative or NaN histogram has no counts)")
     target = w / w.sum(-1, keepdim=True) * n
     base = torch.floor(target)
     rem = target - base
