@@ -62,3 +62,21 @@ def test_mvdigamma_matches_scipy():
     a, d = 2.3, 4
     ref = sum(digamma(a + (1 - i) / 2) for i in range(1, d + 1))
     assert math.isclose(mvdigamma(torch.tensor(a, dtype=torch.float64), d).item(), ref, rel_tol=1e-12)
+
+
+def test_kl_class_with_zero_weight_may_have_a_singular_covariance():
+    """fit_labeled(min_count=0) gives an empty class weight 0 and no covariance (NaN): kl_divergence factored
+    it anyway (LinAlgError), although such a class contributes nothing (p weight 0) or +inf (q weight 0)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(20, 2, dtype=torch.float64, generator=g)
+    y = torch.arange(20) % 2
+    p = tdg.fit_labeled(X, y, 3, min_count=0)
+    assert p.weights[2] == 0 and not bool(torch.isfinite(p.covariances[2]).all())
+    q = tdg.fit_labeled(torch.cat([X, X[:4] + 1]), torch.cat([y, torch.full((4,), 2)]), 3)
+    ref = sum(p.weights[k].item() * (math.log(p.weights[k].item() / q.weights[k].item())
+                                     + _np_gauss_kl(p.means[k].numpy(), p.covariances[k].numpy(),
+                                                    q.means[k].numpy(), q.covariances[k].numpy()))
+              for k in range(2))  # Appendix B over the classes p gives weight
+    assert math.isclose(tdg.kl_divergence(p, q).item(), ref, rel_tol=1e-12)
+    assert tdg.kl_divergence(q, p).item() == math.inf  # q's class 2 has weight 0 in p: +inf, as documented
+    assert tdg.kl_divergence(p, p).item() == 0.0

@@ -57,7 +57,16 @@ def kl_divergence(p: LabeledGMM, q: LabeledGMM) -> torch.Tensor:
             f"models differ in shape: K={p.num_classes}, d={p.dim} vs K={q.num_classes}, d={q.dim}")
     dtype = torch.promote_types(p.dtype, q.dtype)
     wp, wq = p.weights.to(dtype), q.weights.to(dtype)
-    comp = gaussian_kl(p.means.to(dtype), p.covariances.to(dtype), q.means.to(dtype), q.covariances.to(dtype))
+    # a class whose Gaussian term is not used (p weight 0; or q weight 0, +inf from the weights) may carry any
+    # covariance (fit_labeled's 0 for an empty class): an identity stands in so the Cholesky factor exists
+    skip_p = (wp == 0).unsqueeze(-1)
+    skip_q = skip_p | (wq == 0).unsqueeze(-1)
+    eye = torch.eye(p.dim, dtype=dtype, device=wp.device)
+    zero = torch.zeros((), dtype=dtype, device=wp.device)
+    comp = gaussian_kl(torch.where(skip_p, zero, p.means.to(dtype)),
+                       torch.where(skip_p.unsqueeze(-1), eye, p.covariances.to(dtype)),
+                       torch.where(skip_q, zero, q.means.to(dtype)),
+                       torch.where(skip_q.unsqueeze(-1), eye, q.covariances.to(dtype)))
     # xlogy gives 0 * log(0 / .) = 0; p > 0 with q = 0 gives +inf as it should
     wterm = torch.xlogy(wp, wp) - torch.xlogy(wp, wq)
     wterm = torch.where(wp > 0, wterm, torch.zeros_like(wterm))
