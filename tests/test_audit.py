@@ -471,3 +471,34 @@ def test_audit_ceiling_and_power_report_check_their_arguments():
     with pytest.raises(ValueError, match="delta"):
         A.audit_ceiling(lambda a: A.gdp_tradeoff(a, 1.0), 100, 1.0)
     assert A.power_report(1.0, 1e-5, 1000.0)["num_evaluation"] == 1000
+
+
+def test_audit_docstring_states_the_selection_rule_the_code_uses():
+    """audit()'s docstring described the selection bound as 'counts rescaled to the evaluation size'; the code
+    maximises the Clopper-Pearson bound on the selection counts themselves, simultaneous over the m candidate
+    thresholds of both directions (docs/audit.md). Reference: scipy's beta quantiles by brute force."""
+    import numpy as np
+    from scipy.stats import beta
+
+    from torchdpgmm.audit.engine import _select_threshold
+
+    doc = A.audit.__doc__
+    assert "rescaled" not in doc and "simultaneous" in doc
+    rng = np.random.default_rng(0)
+    s0, s1 = rng.normal(0, 1, 40), rng.normal(2.5, 1, 40)
+    delta, conf, n = 1e-5, 0.95, 40
+    u = np.unique(np.concatenate([s0, s1]))
+    cand = np.concatenate([[u[0] - 1], (u[1:] + u[:-1]) / 2, [u[-1] + 1]])
+    a = (1 - conf) / (2 * cand.size) / 2  # each of the two one-sided CP bounds
+
+    def cp(k):
+        return 1.0 if k >= n else beta.ppf(1 - a, k + 1, n - k)
+
+    best = 0.0
+    for t in cand:
+        for fp, fn in (((s0 > t).sum(), (s1 <= t).sum()), ((s0 < t).sum(), (s1 >= t).sum())):
+            fpr, fnr = cp(fp), cp(fn)
+            for num, den in ((1 - delta - fnr, fpr), (1 - delta - fpr, fnr)):
+                if num > 0:
+                    best = max(best, math.log(num / den))
+    assert _select_threshold(s0, s1, delta, conf)[2] == pytest.approx(best, rel=1e-9)

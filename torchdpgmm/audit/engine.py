@@ -197,8 +197,9 @@ def audit(
     Draws ``num_draws`` releases on ``dataset0`` and on ``dataset1`` (in chunks of ``batch_size``),
     splits each into a selection part (fraction ``selection_fraction``) and an evaluation part, fits the
     statistic and picks the threshold and direction maximising the Clopper-Pearson bound on the selection
-    part (counts rescaled to the evaluation size), then reports the bound on the evaluation part (module
-    docstring; Jagielski, Ullman & Oprea 2020). Default statistic: a quadratic Fisher discriminant of the
+    part's own counts, made simultaneous over the ``m`` candidate thresholds of both directions (confidence
+    ``1 - (1 - confidence)/(2m)``, :func:`_select_threshold`; docs/audit.md), then reports the bound on the
+    evaluation part (module docstring; Jagielski, Ullman & Oprea 2020). Default statistic: a quadratic Fisher discriminant of the
     flattened released GMM (:func:`release_features`); pass a :class:`LikelihoodRatio` when the output
     density is known. Draws come in chunks of ``batch_size`` or, without it, in chunks sized so that one
     chunk's output stays under ``memory_bytes`` (divided by 8 for the mechanism's intermediates).
