@@ -194,3 +194,20 @@ def test_barrier_equals_multiplicative_on_a_batch():
     assert (a.gap <= 1e-6).all() and (b.gap <= 1e-6).all()
     assert torch.allclose(a.opt, b.opt, rtol=2e-6)
     assert (covering_violation(V, a.X) <= 1 + 1e-9).all()
+
+
+@pytest.mark.parametrize("d,method,solver", [(5, "barrier", "dual"), (3, "multiplicative", "dual"),
+                                             (6, "multiplicative", "dual"), (3, "barrier", "cvxpylayers")])
+def test_returned_x_is_strictly_feasible_on_every_path(d, method, solver):
+    """_post_scale scaled by max(q, 1) without a margin: off the d <= 4 barrier path some returned X had
+    q = max_m v^T X^-1 v = 1 + 2e-16 (docs/design.md says (10) always holds). Reference q: numpy's solve."""
+    if solver == "cvxpylayers":
+        pytest.importorskip("cvxpylayers")
+    g = torch.Generator().manual_seed(1)
+    T, n = (20, 60) if solver == "dual" else (3, 12)
+    V = torch.randn(T, n, d, generator=g, dtype=torch.float64)
+    r = solve_covering_sdp(V, torch.eye(d, dtype=torch.float64), method=method, solver=solver)
+    for t in range(T):
+        Vt, Xt = V[t].numpy(), r.X[t].numpy()
+        q = np.einsum("md,md->m", Vt, np.linalg.solve(Xt, Vt.T).T).max()
+        assert q < 1 - 1e-13  # the 1e-12 margin, far above the rounding of either evaluation of q

@@ -8,8 +8,9 @@ Algorithm 1 needs, per class, only the solution of
 with ``A = Sigma_k^{-1}`` and ``v_m`` the N label-flip differences of ``mu_k`` (``docs/design.md``, reduction 1); the
 printed LMI (19)/(23) at ``eps_k^2 / (2 ln(2/delta)) = 1`` is exactly (C) by a Schur complement.
 
-Solvers (all return an :class:`CoveringSDPResult` whose ``X`` is *feasible*: ``max_m v_m^T X^{-1} v_m <= 1``
-up to rounding, enforced by a final post-scaling, because a too-small noise covariance is a privacy bug):
+Solvers (all return an :class:`CoveringSDPResult` whose ``X`` is *feasible*: ``max_m v_m^T X^{-1} v_m < 1``
+strictly, enforced by a final post-scaling by ``max(1, q (1 + 1e-12))`` on every path, a relative margin far
+above the rounding of ``q``, because a too-small noise covariance is a privacy bug):
 
 * ``"dual"`` — the dual (reduction 2) in pure torch, batched over leading dims, any device, with a certified
   relative duality gap: by default a log-barrier Newton method on a screened working set (``method="barrier"``),
@@ -50,8 +51,8 @@ class CoveringSDPResult:
             cvxpylayers (no certificate available through the layer).
         lower: ``(...)`` certified lower bound on the optimum (dual solver); NaN for cvxpylayers.
         iterations: number of multiplicative iterations run (dual) or 0.
-        scale: ``(...)`` post-scaling factor ``max(1, q)`` applied to make ``X`` feasible
-            (q = max_m v_m^T X^{-1} v_m before scaling).
+        scale: ``(...)`` post-scaling factor ``max(1, q (1 + 1e-12))`` applied to make ``X`` feasible
+            (q = max_m v_m^T X^{-1} v_m before scaling; the margin covers the rounding of q).
         solver: name of the solver used.
     """
 
@@ -108,9 +109,14 @@ def covering_violation(V: torch.Tensor, X: torch.Tensor, mask: torch.Tensor | No
     return q.amax(-1)
 
 
+# relative safety margin of the post-scaling (far below any solver tolerance, far above the rounding of q
+# however it is evaluated): after scaling by max(1, q (1 + margin)) the returned X satisfies (10) strictly
+_MARGIN = 1e-12
+
+
 def _post_scale(V, X, mask):
     q = covering_violation(V, X, mask)
-    s = torch.clamp(q, min=1.0)
+    s = (q * (1 + _MARGIN)).clamp(min=1.0)
     return X * s.unsqueeze(-1).unsqueeze(-1), s
 
 
@@ -792,9 +798,8 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
         Xw = La.transpose(-1, -2) @ X @ La / (sc * sc).unsqueeze(-1).unsqueeze(-1)
         G = torch.cholesky_inverse(torch.linalg.cholesky(_sym(Xw)))
         q = _forms_q(G, Wall.reshape(*batch, *Wall.shape[-2:]))
-        # relative margin 1e-12 (far below tol, far above the rounding of this or a direct check on V), so
-        # that X stays feasible however q is evaluated
-        s = (torch.where(mask, q, torch.zeros_like(q)).amax(-1) * (1 + 1e-12)).clamp(min=1.0)
+        # the same relative margin as _post_scale: X stays feasible however q is evaluated
+        s = (torch.where(mask, q, torch.zeros_like(q)).amax(-1) * (1 + _MARGIN)).clamp(min=1.0)
         X = X * s.unsqueeze(-1).unsqueeze(-1)
     opt = (A * X).sum((-1, -2))
     if solver == "dual":
