@@ -252,3 +252,29 @@ def test_histogram_counts_refuses_histograms_without_counts():
         ref = np.floor(t)
         ref[np.argsort(-(t - ref))[: int(round(37 - ref.sum()))]] += 1
         assert c.tolist() == ref.astype(int).tolist()
+
+
+def test_labeled_gmm_shape_errors_are_one_line():
+    """A wrong d in class_log_prob, batch shapes that do not broadcast and counts of the wrong K gave torch's
+    RuntimeErrors from deep inside; a numpy int n was refused by sample."""
+    from torchdpgmm.mixture import LabeledGMM
+
+    m = LabeledGMM(torch.tensor([0.5, 0.5]), torch.zeros(2, 3), torch.eye(3).expand(2, 3, 3))
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., n, 3\)"):
+        m.class_log_prob(torch.zeros(4, 2))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        m.class_log_prob([[0.0, 0.0, 0.0]])
+    with pytest.raises(ValueError, match="do not broadcast"):
+        LabeledGMM(torch.full((3, 2), 0.5), torch.zeros(4, 2, 1), torch.ones(2, 1, 1))
+    mb = LabeledGMM(torch.full((3, 2), 0.5), torch.zeros(3, 2, 1), torch.ones(2, 1, 1))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        mb.class_log_prob(torch.zeros(4, 5, 1))
+    with pytest.raises(ValueError, match=r"counts must have shape \(\.\.\., 2\)"):
+        m.sample_counts(torch.tensor([2, 1, 1]))
+    with pytest.raises(ValueError, match="does not expand"):
+        mb.sample_counts(torch.ones(4, 2, dtype=torch.long))
+    x, y = m.sample(np.int64(3), torch.Generator().manual_seed(0))
+    assert x.shape == (3, 3) and y.shape == (3,)
+    # valid input unchanged: scipy's density of N(0, I) at x, plus log 1/2
+    ref = stats.multivariate_normal(np.zeros(3), np.eye(3)).logpdf(x.numpy()) + math.log(0.5)
+    assert np.allclose(m.class_log_prob(x).numpy(), ref[:, None])

@@ -10,6 +10,7 @@ Shapes: ``weights (..., K)``, ``means (..., K, d)``, ``covariances (..., K, d, d
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import torch
@@ -55,7 +56,12 @@ class LabeledGMM:
             raise ValueError(f"weights must have shape (..., {K}), got {tuple(weights.shape)}")
         if covariances.shape[-3:] != (K, d, d):
             raise ValueError(f"covariances must have shape (..., {K}, {d}, {d}), got {tuple(covariances.shape)}")
-        batch = broadcast_shapes(weights.shape[:-1], means.shape[:-2], covariances.shape[:-3])
+        try:
+            batch = broadcast_shapes(weights.shape[:-1], means.shape[:-2], covariances.shape[:-3])
+        except RuntimeError:
+            raise ValueError(f"the batch shapes of weights {tuple(weights.shape[:-1])}, means "
+                             f"{tuple(means.shape[:-2])} and covariances {tuple(covariances.shape[:-3])} "
+                             "do not broadcast") from None
         self.weights = weights.expand(*batch, K)
         self.means = means.expand(*batch, K, d)
         self.covariances = covariances.expand(*batch, K, d, d)
@@ -134,7 +140,16 @@ class LabeledGMM:
     # ------------------------------------------------------------------ densities
     def class_log_prob(self, x: torch.Tensor) -> torch.Tensor:
         """``log pi_k + log N(x; mu_k, Sigma_k)`` for every class: ``x (..., n, d) -> (..., n, K)``."""
+        if not torch.is_tensor(x):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         x = x.to(self.dtype)
+        if x.dim() < 2 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (..., n, {self.dim}), got {tuple(x.shape)}")
+        try:
+            broadcast_shapes(x.shape[:-2], self.batch_shape)
+        except RuntimeError:
+            raise ValueError(f"x's batch shape {tuple(x.shape[:-2])} does not broadcast against the model's "
+                             f"{tuple(self.batch_shape)}") from None
         L = self.scale_tril                                   # (..., K, d, d)
         diff = x.unsqueeze(-3) - self.means.unsqueeze(-2)     # (..., K, n, d)
         z = torch.linalg.solve_triangular(L, diff.transpose(-1, -2), upper=False)  # (..., K, d, n)
@@ -174,8 +189,9 @@ class LabeledGMM:
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw ``n`` i.i.d. pairs ``(x, y) ~ p(x, y)``; returns ``x (..., n, d)`` and ``y (..., n)``."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
+        n = int(n)
         B = int(math.prod(self.batch_shape))
         w = self.weights.reshape(B, self.num_classes)
         y = torch.multinomial(w, n, replacement=True, generator=generator)
@@ -196,6 +212,11 @@ class LabeledGMM:
                 raise ValueError("no counts given and the model carries none")
             counts = self.counts
         counts = torch.as_tensor(counts, device=self.device)
+        if counts.dim() < 1 or counts.shape[-1] != self.num_classes:
+            raise ValueError(f"counts must have shape (..., {self.num_classes}), got {tuple(counts.shape)}")
+        cb, mb = tuple(counts.shape[:-1]), tuple(self.batch_shape)
+        if len(cb) > len(mb) or any(c not in (1, m) for c, m in zip(reversed(cb), reversed(mb))):
+            raise ValueError(f"counts' batch shape {cb} does not expand to the model's {mb}")
         if counts.dtype.is_floating_point:
             if not bool(torch.equal(counts, counts.round())):
                 raise ValueError("counts must be whole numbers")
