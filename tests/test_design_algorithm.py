@@ -254,6 +254,8 @@ def test_ragged_mask_equals_unpadded():
     (dict(epsilon=0.0), "epsilon"), (dict(epsilon=-1.0), "epsilon"), (dict(delta=1.0), "delta"),
     (dict(variant="nope"), "variant"), (dict(solver="scs"), "solver"), (dict(lam=0.0), "lam"),
     (dict(num_classes=1), "num_classes"),
+    # max_iter = 0 gave TypeError from torch.log(None), kl_draws = -1 a silent NaN expected_kl
+    (dict(max_iter=0), "max_iter must be an int >= 1"), (dict(kl_draws=-1), "kl_draws must be an int >= 0"),
 ])
 def test_validation(kw, msg):
     X, y = _data(7, 1, 60, 3, 2)
@@ -270,3 +272,15 @@ def test_too_small_class_rejected():
     y[0, 2:5] = 2
     with pytest.raises(ValueError, match="d \\+ 1"):
         design_mechanism(X, y, 3, 1.0, 1e-5)
+
+
+def test_at_refuses_an_epsilon_that_does_not_broadcast():
+    """design_mechanism (after the SDP solve) and MechanismDesign.at with an epsilon of a shape that does not
+    broadcast against the data batch gave torch's RuntimeError; valid sweeps still broadcast (E, 1) over (T,)."""
+    X, y = _data(9, 2, 60, 3, 2)
+    with pytest.raises(ValueError, match="must broadcast against the data's batch"):
+        design_mechanism(X, y, 3, torch.ones(3), 1e-5)
+    D = design_mechanism(X, y, 3, 1.0, 1e-5)
+    with pytest.raises(ValueError, match="must broadcast against the data's batch"):
+        D.at(torch.ones(3))
+    assert D.at(torch.tensor([[0.5], [2.0]], dtype=torch.float64)).eps0.shape == (2, 2)

@@ -211,3 +211,32 @@ def test_returned_x_is_strictly_feasible_on_every_path(d, method, solver):
         Vt, Xt = V[t].numpy(), r.X[t].numpy()
         q = np.einsum("md,md->m", Vt, np.linalg.solve(Xt, Vt.T).T).max()
         assert q < 1 - 1e-13  # the 1e-12 margin, far above the rounding of either evaluation of q
+
+
+def test_bad_masks_and_vectors_are_one_line():
+    """An int mask gave a where RuntimeError, a mask of the wrong length an expand RuntimeError, every vector
+    masked (or NaN in V) a raw LinAlgError; NaN on masked rows broke the solve (NaN * 0 = NaN)."""
+    g = torch.Generator().manual_seed(0)
+    V = torch.randn(5, 2, generator=g, dtype=torch.float64)
+    eye = torch.eye(2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        solve_covering_sdp(V, eye, mask=torch.ones(5, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"mask must have shape \(\.\.\., 5\)"):
+        solve_covering_sdp(V, eye, mask=torch.ones(4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        solve_covering_sdp(V.expand(3, 5, 2), eye.expand(2, 2, 2))
+    with pytest.raises(ValueError, match="at least one unmasked nonzero vector"):
+        solve_covering_sdp(V, eye, mask=torch.zeros(5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="at least one unmasked nonzero vector"):
+        solve_covering_sdp(torch.zeros(5, 2, dtype=torch.float64), eye)
+    with pytest.raises(ValueError, match="must be finite"):
+        solve_covering_sdp(torch.tensor([[math.nan, 0.0], [1.0, 1.0]], dtype=torch.float64), eye)
+    with pytest.raises(ValueError, match="positive definite"):
+        solve_covering_sdp(V, torch.diag(torch.tensor([1.0, -1.0], dtype=torch.float64)))
+    mask = torch.tensor([True, True, True, False, False])
+    Vp = V.clone()
+    Vp[3:] = math.nan
+    r = solve_covering_sdp(Vp, eye, mask=mask)
+    X = r.X.numpy()  # feasible for the unmasked vectors (numpy), and the optimum of the 3 real vectors
+    assert max(v @ np.linalg.solve(X, v) for v in V[:3].numpy()) < 1
+    assert float(r.opt) == pytest.approx(float(solve_covering_sdp(V[:3], eye).opt), rel=1e-6)

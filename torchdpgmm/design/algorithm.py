@@ -17,6 +17,7 @@ other step is closed form or a scalar search, so an epsilon sweep reuses the SDP
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -254,6 +255,7 @@ class MechanismDesign:
         v = self.variant if variant is None else variant
         if v not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}, got {v!r}")
+        _check_batch(epsilon, self.delta if delta is None else delta, self._ctx["batch"])
         return _design_from_ctx(self._ctx, epsilon, self.delta if delta is None else delta, v,
                                 self.fitted, self.solver)
 
@@ -390,6 +392,23 @@ def same_records(design_data: tuple, data: tuple) -> bool:
         return False
 
 
+def _check_batch(epsilon, delta, batch) -> None:
+    """Refuse an ``epsilon`` or ``delta`` whose shape does not broadcast against the data batch."""
+    shapes = [tuple(torch.as_tensor(epsilon).shape), tuple(torch.as_tensor(delta).shape), tuple(batch)]
+    try:
+        broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise ValueError(f"epsilon {shapes[0]} and delta {shapes[1]} must broadcast against the data's batch "
+                         f"shape {shapes[2]}") from None
+
+
+def _check_loop_args(max_iter, kl_draws) -> None:
+    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
+        raise ValueError(f"max_iter must be an int >= 1, got {max_iter!r}")
+    if isinstance(kl_draws, bool) or not isinstance(kl_draws, numbers.Integral) or kl_draws < 0:
+        raise ValueError(f"kl_draws must be an int >= 0, got {kl_draws!r}")
+
+
 def _design_from_ctx(ctx, epsilon, delta, variant, fitted, solver, max_iter=None, tol=None):
     dtype, device = ctx["dtype"], ctx["device"]
     eps = torch.as_tensor(epsilon, dtype=dtype, device=device)
@@ -519,8 +538,10 @@ def design_mechanism(X: torch.Tensor, y: torch.Tensor, num_classes: int, epsilon
     check_delta(delta)
     if not (0 < lam < 1):
         raise ValueError(f"lam must lie in (0, 1), got {lam!r}")
+    _check_loop_args(max_iter, kl_draws)
     if not torch.is_tensor(X) or X.dim() < 2:
         raise ValueError("X must be a tensor of shape (..., N, d)")
+    _check_batch(epsilon, delta, X.shape[:-2])
     X = X.to(torch.float64)   # statistics, the SDP and the split search run in float64 (a certified 1e-6 SDP gap needs it)
     if not torch.is_tensor(y) or y.shape != X.shape[:-1]:
         raise ValueError(f"y must be a tensor of shape {tuple(X.shape[:-1])}, got "

@@ -721,6 +721,41 @@ def _solve_cvxpylayers(W, mask, n_jobs=None):
     return Y.reshape(*batch, d, d)
 
 
+def _checked_inputs(V, A, mask):
+    """``V, A, mask`` in float64 expanded to their common batch, the batch and ``chol(A)`` (one
+    ValueError/TypeError for bad input); masked-out vectors may hold anything (NaN included): they are zeroed."""
+    if not torch.is_tensor(V) or not torch.is_tensor(A):
+        raise TypeError("V and A must be torch tensors")
+    if V.dim() < 2 or A.dim() < 2 or A.shape[-1] != V.shape[-1] or A.shape[-2] != V.shape[-1]:
+        raise ValueError(f"V must be (..., N, d) and A (..., d, d); got {tuple(V.shape)} and {tuple(A.shape)}")
+    if mask is None:
+        mask = torch.ones(V.shape[:-1], dtype=torch.bool, device=V.device)
+    if not torch.is_tensor(mask) or mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a bool tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
+    if mask.dim() < 1 or mask.shape[-1] != V.shape[-2]:
+        raise ValueError(f"mask must have shape (..., {V.shape[-2]}), got {tuple(mask.shape)}")
+    try:
+        batch = broadcast_shapes(V.shape[:-2], A.shape[:-2], mask.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"the batch shapes of V {tuple(V.shape[:-2])}, A {tuple(A.shape[:-2])} and mask "
+                         f"{tuple(mask.shape[:-1])} do not broadcast") from None
+    # always float64: a certified 1e-6 gap is out of reach in float32 (and feasibility is a privacy matter)
+    n, d = V.shape[-2:]
+    V = V.to(torch.float64).expand(*batch, n, d)
+    A = A.to(torch.float64).expand(*batch, d, d)
+    mask = mask.expand(*batch, n)
+    V = torch.where(mask.unsqueeze(-1), V, torch.zeros((), dtype=V.dtype, device=V.device))
+    if not bool(torch.isfinite(V).all() & torch.isfinite(A).all()):
+        raise ValueError("V (on its unmasked rows) and A must be finite")
+    if not bool(((V != 0).any(-1) & mask).any(-1).all()):
+        raise ValueError("every problem needs at least one unmasked nonzero vector (else X = 0 is optimal and "
+                         "no noise covariance exists)")
+    La, info = torch.linalg.cholesky_ex(_sym(A))                        # A = La La^T, C = La^T
+    if bool((info != 0).any()):
+        raise ValueError("A must be symmetric positive definite")
+    return V, A, mask, batch, La
+
+
 def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | None = None, *,
                        solver: str = "dual", tol: float = 1e-6, max_iter: int = 20000,
                        check_every: int = 20, rho: float = 2.0, prune: bool = True,
@@ -759,19 +794,8 @@ def solve_covering_sdp(V: torch.Tensor, A: torch.Tensor, mask: torch.Tensor | No
         raise ValueError(f"solver must be 'dual' or 'cvxpylayers', got {solver!r}")
     if method not in ("barrier", "multiplicative"):
         raise ValueError(f"method must be 'barrier' or 'multiplicative', got {method!r}")
-    if V.dim() < 2 or A.shape[-1] != V.shape[-1] or A.shape[-2] != V.shape[-1]:
-        raise ValueError(f"V must be (..., N, d) and A (..., d, d); got {tuple(V.shape)} and {tuple(A.shape)}")
-    if mask is None:
-        mask = torch.ones(V.shape[:-1], dtype=torch.bool, device=V.device)
-    # always float64: a certified 1e-6 gap is out of reach in float32 (and feasibility is a privacy matter)
-    V = V.to(torch.float64)
-    A = A.to(torch.float64)
-    batch = broadcast_shapes(V.shape[:-2], A.shape[:-2], mask.shape[:-1])
+    V, A, mask, batch, La = _checked_inputs(V, A, mask)
     n, d = V.shape[-2:]
-    V = V.expand(*batch, n, d)
-    A = A.expand(*batch, d, d)
-    mask = mask.expand(*batch, n)
-    La = torch.linalg.cholesky(_sym(A))                                  # A = La La^T, C = La^T
     W = V @ La                                                           # rows w_m^T = v_m^T La
     W = W * mask.unsqueeze(-1).to(W.dtype)
     sc = (W * W).sum(-1).amax(-1).sqrt().clamp_min(torch.finfo(W.dtype).tiny)   # (...)
