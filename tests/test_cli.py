@@ -334,6 +334,7 @@ def test_synthesize_writes_the_release_and_synthetic_rows_from_an_idx_folder(tmp
     (["--classes", "0,1,2", "--epsilon", "1", "-n", "0"], "-n"),
     (["--classes", "0,1,2", "--epsilon", "1", "--n-components", "500"], "--n-components"),
     (["--classes", "0,1,2", "--epsilon", "1", "--radius", "0"], "--radius"),
+    (["--classes", "0,1,2", "--epsilon", "1", "-n", str(10 ** 8 + 1)], "-n must be <= 1e+08"),  # as `sample`
 ])
 def test_synthesize_bad_input_one_line_and_nothing_written(tmp_path, capsys, args, match):
     _idx_training_folder(tmp_path / "idx", n=60)
@@ -391,3 +392,86 @@ def test_synthesize_interrupted_while_writing_leaves_nothing(tmp_path, monkeypat
                  "--delta", "1e-5", "--n-components", "4", "-n", "10", "--out", str(out)]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # neither the output nor a temporary folder
+
+
+def _release_json(path):
+    import json
+
+    return json.loads((path / "release.json").read_text())
+
+
+def test_synthesize_reads_a_uint8_npz_as_the_idx_reader_does(tmp_path, capsys):
+    """An NPZ of the same uint8 images as an IDX folder used to enter the pipeline as 0..255 against clips meant for
+    [0, 1] (no warning). Now it is scaled as the IDX reader scales it: the same release, byte for byte, as the IDX
+    folder and as a float NPZ divided by 255 by hand. With --bounds (the file's own units) nothing is rescaled."""
+    imgs, y = _idx_training_folder(tmp_path / "idx", n=60)
+    U = imgs.reshape(60, 784).numpy()
+    np.savez(tmp_path / "u8.npz", X=U, y=y.numpy())
+    np.savez(tmp_path / "f.npz", X=U.astype(np.float64) / 255.0, y=y.numpy())
+    common = ["--classes", "0,1,2", "--epsilon", "2", "--delta", "1e-5", "--n-components", "4", "--seed", "3"]
+    for name in ("idx", "u8.npz", "f.npz"):
+        assert main(["synthesize", "--data", str(tmp_path / name), *common, "--out", str(tmp_path / f"o-{name}")]) == 0
+    ref = (tmp_path / "o-f.npz" / "release.json").read_bytes()
+    assert (tmp_path / "o-u8.npz" / "release.json").read_bytes() == ref
+    assert (tmp_path / "o-idx" / "release.json").read_bytes() == ref
+    np.savez(tmp_path / "u8t.npz", X=U[:, 300:305], y=y.numpy())
+    np.savez(tmp_path / "ft.npz", X=U[:, 300:305].astype(np.float64), y=y.numpy())
+    table = ["--classes", "0,1,2", "--epsilon", "2", "--delta", "1e-5", "--bounds", "0:255", "--seed", "3"]
+    for name in ("u8t.npz", "ft.npz"):
+        assert main(["synthesize", "--data", str(tmp_path / name), *table, "--out", str(tmp_path / f"b-{name}")]) == 0
+    assert (tmp_path / "b-u8t.npz" / "release.json").read_bytes() == (tmp_path / "b-ft.npz" / "release.json").read_bytes()
+
+
+def test_synthesize_image_transform_none_defaults_to_the_width_as_the_estimator_does(tmp_path, capsys):
+    """--image-transform none without bounds used to default to n_components = 40 (refused after the data were read
+    on a 5-column table, naming the Python parameter; on a wide table a different release than the API's). Now the
+    estimator's rule: the table's width; the same release as DPSyntheticClassifier, bit for bit."""
+    import warnings
+
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    rng = np.random.default_rng(0)
+    y = np.arange(90) % 3
+    X = rng.random((90, 5)) * 0.3 + 0.2 * y[:, None]
+    np.savez(tmp_path / "t.npz", X=X, y=y)
+    assert main(["synthesize", "--data", str(tmp_path / "t.npz"), "--classes", "0,1,2", "--epsilon", "2", "--delta",
+                 "1e-5", "--image-transform", "none", "--seed", "4", "--out", str(tmp_path / "o")]) == 0
+    rel = _release_json(tmp_path / "o")
+    assert rel["config"]["n_components"] == 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = DPSyntheticClassifier(2.0, 1e-5, classes=[0, 1, 2], image_transform="none", random_state=4).fit(X, y)
+    assert est.release_.config.n_components == 5
+    np.testing.assert_array_equal(np.asarray(rel["mixture"]["means"]), est.model_.means.numpy())
+    np.testing.assert_array_equal(np.asarray(rel["pca"]["components"]), est.release_.pca.components.numpy())
+
+
+def test_synthesize_refuses_what_the_width_forbids_before_reading_and_names_the_flag(tmp_path, capsys, monkeypatch):
+    """The width is in the file's header (public schema): --n-components above it, --components-per-class above twice
+    the dimension, dct14 on a table that is not 784 wide are refused before a record is read, naming the flag."""
+    import torchdpgmm.datafile as datafile
+
+    _idx_training_folder(tmp_path / "idx", n=30)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "t.npz", X=rng.random((30, 5)), y=np.arange(30) % 3)
+    with open(tmp_path / "t.csv", "w") as fh:
+        fh.write("a,b,c,label\n" + "".join(f"{i / 30},0.5,0.25,{i % 3}\n" for i in range(30)))
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the data were read")
+
+    monkeypatch.setattr(datafile, "read_labeled_images", no_read)
+    base = ["synthesize", "--classes", "0,1,2", "--epsilon", "1", "--delta", "1e-5"]
+    for data, extra, match in (
+            ("t.npz", ["--image-transform", "none", "--n-components", "6"], "--n-components must lie in [1, 5]"),
+            ("t.npz", ["--image-transform", "none", "--components-per-class", "11"], "--components-per-class must be <= 2 x d = 10"),
+            ("t.csv", ["--label-column", "label", "--image-transform", "none", "--components-per-class", "7"],
+             "--components-per-class must be <= 2 x d = 6"),
+            ("t.csv", ["--label-column", "label", "--bounds", "0:1", "--n-components", "4"], "--n-components must lie in [1, 3]"),
+            ("idx", ["--image-transform", "none", "--n-components", "785"], "--n-components must lie in [1, 784]"),
+            ("t.npz", [], "784 columns")):
+        out = tmp_path / "o"
+        assert main([*base, "--data", str(tmp_path / data), *extra, "--out", str(out)]) == 2, (data, extra)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and match in err[0] and "n_components" not in err[0], err
+        assert not out.exists()

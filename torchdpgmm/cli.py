@@ -198,7 +198,9 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data", type=Path, required=True,
                    help="a folder of IDX files in MNIST's layout (train-images-idx3-ubyte, train-labels-idx1-ubyte), "
-                        "or a .npz (arrays X, y) / .csv table with one 28x28 image per row")
+                        "or a .npz (arrays X, y) / .csv table with one 28x28 image per row; uint8 pixels (IDX, or an "
+                        "NPZ's uint8 X without --bounds) are divided by 255, a CSV's cells are taken as written "
+                        "(the default clips assume pixels in [0, 1])")
     p.add_argument("--label-column", help="name of the label column (CSV)")
     p.add_argument("--classes", type=_csv_list(str), required=True,
                    help="the public class set, comma separated (for IDX labels: 0,1,...,9); never read from the data")
@@ -216,7 +218,8 @@ def _add_synthesize(sub: argparse._SubParsersAction) -> None:
                    help="fixed public transform: dct14 (28x28 images; the default) or none (raw columns; the default "
                         "with --bounds / --schema, a table)")
     p.add_argument("--n-components", type=int, default=None,
-                   help="dimension d of the DP PCA (default 40; with --bounds, the number of features)")
+                   help="dimension d of the DP PCA (default 40 for dct14; with --image-transform none, as with "
+                        "--bounds, the number of features)")
     p.add_argument("--mean-clip", type=float, default=None,
                    help="public L2 bound of the transformed records for the noisy mean (default 14, suits pixels in "
                         "[0, 1]; with --bounds sqrt(d)/2 in the centred unit box)")
@@ -957,6 +960,11 @@ def _check_synthesize_flags(args: argparse.Namespace) -> tuple[list[str], bool]:
     classes = check_class_list(args.classes)
     if args.n is not None and args.n < 1:
         raise UsageError("torchdpgmm synthesize: error: -n must be >= 1")
+    from torchdpgmm.modelfile import MAX_SAMPLE_ROWS
+
+    if args.n is not None and args.n > MAX_SAMPLE_ROWS:  # as `sample`: refused before the data are read
+        raise UsageError(f"torchdpgmm synthesize: error: -n must be <= {MAX_SAMPLE_ROWS:.0e} (the rows are drawn in "
+                         "memory); draw more from the release with DPSyntheticClassifier.sample in several calls")
     if args.components_per_class is not None and args.components_per_class < 1:
         raise UsageError("torchdpgmm synthesize: error: --components-per-class must be >= 1")
     if args.image_transform is None:  # a table (public bounds) takes the table defaults, as DPSyntheticClassifier
@@ -986,10 +994,49 @@ def _check_synthesize_flags(args: argparse.Namespace) -> tuple[list[str], bool]:
     return classes, has_bounds
 
 
+def _check_synthesize_width(args: argparse.Namespace, width: int | None) -> None:
+    """The settings that the data's width (public schema; None: not known yet) makes impossible, naming the flag:
+    dct14 needs 784 columns, --n-components at most the transformed width, --components-per-class at most twice the
+    dimension (its default: 40 for dct14, the width for none)."""
+    if width is None:
+        return
+    if args.image_transform == "dct14" and width != 784:
+        raise UsageError("torchdpgmm synthesize: error: --image-transform dct14 needs 28x28 images (784 columns), "
+                         f"the data have {width} columns")
+    if args.image_transform == "none" and args.n_components is not None and args.n_components > width:
+        raise UsageError(f"torchdpgmm synthesize: error: --n-components must lie in [1, {width}] (the data's "
+                         f"{width} columns, with --image-transform none), got {args.n_components}")
+    d = args.n_components or (width if args.image_transform == "none" else 40)
+    if args.components_per_class is not None and args.components_per_class > 2 * d:
+        raise UsageError(f"torchdpgmm synthesize: error: --components-per-class must be <= 2 x d = {2 * d} (d: "
+                         "--n-components, by default 40 for dct14 and the data's width for none; the initial centres "
+                         "lie along the top released directions)")
+
+
+def _synthesize_rows(args: argparse.Namespace, rel: Any, bounds: Any) -> tuple[Any, Any]:
+    """``synthesize -n``'s synthetic rows of the release ``rel`` (post-processing): from the released mixture, or with
+    public ``bounds`` from it restricted to them (never clipped onto one), in the centred unit box."""
+    m = rel.model
+    try:
+        if bounds is None:
+            return m.sample(args.n, generator=_stream_generator(args.seed, 1))
+        from torchdpgmm.bounds import pipeline_rows_in_box
+
+        u, yk, fallback = pipeline_rows_in_box(m, rel.pca, float(rel.config.radius), args.n,
+                                               _stream_generator(args.seed, 1))
+        if fallback:
+            _warn(f"{fallback} of {args.n} rows come from a component whose released Gaussian puts almost no "
+                  "mass inside the bounds: drawn inside them approximately", "torchdpgmm synthesize")
+        return u - 0.5, yk
+    except (RuntimeError, MemoryError) as exc:
+        raise UsageError(f"torchdpgmm synthesize: error: could not draw -n {args.n} synthetic rows "
+                         f"({type(exc).__name__}; out of memory?)") from None
+
+
 def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     import json
 
-    from torchdpgmm.datafile import read_labeled_images, write_labeled_csv
+    from torchdpgmm.datafile import feature_width, read_labeled_images, write_labeled_csv
     from torchdpgmm.modelfile import _umask, atomic_write_text
     from torchdpgmm.bounds import table_pipeline_clips
     from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig, release_pipeline
@@ -1003,7 +1050,12 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     if named and args.label_column is not None and args.label_column in named:
         raise UsageError(f"--bounds / --schema name the label column {args.label_column!r}: a label cannot also "
                          "be a feature")
-    table = read_labeled_images(args.data, classes, args.label_column, named or None)
+    # the width is public schema: from the file's header, settings it makes impossible are refused before a record
+    # is read (and again below with the table's width, for a header that did not say)
+    _check_synthesize_width(args, feature_width(args.data, args.label_column, named or None))
+    # uint8 pixels are scaled to [0, 1] as the IDX reader scales them, unless public bounds (the file's units) are given
+    table = read_labeled_images(args.data, classes, args.label_column, named or None, uint8_pixels=not has_bounds)
+    _check_synthesize_width(args, table.X.shape[1])
     X, bounds = table.X, None
     if has_bounds:  # public: the bounds and the header's column names; records into the centred unit box
         bounds = _read_bounds(args, getattr(table, "feature_names", None) or [f"x{i}" for i in range(X.shape[1])])
@@ -1011,13 +1063,11 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     dflt = table_pipeline_clips(bounds.dim) if bounds is not None else (14.0, 10.0, 5.0)
     mean_clip, pca_clip, radius = (v if v is not None else f for v, f in
                                    zip((args.mean_clip, args.pca_clip, args.radius), dflt))
-    n_comp = args.n_components or (X.shape[1] if bounds is not None else 40)
+    # the public rule of DPSyntheticClassifier: 40 DCT components of an image, every column of a table
+    n_comp = args.n_components or (X.shape[1] if args.image_transform == "none" else 40)
     cfg = PipelineConfig(transform=args.image_transform, n_components=n_comp, mean_clip=mean_clip,
                          pca_clip=pca_clip, radius=radius, covariance_type=args.covariance_type,
                          class_rule=args.class_rule, components_per_class=args.components_per_class)
-    if args.image_transform == "dct14" and table.X.shape[1] != 784:
-        raise UsageError("torchdpgmm synthesize: error: --image-transform dct14 needs 28x28 images (784 columns), "
-                         f"the data have {table.X.shape[1]} columns")
     rel = release_pipeline(X, table.y, num_classes=len(classes), epsilon=args.epsilon, delta=args.delta,
                            adjacency=args.adjacency, config=cfg, generator=_stream_generator(args.seed, 0))
     privacy = rel.privacy
@@ -1036,23 +1086,7 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
     from torchdpgmm.release.diagnostics import pipeline_mostly_noise
 
     _warn_mostly_noise("synthesize", pipeline_mostly_noise(rel))  # released values only; before any write
-    sample = None
-    if args.n is not None:  # drawn before anything is written
-        try:
-            if bounds is None:
-                sample = m.sample(args.n, generator=_stream_generator(args.seed, 1))
-            else:  # the released model restricted to the bounds (never clipped onto one), in the unit box
-                from torchdpgmm.bounds import pipeline_rows_in_box
-
-                u, yk, fallback = pipeline_rows_in_box(m, rel.pca, float(rel.config.radius), args.n,
-                                                       _stream_generator(args.seed, 1))
-                sample = (u - 0.5, yk)
-                if fallback:
-                    _warn(f"{fallback} of {args.n} rows come from a component whose released Gaussian puts almost no "
-                          "mass inside the bounds: drawn inside them approximately", "torchdpgmm synthesize")
-        except (RuntimeError, MemoryError) as exc:
-            raise UsageError(f"torchdpgmm synthesize: error: could not draw -n {args.n} synthetic rows "
-                             f"({type(exc).__name__}; out of memory?)") from None
+    sample = None if args.n is None else _synthesize_rows(args, rel, bounds)  # drawn before anything is written
     # write into a fresh sibling folder, then rename it into place: the output appears whole or not at all
     import os
     import tempfile

@@ -20,6 +20,8 @@ import csv
 import io
 import math
 import re
+import struct
+import zipfile
 import zlib
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -29,7 +31,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-__all__ = ["LabeledTable", "read_labeled_table", "read_labeled_images", "write_labeled_csv"]
+__all__ = ["LabeledTable", "read_labeled_table", "read_labeled_images", "write_labeled_csv", "feature_width"]
 
 
 @dataclass
@@ -147,8 +149,9 @@ def _one_line_record(line: str, delim: str) -> list[str]:
         return []
 
 
-def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> LabeledTable:
-    """The NPZ branch of :func:`read_labeled_table` (arrays ``X``, ``y``; optional names)."""
+def _read_npz(path: Path, classes: Sequence[str] | None, private: bool, uint8_pixels: bool = False) -> LabeledTable:
+    """The NPZ branch of :func:`read_labeled_table` (arrays ``X``, ``y``; optional names); ``uint8_pixels``: a uint8
+    ``X`` (its dtype is public schema) is read as pixels ``k / 255``, as the IDX reader reads them."""
     try:
         data = np.load(path, allow_pickle=False)
     except Exception as exc:
@@ -169,7 +172,8 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool) -> Label
     if y.dtype.kind not in "biuUS":
         raise ValueError(f"{path}: NPZ array y must hold integer or string labels, got dtype {y.dtype} "
                          "(convert float labels to integers or strings)")
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64) / 255.0 if uint8_pixels and X.dtype == np.uint8 else \
+        np.asarray(X, dtype=np.float64)
     if y.dtype.kind == "S":
         y = np.char.decode(y, "utf-8", errors="replace")
     if y.ndim != 1 or len(y) != len(X):
@@ -223,10 +227,12 @@ def _csv_records(path: Path, suffix: str, private: bool) -> tuple[list[str], lis
 
 def read_labeled_table(path: str | Path, label_column: str | None = None,
                        feature_columns: Sequence[str] | None = None, *, classes: Sequence[str] | None = None,
-                       private: bool = False) -> LabeledTable:
+                       private: bool = False, uint8_pixels: bool = False) -> LabeledTable:
     """Read ``path`` (``.csv`` or ``.npz``); raises ``ValueError`` with a one-line reason on bad input.
 
     ``classes``: the public class set (module docstring). ``private``: no row numbers or values in errors.
+    ``uint8_pixels``: an NPZ whose ``X`` is uint8 is read as pixels ``k / 255`` (a CSV's cells have no dtype: taken
+    as written).
     """
     path = Path(path)
     if not path.exists():
@@ -239,7 +245,7 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
                              "columns you want in X, or use a CSV with a header)")
         if label_column is not None:  # a flag that would be ignored: its labels are the array y
             raise ValueError(f"{path}: --label-column names a column of a CSV; an NPZ's labels are its array y")
-        return _read_npz(path, classes, private)
+        return _read_npz(path, classes, private, uint8_pixels)
     if suffix not in (".csv", ".txt", ".tsv"):
         raise ValueError(f"{path}: unsupported file type {suffix!r} (use .csv or .npz)")
     if label_column is None:
@@ -287,17 +293,21 @@ def read_labeled_table(path: str | Path, label_column: str | None = None,
 
 
 def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: str | None = None,
-                        feature_columns: Sequence[str] | None = None) -> LabeledTable:
+                        feature_columns: Sequence[str] | None = None, *, uint8_pixels: bool = True) -> LabeledTable:
     """Private training images for the synthetic-data pipeline: a folder of IDX files in MNIST's layout
     (``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte``, raw or ``.gz``; uint8 pixels scaled to
     [0, 1]) or a table that :func:`read_labeled_table` reads (``.npz`` / ``.csv``, one image per row).
-    ``feature_columns`` picks a table's columns (default: every column but the label).
+    ``feature_columns`` picks a table's columns (default: every column but the label). ``uint8_pixels`` (the
+    default; ``synthesize`` turns it off with public bounds, which are in the file's own units): an NPZ whose ``X``
+    is uint8 is scaled to [0, 1] as the IDX files are (the dtype is public schema; the default clips assume pixels
+    in [0, 1]). A CSV's cells have no dtype and are taken as written.
     Labels are matched against the public ``classes`` as :func:`class_key` reads both (numbers by value); a row
     whose label is not among them gets index -1 (dropped by the release, never refused). Errors name no row and no
     value."""
     path = Path(path)
     if not path.is_dir():
-        return read_labeled_table(path, label_column, feature_columns, classes=classes, private=True)
+        return read_labeled_table(path, label_column, feature_columns, classes=classes, private=True,
+                                  uint8_pixels=uint8_pixels)
     from torchdpgmm.data.idx import find_idx_file, read_idx
     from torchdpgmm.data.loaders import MNIST_FILES
 
@@ -326,6 +336,58 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     index = {class_key(c): i for i, c in enumerate(names)}
     y = torch.tensor([index.get(class_key(_label_text(v)), -1) for v in labels.tolist()], dtype=torch.long)
     return LabeledTable(X, y, names, [f"pixel{i}" for i in range(X.shape[1])])
+
+
+def feature_width(path: str | Path, label_column: str | None = None,
+                  feature_columns: Sequence[str] | None = None) -> int | None:
+    """The number of feature columns :func:`read_labeled_images` would read from ``path``, from public schema alone
+    (the named columns, a CSV's header row, an NPZ's array header, an IDX file's dimensions; never a record), so
+    that a setting the width makes impossible is refused before the data are read. None when the header does not
+    say (a missing or malformed file: the reader then gives its own error)."""
+    if feature_columns is not None:
+        return len(feature_columns)
+    path = Path(path)
+    try:
+        if path.is_dir():
+            return _idx_width(path)
+        suffix = path.suffix.lower()
+        if suffix == ".npz":
+            shape = _npz_shape(path, "X")
+            return int(shape[1]) if shape is not None and len(shape) == 2 else None
+        if suffix in (".csv", ".txt", ".tsv") and label_column is not None:
+            with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
+                line = fh.readline().rstrip("\r\n")
+            delim = "\t" if suffix == ".tsv" or ("\t" in line and "," not in line) else ","  # as _csv_records
+            header = [h.strip() for h in next(csv.reader([line], delimiter=delim))]
+            return len(header) - 1 if header.count(label_column) == 1 and len(set(header)) == len(header) else None
+    except (OSError, ValueError, EOFError, KeyError, StopIteration, csv.Error, zlib.error, zipfile.BadZipFile):
+        return None
+    return None
+
+
+def _npz_shape(path: Path, key: str) -> tuple[int, ...] | None:
+    """The shape of array ``key`` of an NPZ from its ``.npy`` header (the array itself is not read)."""
+    with zipfile.ZipFile(path) as zf, zf.open(f"{key}.npy") as fh:
+        version = np.lib.format.read_magic(fh)
+        read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+        return None if read is None else tuple(read(fh)[0])
+
+
+def _idx_width(path: Path) -> int | None:
+    """``rows x cols`` of an IDX folder's training images, from the file's header (:mod:`torchdpgmm.data.idx`)."""
+    from torchdpgmm.data.idx import _open, find_idx_file
+    from torchdpgmm.data.loaders import MNIST_FILES
+
+    try:
+        f = find_idx_file(path, MNIST_FILES["train"][0], ("raw", "MNIST/raw", "FashionMNIST/raw"))
+    except FileNotFoundError:
+        return None
+    with _open(f) as fh:
+        head = fh.read(4 + 4 * 3)
+    if len(head) != 16 or head[:2] != b"\0\0" or head[3] != 3:
+        return None
+    _, rows, cols = struct.unpack(">3I", head[4:])
+    return int(rows) * int(cols)
 
 
 def write_labeled_csv(path: str | Path, X: torch.Tensor, y: torch.Tensor, class_names: Sequence[str],

@@ -942,7 +942,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
     (:class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineConfig`; validated in
     ``docs/results/synth-validation-class-rule.json`` on Fashion-MNIST's validation split). Every step that reads the data is a Gaussian block of ONE privacy record (``privacy_``);
     record-level DP under ``adjacency``. The defaults were chosen on Fashion-MNIST's validation split; the
-    clip bounds ``mean_clip`` / ``pca_clip`` (L2, after the transform) suit pixel values in [0, 1].
+    clip bounds ``mean_clip`` / ``pca_clip`` (L2, after the transform) suit pixel values in [0, 1]. Without
+    ``bounds``, a uint8 ``X`` (array, tensor, or a DataFrame of uint8 columns; the dtype is public) is read as pixels
+    ``k / 255`` by ``fit``, :meth:`transform` and :meth:`predict`, as the IDX loaders and ``torchdpgmm synthesize``
+    read it (:meth:`inverse_transform` then returns [0, 1] units); float ``X`` is taken as given, and with ``bounds``
+    nothing is rescaled (the bounds are in the user's units).
 
     Rows with a non-finite value or a label outside ``classes`` are dropped without a branch. One release
     serves any number of models at no further privacy cost: :meth:`sample` draws synthetic training data in
@@ -1077,7 +1081,9 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
         self._check_params()
         _check_discrete_schema(self.discrete, self.bounds, X)  # public schema, before a value is read
         _forget_fit(self)
+        pixels = self._uint8_pixels(X)  # the dtype is public schema, read before any value
         X, y = self._read_private_xy(X, y)
+        X = X / 255.0 if pixels else X
         cfg = self._check_params(X.shape[1])
         names = getattr(self, "feature_names_in_", None)
         self.bounds_ = _discrete_bounds(self.discrete, _fit_bounds(self.bounds, X.shape[1], names), names)
@@ -1110,7 +1116,9 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
     def _features(self, X: Any) -> np.ndarray:
         """:meth:`transform` as an array, whatever ``set_output`` says (predict's input)."""
         check_is_fitted(self, "model_")
-        X = self._centred_box(_rows_to_score(self, X))
+        pixels = self._uint8_pixels(X)
+        X = _rows_to_score(self, X)
+        X = self._centred_box(X / 255.0 if pixels else X)
         Xt = torch.tensor(np.ascontiguousarray(X), device=self._model_device())
         return self.release_.features(Xt).cpu().numpy()
 
@@ -1137,6 +1145,18 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
         X = (pca.mean + float(self.release_.config.radius) * F @ pca.components).cpu().numpy()
         b = getattr(self, "bounds_", None)
         return X if b is None else b.from_unit(X + 0.5)
+
+    def _uint8_pixels(self, X: Any) -> bool:
+        """Whether ``X`` holds uint8 pixels to read as ``k / 255`` (as the IDX loaders and ``synthesize`` read them):
+        without ``bounds`` an array, tensor or DataFrame whose dtype (every column's) is uint8; with bounds never (they
+        are in the user's units). The dtype is public schema; no value is read."""
+        if self.bounds is not None:
+            return False
+        X = _detached(X)
+        if hasattr(X, "dtypes") and hasattr(X, "columns"):  # a DataFrame: every column uint8
+            return len(X.columns) > 0 and all(getattr(t, "type", None) is np.uint8 for t in X.dtypes)
+        dt = getattr(X, "dtype", None)
+        return isinstance(dt, np.dtype) and dt == np.uint8
 
     def _centred_box(self, X: np.ndarray) -> np.ndarray:
         """With bounds: ``X`` mapped into ``[-1/2, 1/2]^d`` (public affine map, clipped; NaN kept); else ``X``."""
