@@ -502,3 +502,37 @@ def test_audit_docstring_states_the_selection_rule_the_code_uses():
                 if num > 0:
                     best = max(best, math.log(num / den))
     assert _select_threshold(s0, s1, delta, conf)[2] == pytest.approx(best, rel=1e-9)
+
+
+def test_pair_arguments_and_blocks_of_invalid_rows():
+    """worst_case_replace_one(kind='same-class', dim=1) and tiny_class(tiny > num_per_class) gave IndexErrors;
+    tiny_class(tiny=0) silently flipped a class-1 record under a 'class 2 has 0 points' description;
+    noiseless_sound_blocks raised torch's one_hot error on a label out of range, a row the sound release drops."""
+    import numpy as np
+
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="needs dim >= 2"):
+        A.worst_case_replace_one(dim=1, kind="same-class", generator=g)
+    with pytest.raises(ValueError, match="cosine must lie"):
+        A.worst_case_replace_one(kind="same-class", cosine=1.5, generator=g)
+    for tiny in (0, 8, -1):
+        with pytest.raises(ValueError, match="tiny must be an int in"):
+            A.tiny_class(num_per_class=5, tiny=tiny, generator=g)
+    P = A.tiny_class(num_per_class=5, tiny=5, generator=g)
+    assert int(P.y0[P.index]) == 2 and int(P.y1[P.index]) == 0 and int((P.y0 == 2).sum()) == 5
+    X = torch.randn(30, 2, dtype=torch.float64, generator=g) * 3
+    y = torch.arange(30) % 3
+    y[4], y[7] = 7, -1                       # out of range: dropped
+    mask = torch.ones(30, dtype=torch.bool)
+    mask[10] = False
+    X[10] = math.nan                         # masked: dropped, NaN and all
+    got = A.noiseless_sound_blocks(X, y, 3, 2.0, mask=mask)
+    keep = (y >= 0).numpy() & (y < 3).numpy() & mask.numpy()
+    Z, lab = X.numpy()[keep], y.numpy()[keep]
+    nrm = np.linalg.norm(Z, axis=1, keepdims=True)
+    Z = np.where(nrm > 2.0, Z * 2.0 / nrm, Z)
+    for k in range(3):
+        Zk = Z[lab == k]
+        assert float(got["counts"][k]) == len(Zk)
+        assert np.allclose(got["sums"][k].numpy(), Zk.sum(0))
+        assert np.allclose(got["second_moments"][k].numpy(), Zk.T @ Zk)

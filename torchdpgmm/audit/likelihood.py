@@ -87,13 +87,21 @@ def noiseless_sound_blocks(X: torch.Tensor, y: torch.Tensor, num_classes: int, c
     """Per-class counts, sums and second moments of records clipped to ``||x - center||_2 <= B``.
 
     An independent implementation of the statistics the sound mode releases (clipping as in Abadi et
-    al. 2016), used as the two means of the likelihood ratio. ``X (N, d)``, ``y (N,)``, ``mask (N,)``.
+    al. 2016), used as the two means of the likelihood ratio. ``X (N, d)``, ``y (N,)``, ``mask (N,)``. As in
+    the release, a row that is masked out or whose label lies outside ``[0, num_classes)`` contributes nothing
+    (such a row may hold anything, even NaN).
     """
     X = X.to(torch.float64)
+    yl = y.long()
+    keep = (yl >= 0) & (yl < num_classes)
+    if mask is not None:
+        keep = keep & mask.bool()
+    X = torch.where(keep.unsqueeze(-1), X, torch.zeros((), dtype=X.dtype, device=X.device))
     Z = X - (0.0 if center is None else _f64(center, X.device))
     norm = torch.linalg.vector_norm(Z, dim=-1, keepdim=True)
     Z = torch.where(norm > clip_bound, Z * (clip_bound / norm.clamp_min(1e-300)), Z)
-    oh = torch.nn.functional.one_hot(y.long(), num_classes).to(torch.float64)
+    # one-hot by comparison: an out-of-range label gives a row of zeros (torch's one_hot refuses it)
+    oh = (yl.unsqueeze(-1) == torch.arange(num_classes, device=yl.device)).to(torch.float64)
     if mask is not None:
         oh = oh * mask.to(torch.float64).unsqueeze(-1)
     return {"counts": oh.sum(0), "sums": oh.T @ Z, "second_moments": torch.einsum("nk,ni,nj->kij", oh, Z, Z)}

@@ -110,7 +110,11 @@ def hull_moving_point(num_per_class: int = 50, num_classes: int = 3, dim: int = 
 
 def tiny_class(num_per_class: int = 50, num_classes: int = 3, dim: int = 2, tiny: int = 3,
                generator: torch.Generator | None = None) -> NeighbourPair:
-    """The last class has only ``tiny`` points; in D1 one of them flips to class 0 (label flip)."""
+    """The last class has only ``tiny`` points (``1 <= tiny <= num_per_class``); in D1 one of them flips to
+    class 0 (label flip)."""
+    if isinstance(tiny, bool) or not isinstance(tiny, int) or not 1 <= tiny <= num_per_class:
+        raise ValueError(f"tiny must be an int in [1, num_per_class = {num_per_class}] (one of its points "
+                         f"flips), got {tiny!r}")
     X, y, c = _base(num_per_class, num_classes, dim, generator)
     keep = torch.cat([torch.arange((num_classes - 1) * num_per_class),
                       (num_classes - 1) * num_per_class + torch.arange(tiny)])
@@ -175,6 +179,10 @@ def worst_case_replace_one(num_per_class: int = 50, num_classes: int = 3, dim: i
     """
     if kind not in ("label-flip", "same-class"):
         raise ValueError(f"kind must be 'label-flip' or 'same-class', got {kind!r}")
+    if kind == "same-class" and dim < 2:
+        raise ValueError(f"kind='same-class' needs dim >= 2 (a second direction to turn the record to), got {dim!r}")
+    if kind == "same-class" and not -1.0 <= cosine <= 1.0:
+        raise ValueError(f"cosine must lie in [-1, 1], got {cosine!r}")
     X, y, _ = _base(num_per_class, num_classes, dim, generator)
     u = torch.ones(dim, dtype=X.dtype) / math.sqrt(dim)
     X0 = torch.cat([X, (factor * clip_bound * u)[None]])
