@@ -443,3 +443,20 @@ def test_bayes_error_helpers_refuse_invalid_models_and_priors():
             B.chernoff_bound(p, one, var, two, var)
         with pytest.raises(ValueError, match="prior1 must lie in"):
             B.bhattacharyya_bound(p + 0.3 if p == 1.2 else p, one, var, two, var)
+
+
+def test_theorem41_scales_and_sizes_and_plain_number_distance():
+    """theorem41_bounds accepted negative Laplace scales (narrower bounds, silently) and n = 1 (a chi-square
+    with 0 degrees of freedom: NaN); bhattacharyya_distance_1d refused Python floats (torch.log's TypeError)."""
+    t = lambda v: torch.tensor(v, dtype=DT)  # noqa: E731
+    with pytest.raises(ValueError, match="lam .* must be finite and >= 0"):
+        B.theorem41_bounds(t([1.0, 2.0]), t([1.0, 1.5]), t([50.0, 80.0]), -t([0.05, 0.04, 0.1, 0.08]), 0.9)
+    with pytest.raises(ValueError, match="lam .* must be finite and >= 0"):
+        B.theorem41_intervals([1.0, 2.0], [1.0, 1.5], [50, 80], [0.05, math.nan, 0.1, 0.1], 0.9)
+    with pytest.raises(ValueError, match="n .* must be >= 2"):
+        B.theorem41_bounds([1.0, 2.0], [1.0, 1.5], [1, 80], [0.05] * 4, 0.9)
+    # eq. (5) by hand: (mu1 - mu2)^2 / (4 (s1 + s2)) + log(s1 + s2)/2 - log(4 s1 s2)/4
+    ref = (0.0 - 1.0) ** 2 / (4 * 3.0) + 0.5 * math.log(3.0) - 0.25 * math.log(4 * 1.0 * 2.0)
+    got = B.bhattacharyya_distance_1d(0.0, 1.0, 1.0, 2.0)
+    assert got.dtype == DT and float(got) == pytest.approx(ref, rel=1e-15)
+    assert B.bhattacharyya_distance_1d(t(0.0), 1.0, 1.0, 2.0).dtype == DT

@@ -35,7 +35,13 @@ __all__ = ["theorem41_intervals", "theorem41_bounds", "theorem41_error_bound", "
 
 
 def bhattacharyya_distance_1d(mu1, var1, mu2, var2):
-    """Eq. (5): ``K = (mu1 - mu2)^2 / (4 (s1 + s2)) + log(s1 + s2)/2 - log(4 s1 s2)/4``."""
+    """Eq. (5): ``K = (mu1 - mu2)^2 / (4 (s1 + s2)) + log(s1 + s2)/2 - log(4 s1 s2)/4`` (tensors or plain
+    numbers; numbers alone are computed in float64)."""
+    like = next((v for v in (mu1, var1, mu2, var2) if torch.is_tensor(v)), None)
+    dtype = torch.float64 if like is None else like.dtype  # a number takes the tensors' dtype, as in arithmetic
+    device = None if like is None else like.device
+    mu1, var1, mu2, var2 = (v if torch.is_tensor(v) else torch.as_tensor(v, dtype=dtype, device=device)
+                            for v in (mu1, var1, mu2, var2))
     s = var1 + var2
     return (mu1 - mu2) ** 2 / (4 * s) + 0.5 * torch.log(s) - 0.25 * torch.log(4 * var1 * var2)
 
@@ -65,6 +71,10 @@ def theorem41_intervals(mu, var, n, lam, p: float, quantiles: str = "corrected")
     mu, var, n, lam = _t(mu), _t(var), _t(n), _t(lam)
     if lam.shape[-1] != 4 or mu.shape[-1] != 2:
         raise ValueError("mu, var, n must end in 2 (two classes) and lam in 4 (four noises)")
+    if not bool((lam >= 0).all() & torch.isfinite(lam).all()):
+        raise ValueError("lam (the Laplace scales) must be finite and >= 0")
+    if not bool((n >= 2).all()):
+        raise ValueError("n (the class sizes) must be >= 2 (chi-square with n - 1 degrees of freedom)")
     z = stats.norm.ppf(hi_q)
     lap = -math.log(1 - 2 * abs(hi_q - 0.5))  # (hi_q) quantile of L(0, 1)
     # chi-square quantiles come from scipy on the host (a few numbers, not a hot path); the inputs may live
