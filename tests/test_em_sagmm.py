@@ -216,3 +216,44 @@ def test_a_block_cap_below_k_is_refused_in_one_line():
     X = _data(60, 2)
     with pytest.raises(ValueError, match="max_block_size must be an int >= num_components = 3"):
         fit_sagmm(X, 3, 1.0, 1e-5, num_blocks=2, mean_bounds=(LO, HI), var_bounds=(VMIN, VMAX), max_block_size=2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_one_far_record_inside_the_bounds_never_makes_a_block_fit_raise(seed):
+    """A probe (finding 1): D, 40 rows of N(0, 1) in 2-D, and D' = D with record 0 replaced by (1e6 + 0.123,
+    -7e5 + 0.456), inside mean_bounds (-2e6, 2e6): D gave a model, D' raised linalg.cholesky's 'not positive-definite'
+    for seeds 0, 1 and 2, from a noise-free block fit (the far record alone in a component: S2/N_k - m m^T loses
+    reg_covar = 1e-6 to cancellation at |x|^2 1e-16), before any noise: whether the fit returns told one record.
+    Both give a finite, covered model now; the failed factor is replaced by the public v_max I for that E-step."""
+    D = torch.randn(40, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    D2 = D.clone()
+    D2[0] = torch.tensor([1e6 + 0.123, -7e5 + 0.456], dtype=torch.float64)
+    for X in (D, D2):
+        fit = fit_sagmm(X, 2, 1.0, 1e-5, num_blocks=2, mean_bounds=(-2e6, 2e6), var_bounds=(1e-6, 10.0),
+                        generator=torch.Generator().manual_seed(seed))
+        assert fit.privacy.covered and fit.privacy.mode == "sound"
+        for t in (fit.weights, fit.means, fit.covariances):
+            assert bool(torch.isfinite(t).all())
+        ev = torch.linalg.eigvalsh(fit.covariances)
+        assert bool((ev >= 1e-6 * (1 - 1e-9)).all() & (ev <= 10.0 * (1 + 1e-9)).all())
+
+
+def test_block_fits_take_any_record_in_the_public_box_and_refuse_a_box_whose_squares_overflow():
+    """Clusters at +-1e6 or +-1e8 with sd 1e-3 (the probe's s9_sagmm_raise: always raised), identical records and
+    records on a line at 1e6 give a finite model with no error; a public box beyond +-MAX_REACH (whose squares and
+    sums overflow float64: k-means++ draws and the EM would fail on the records) is refused up front in one line."""
+    g = torch.Generator().manual_seed(5)
+    sign = torch.where(torch.arange(60) % 2 == 0, 1.0, -1.0).to(torch.float64)[:, None]
+    cases = [(1e6 * sign + 1e-3 * torch.randn(60, 2, dtype=torch.float64, generator=g), 2e6),
+             (1e8 * sign + 1e-3 * torch.randn(60, 2, dtype=torch.float64, generator=g), 2e8),
+             (torch.full((60, 2), 3e5, dtype=torch.float64), 1e6),
+             (1e6 + torch.arange(60, dtype=torch.float64)[:, None].expand(60, 2), 2e6)]
+    for X, b in cases:
+        for seed in range(3):
+            fit = fit_sagmm(X, 2, 1.0, 1e-5, num_blocks=3, mean_bounds=(-b, b), var_bounds=(1e-6, 10.0),
+                            generator=torch.Generator().manual_seed(seed))
+            assert bool(torch.isfinite(fit.means).all() & torch.isfinite(fit.covariances).all())
+    from torchdpgmm.em.sagmm import MAX_REACH
+
+    with pytest.raises(ValueError, match="must lie within"):
+        fit_sagmm(cases[0][0], 2, 1.0, 1e-5, num_blocks=3, mean_bounds=(-2 * MAX_REACH, 1.0), var_bounds=(1e-6, 10.0))

@@ -163,13 +163,31 @@ def _features(X: torch.Tensor, mask: torch.Tensor | None):
     return F, F.transpose(-1, -2).contiguous(), xbar
 
 
-def _joint_pre(Ft, weights, M, covariances):
+def _factor(covariances: torch.Tensor, fallback_var: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cholesky factor ``L`` and inverse ``P`` of ``covariances (..., d, d)``. Without ``fallback_var``
+    ``torch.linalg.cholesky`` (raises on a matrix that is not positive definite). With it (a DP fit's noise-free block
+    fits): ``cholesky_ex`` and, for every matrix whose factor fails (not positive definite, a zero or non-finite
+    pivot, a non-finite inverse), the factor of the data-independent ``fallback_var * I`` instead, by ``torch.where``:
+    no raise and no host read on any input, and the factors that succeed are used unchanged (bit-identical)."""
+    if fallback_var is None:
+        L = torch.linalg.cholesky(covariances)
+        return L, torch.cholesky_inverse(L)
+    L, info = torch.linalg.cholesky_ex(covariances)
+    eye = torch.eye(covariances.shape[-1], dtype=covariances.dtype, device=covariances.device)
+    diag = torch.diagonal(L, dim1=-2, dim2=-1)
+    ok = ((info == 0) & torch.isfinite(L).flatten(-2).all(-1) & (diag > 0).all(-1))[..., None, None]
+    L = torch.where(ok, L, eye * math.sqrt(fallback_var))  # cholesky_inverse raises on a zero pivot
+    P = torch.cholesky_inverse(L)
+    ok = torch.isfinite(P).flatten(-2).all(-1)[..., None, None]
+    return torch.where(ok, L, eye * math.sqrt(fallback_var)), torch.where(ok, P, eye / fallback_var)
+
+
+def _joint_pre(Ft, weights, M, covariances, fallback_var: float | None = None):
     """``log pi_k + log N(x_n | mu_k, Sigma_k)`` as ``(..., K, N)`` = ``C @ Ft`` (``M`` = means - xbar):
     ``-1/2 (z-m)^T P (z-m) = sum_{i<=j} c_ij z_i z_j + (P m)^T z - 1/2 m^T P m`` with ``c_ii = -P_ii/2``,
-    ``c_ij = -P_ij`` (i < j). Padded rows (all-zero features) give 0."""
+    ``c_ij = -P_ij`` (i < j). Padded rows (all-zero features) give 0. ``fallback_var``: :func:`_factor`."""
     d = M.shape[-1]
-    L = torch.linalg.cholesky(covariances)
-    P = torch.cholesky_inverse(L)  # Sigma^{-1}
+    L, P = _factor(covariances, fallback_var)  # P = Sigma^{-1}
     PM = (P @ M.unsqueeze(-1)).squeeze(-1)  # (..., K, d)
     logdet = 2.0 * torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
     const = torch.log(weights) - 0.5 * (d * _LOG_2PI + logdet + (M * PM).sum(-1))  # (..., K)
@@ -339,6 +357,24 @@ def _select_best(t: torch.Tensor, best: torch.Tensor, batch_ndim: int) -> torch.
     return torch.gather(t, batch_ndim, idx).squeeze(batch_ndim)
 
 
+def _gmm_start(Xr, mr, K, init, init_params, kmeans_iter, reg_covar, generator, batch_ndim):
+    """:func:`fit_gmm`'s start for ``Xr (..., n_init, N, d)``: ``init_params`` broadcast over the restarts, k-means++
+    and Lloyd steps (hard assignment), or random responsibilities."""
+    d = Xr.shape[-1]
+    lead = Xr.shape[:-2]
+    if init_params is not None:
+        w0, m0, c0 = (torch.as_tensor(t, dtype=Xr.dtype, device=Xr.device) for t in init_params)
+        weights = w0.unsqueeze(batch_ndim).expand(*lead, K) if w0.dim() > 1 else w0.expand(*lead, K)
+        means = m0.unsqueeze(batch_ndim).expand(*lead, K, d) if m0.dim() > 2 else m0.expand(*lead, K, d)
+        covs = c0.unsqueeze(batch_ndim).expand(*lead, K, d, d) if c0.dim() > 3 else c0.expand(*lead, K, d, d)
+        return weights, means, covs
+    if init == "kmeans++":
+        centres = kmeans(Xr, kmeans_plusplus(Xr, K, mr, generator), mr, kmeans_iter)
+        return init_from_centers(Xr, centres, mr, reg_covar)
+    u = torch.rand(*Xr.shape[:-1], K, dtype=Xr.dtype, device=Xr.device, generator=generator)
+    return m_step(Xr, u / u.sum(-1, keepdim=True), mr, reg_covar)
+
+
 def fit_gmm(
     X: torch.Tensor,
     num_components: int,
@@ -353,6 +389,7 @@ def fit_gmm(
     init_params: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
     _private: bool = False,
+    _fallback_var: float = 1.0,
 ) -> GMMFit:
     """Fit full-covariance GMMs by EM to every dataset in ``X (..., N, d)`` in one batched call.
 
@@ -371,7 +408,10 @@ def fit_gmm(
         generator: the only source of randomness.
         _private: internal, for a DP fit's own use (SAGMM's block fits, on finite records): only public facts are
             checked (:func:`check_data` with ``private=True``), no host read of a count or a value; it adds no
-            noise, and ``tol`` (a host read per iteration) is refused with it.
+            noise, and ``tol`` (a host read per iteration) is refused with it. Nothing in such a fit raises on a value:
+            a covariance whose Cholesky factor fails (a far record alone in a component: ``S2/N_k - m m^T`` loses its
+            ``reg_covar`` to cancellation) is replaced for that E-step by ``_fallback_var * I`` (public), and a row
+            whose joint densities overflow is shared uniformly (:func:`_factor`; both by ``torch.where``).
 
     Returns:
         :class:`GMMFit` with ``loglik`` the total log-likelihood under the returned parameters.
@@ -391,19 +431,7 @@ def fit_gmm(
     # restarts become one more batch dimension, right after the user's batch dims
     Xr = X.unsqueeze(batch_ndim).expand(*X.shape[:-2], n_init, *X.shape[-2:])
     mr = mask.unsqueeze(batch_ndim).expand(*mask.shape[:-1], n_init, mask.shape[-1])
-    if init_params is not None:
-        w0, m0, c0 = (torch.as_tensor(t, dtype=X.dtype, device=X.device) for t in init_params)
-        weights = w0.unsqueeze(batch_ndim).expand(*Xr.shape[:-2], K) if w0.dim() > 1 else w0.expand(*Xr.shape[:-2], K)
-        means = m0.unsqueeze(batch_ndim).expand(*Xr.shape[:-2], K, X.shape[-1]) if m0.dim() > 2 else m0.expand(*Xr.shape[:-2], K, X.shape[-1])
-        covs = c0.unsqueeze(batch_ndim).expand(*Xr.shape[:-2], K, X.shape[-1], X.shape[-1]) if c0.dim() > 3 else c0.expand(*Xr.shape[:-2], K, X.shape[-1], X.shape[-1])
-    elif init == "kmeans++":
-        centres = kmeans_plusplus(Xr, K, mr, generator)
-        centres = kmeans(Xr, centres, mr, kmeans_iter)
-        weights, means, covs = init_from_centers(Xr, centres, mr, reg_covar)
-    else:
-        u = torch.rand(*Xr.shape[:-1], K, dtype=X.dtype, device=X.device, generator=generator)
-        weights, means, covs = m_step(Xr, u / u.sum(-1, keepdim=True), mr, reg_covar)
-
+    weights, means, covs = _gmm_start(Xr, mr, K, init, init_params, kmeans_iter, reg_covar, generator, batch_ndim)
     n = mr.sum(-1).to(X.dtype)
     prev = torch.full(Xr.shape[:-2], -math.inf, dtype=X.dtype, device=X.device)
     done = torch.zeros(Xr.shape[:-2], dtype=torch.bool, device=X.device)
@@ -412,9 +440,12 @@ def fit_gmm(
     mf = mr.to(X.dtype)
     d = X.shape[-1]
     means = means - xbar
+    fb = float(_fallback_var) if _private else None
     for it in range(1, max_iter + 1):
-        joint = _joint_pre(Ft, weights, means, covs)  # (..., K, N)
+        joint = _joint_pre(Ft, weights, means, covs, fb)  # (..., K, N)
         resp = torch.softmax(joint, dim=-2)  # padded rows: uniform, but their features are 0
+        if fb is not None:  # a DP block fit: a row whose densities overflowed (NaN) is shared uniformly, no read
+            resp = torch.where(torch.isfinite(resp).all(-2, keepdim=True), resp, torch.full_like(resp, 1.0 / K))
         w_new, m_new, c_new = _m_step_pre(F, resp, d, reg_covar)
         if tol is None:
             weights, means, covs = w_new, m_new, c_new
@@ -428,7 +459,7 @@ def fit_gmm(
         prev = cur
         if bool(done.all()):
             break
-    ll = _loglik_pre(_joint_pre(Ft, weights, means, covs), mf)
+    ll = _loglik_pre(_joint_pre(Ft, weights, means, covs, fb), mf)
     means = means + xbar
     best = ll.argmax(-1)  # (...,)
     weights = _select_best(weights, best, batch_ndim)

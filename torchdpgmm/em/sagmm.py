@@ -109,6 +109,10 @@ def _clip_spectrum(S: torch.Tensor, v_min: float, v_max: float) -> torch.Tensor:
 #: lie far inside
 RECORD_REACH = 10.0
 
+#: the largest magnitude a clipped record may have (public bounds beyond it are refused): the block fits' squares and
+#: sums of records then stay finite in float64, so k-means++ draws and the EM cannot overflow on any record
+MAX_REACH = 1e100
+
 
 def sagmm_blocks(X: torch.Tensor, num_blocks: int, mask: torch.Tensor, generator,
                  max_block_size: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -159,7 +163,10 @@ def sagmm_aggregate(X, num_components: int, num_blocks: int, lo, hi, v_min: floa
     small = mb.sum(-1, keepdim=True) < K
     first = torch.arange(mb.shape[-1], device=mb.device) < K
     mb = torch.where(small, first, mb)
-    fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator, _private=True)  # no read of a block's count
+    # no read of a block's count, and no raise on any value: a covariance that loses positive definiteness to
+    # cancellation (one far record alone in a component: S2/N_k - m m^T at |x|^2 1e-16 swamps reg_covar) is replaced by
+    # the public v_max I for that E-step (fit_gmm's _private). Step 5's sensitivity covers any block output.
+    fit = fit_gmm(Xb, K, mask=mb, max_iter=max_iter, generator=generator, _private=True, _fallback_var=v_max)
     w, m, c = (torch.nan_to_num(t, nan=0.0) for t in (fit.weights, fit.means, fit.covariances))
     w, m, c = align_components(w, m, c, align=align, direction=direction, reference_means=reference_means)
     w = w.clamp(0.0, 1.0)
@@ -183,6 +190,10 @@ def _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency)
         raise ValueError("mean_bounds (lo, hi) must be finite with hi > lo")
     if not (0.0 < v_min < v_max < math.inf):
         raise ValueError(f"var_bounds must satisfy 0 < v_min < v_max < inf, got ({v_min!r}, {v_max!r})")
+    if float(torch.maximum(lo_t.abs(), hi_t.abs()).max()) + RECORD_REACH * math.sqrt(v_max) > MAX_REACH:
+        raise ValueError(f"mean_bounds widened by {RECORD_REACH:g} sqrt(v_max) must lie within +-{MAX_REACH:g} (the block "
+                         "fits square and sum the records in float64), got mean_bounds "
+                         f"({_fmt(lo)}, {_fmt(hi)}), v_max {v_max:g}")
     if mechanism not in ("gaussian", "laplace"):
         raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}")
     if mechanism == "gaussian" and delta is None:  # (a given delta is checked with the budget: check_em_budget)
