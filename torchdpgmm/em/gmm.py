@@ -93,10 +93,12 @@ def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None =
 def private_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """How every DP fit reads its data: ``(X, mask)`` after :func:`check_data` with ``private=True`` (public facts
-    only: any count, any value), ``X`` with a record holding a non-finite value read as the origin
-    (:func:`finite_rows`, no refusal)."""
+    only: any count, any value), ``X`` in float64 whatever its floating dtype (the fits compute, noise and return in
+    float64: float32 sums of 2^24 and more records do not move by one record's bound, so a stated sensitivity would
+    not hold; a float32 X was fitted in float32 until 2026-12-02) with a record holding a non-finite value read as the
+    origin (:func:`finite_rows`, no refusal)."""
     mask = check_data(X, num_components, mask, private=True)
-    return finite_rows(X), mask
+    return finite_rows(X.to(torch.float64)), mask
 
 
 def finite_rows(X: torch.Tensor) -> torch.Tensor:
