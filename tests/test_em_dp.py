@@ -190,3 +190,37 @@ def test_clip_rows_l1_matches_numpy_and_per_dataset_bounds():
     n1 = np.abs(x).sum(-1, keepdims=True)
     ref = x * np.minimum(1.0, R.numpy()[:, None, None] / n1)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("scale", [1e3, 1e5, 1e6, 1e8])
+def test_dpgmm_and_dp_msnm_fit_data_at_any_scale(scale):
+    """A probe (finding 3): X = scale * randn(500, 3), R = 10 scale, defaults otherwise: fit_dpgmm (sound, init
+    'random') and fit_dp_msnm raised linalg.cholesky's error at every seed from scale 1e3 up. The noisy covariance is
+    ~1e9 there and eigvalsh's rounding of lambda_min exceeded the absolute psd_floor 1e-6. The floor is now also
+    relative to the noisy matrix's norm (em._common.shift_pd): finite models whose covariances factor."""
+    X = scale * torch.randn(500, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        a = fit_dpgmm(X, 3, 1.0, R=10 * scale, init="random", generator=g)
+        b = fit_dp_msnm(X, 2, 1.0, R=10 * scale, generator=torch.Generator().manual_seed(seed))
+        for covs, fit in ((a.covariances, a), (b.Lambda, b)):
+            assert bool(torch.isfinite(covs).all() & torch.isfinite(fit.weights).all())
+            assert bool(torch.isfinite(fit.loglik).all())
+            assert int(torch.linalg.cholesky_ex(covs)[1].abs().sum()) == 0
+
+
+def test_the_relative_floor_leaves_unit_scale_shifts_unchanged():
+    """shift_pd is shift_psd, bit for bit, wherever PD_RELATIVE_FLOOR ||S||_F is below the absolute floor (data at
+    unit scale), and lifts lambda_min to that relative floor otherwise (checked against numpy's eigenvalues); the
+    fits' outputs at unit scale are unchanged (docs/results/em/ais.json regenerated identically when this was made)."""
+    from torchdpgmm.em._common import PD_RELATIVE_FLOOR, shift_pd
+
+    g = torch.Generator().manual_seed(4)
+    A = torch.randn(50, 3, 3, dtype=torch.float64, generator=g)
+    S = A + A.transpose(-1, -2)
+    assert torch.equal(shift_pd(S, 1e-6), shift_psd(S, 1e-6))
+    big = 1e9 * S
+    ev = np.linalg.eigvalsh(shift_pd(big, 1e-6).numpy())[:, 0]
+    want = np.maximum(PD_RELATIVE_FLOOR * np.linalg.norm(big.numpy(), axis=(-2, -1)),
+                      np.linalg.eigvalsh(big.numpy())[:, 0])  # a matrix already above the floor is not shifted
+    np.testing.assert_allclose(ev, want, rtol=1e-3)

@@ -17,6 +17,7 @@ __all__ = [
     "laplace_symmetric",
     "gaussian_symmetric",
     "shift_psd",
+    "shift_pd",
     "normalise_weights_minmax",
     "clip_rows_l1",
     "clip_rows_l2",
@@ -111,6 +112,23 @@ def shift_psd(S: torch.Tensor, floor: float = 0.0) -> torch.Tensor:
     :func:`torchdpgmm.mechanisms.psd.shift_psd`. ``floor = 0`` is the paper's ``min{r >= 0 : S + r I >= 0}``;
     a small positive floor keeps the result invertible (the next E-step needs the inverse)."""
     return _core_shift_psd(S, floor)
+
+
+#: :func:`shift_pd`'s floor relative to the Frobenius norm of the matrix it repairs: far above float64's rounding of an
+#: eigenvalue (``d * 2^-52 ||S||``, which swamped an absolute 1e-6 at data scales of 1e3 and more), far below any
+#: floor that matters at unit scale (where the absolute ``psd_floor`` 1e-6 still rules)
+PD_RELATIVE_FLOOR = 1e-12
+
+
+def shift_pd(S: torch.Tensor, floor: float) -> torch.Tensor:
+    """:func:`shift_psd` with the floor ``max(floor, PD_RELATIVE_FLOOR * ||S_k||_F)`` for each matrix ``S_k``: positive
+    definite to the next Cholesky factor at any scale of the data. DPGMM's and DP-MSNM's noisy covariances, in data
+    units, reach ``1e9`` and more at a data scale of ``1e3``; ``eigvalsh``'s rounding of ``lambda_min`` then exceeded
+    the absolute 1e-6 and the next E-step's Cholesky raised. The floor is post-processing of the noisy matrix (no
+    bound on the Laplace draw is needed); where the relative term is below ``floor`` the result is
+    :func:`shift_psd`'s, bit for bit."""
+    rel = PD_RELATIVE_FLOOR * torch.linalg.matrix_norm(S)
+    return _core_shift_psd(S, torch.clamp(rel, min=floor))
 
 
 def normalise_weights_minmax(w: torch.Tensor, zeta: float = 1e-3) -> torch.Tensor:

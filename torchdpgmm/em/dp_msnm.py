@@ -45,7 +45,7 @@ from torchdpgmm.em._common import (
     laplace_symmetric,
     normalise_weights_minmax,
     project_l1_ball,
-    shift_psd,
+    shift_pd,
 )
 from torchdpgmm.em.dpgmm import resolve_l1_bound
 from torchdpgmm.em.gmm import _nearest, kmeans, kmeans_plusplus, private_data
@@ -174,7 +174,7 @@ def fit_dp_msnm(
         Lam_new = laplace_symmetric(Lam_new, (S["Lambda"] / eps_L)[..., None, None, None], generator)
         # post-processing step
         weights = normalise_weights_minmax(pi, zeta)
-        Lam = shift_psd(Lam_new, psd_floor)
+        Lam = shift_pd(Lam_new, psd_floor)  # floor relative to ||Lambda|| too: any data scale
         xi, eta = xi_new, eta_new
     ll = msnm_e_step(X, weights, xi, Lam, eta, mask)[3]
     notes.append("the returned .loglik is an evaluation on the raw data: it is not covered by this record "

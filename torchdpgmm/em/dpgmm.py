@@ -45,7 +45,7 @@ from torchdpgmm.em._common import (
     laplace,
     laplace_symmetric,
     normalise_weights_minmax,
-    shift_psd,
+    shift_pd,
 )
 from torchdpgmm.em.gmm import (
     GMMFit,
@@ -161,7 +161,7 @@ def fit_dpgmm(
         sig = laplace_symmetric(sig, (S_sig / eps_sig)[..., None, None, None], generator)
         weights = normalise_weights_minmax(pi, zeta)
         means = mu
-        covs = shift_psd(sig, psd_floor)
+        covs = shift_pd(sig, psd_floor)  # floor relative to ||sig|| too: any data scale
     ll = mixture_log_likelihood(X, weights, means, covs, mask)
     if not enforce_min_count:
         notes.append("N_k >= n/(2K) was not enforced; see extras['min_count_violated']")
