@@ -224,3 +224,29 @@ def test_the_relative_floor_leaves_unit_scale_shifts_unchanged():
     want = np.maximum(PD_RELATIVE_FLOOR * np.linalg.norm(big.numpy(), axis=(-2, -1)),
                       np.linalg.eigvalsh(big.numpy())[:, 0])  # a matrix already above the floor is not shifted
     np.testing.assert_allclose(ev, want, rtol=1e-3)
+
+
+def test_a_covered_fit_returns_no_noise_free_value_beyond_its_record():
+    """A probe (finding 5): a sound, covered DPGMM fit returned extras['min_count_violated'] from the noise-free N_k
+    (6 rows, one replaced by (-3, -3): False became True, same seed), with no note; SAGMM under add/remove adjacency
+    returned the exact count extras['n'], private there. A covered DPGMM fit leaves the flag out (an uncovered one keeps
+    it); SAGMM returns n only under replace-one, and loglik_mean, which needs it, refuses in one line otherwise."""
+    from torchdpgmm.em import fit_sagmm
+
+    D = torch.randn(6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    D2 = D.clone()
+    D2[0] = torch.tensor([-3.0, -3.0], dtype=torch.float64)
+    for X in (D, D2):
+        fit = fit_dpgmm(X, 2, 1.0, R=4.0, init="random", max_iter=1, generator=torch.Generator().manual_seed(3))
+        assert fit.privacy.covered and "min_count_violated" not in fit.extras
+        assert set(fit.extras) == {"n", "R"}
+    loose = fit_dpgmm(D2, 2, 1.0, R=4.0, init="random", max_iter=1, enforce_min_count=False,
+                      generator=torch.Generator().manual_seed(3))
+    assert not loose.privacy.covered and "min_count_violated" in loose.extras
+    kw = dict(num_blocks=2, mean_bounds=(-4.0, 4.0), var_bounds=(0.01, 4.0), max_iter=3)
+    ar = fit_sagmm(D, 2, 1.0, 1e-5, generator=torch.Generator().manual_seed(1), **kw)
+    assert ar.privacy.covered and "n" not in ar.extras
+    with pytest.raises(ValueError, match="number of records"):
+        ar.loglik_mean
+    ro = fit_sagmm(D, 2, 1.0, 1e-5, adjacency="replace-one", generator=torch.Generator().manual_seed(1), **kw)
+    assert float(ro.extras["n"]) == 6.0 and torch.equal(ro.loglik_mean, ro.loglik / 6.0)

@@ -121,9 +121,10 @@ def fit_dpgmm(
 ) -> GMMFit:
     """DPGMM (Wu et al. 2016), batched over the leading dims of ``X (..., N, d)``; pure epsilon-DP in total.
 
-    Returns a :class:`GMMFit` with ``loglik`` on the given rows and a :class:`PrivacyRecord`; ``extras``
-    holds ``min_count_violated (...)``: whether some iteration had ``N_k < n/(2K)``. Any number of unmasked
-    rows, none included, gives a model (module docstring, "Few records").
+    Returns a :class:`GMMFit` with ``loglik`` on the given rows and a :class:`PrivacyRecord`; the ``extras`` of a
+    fit that is not covered also hold ``min_count_violated (...)``: whether some iteration had ``N_k < n/(2K)``, from
+    the noise-free ``N_k`` (a covered fit leaves it out: it is not noised, and one record changed it). Any number of
+    unmasked rows, none included, gives a model (module docstring, "Few records").
     """
     check_em_budget(epsilon)
     if len(split) != 3 or any(s <= 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
@@ -188,5 +189,6 @@ def fit_dpgmm(
                "eps_Sigma_per_component_iteration": eps_sig,
                "sensitivities": "S(pi)=K/n, S(mu)=4KR/n, S(Sigma)=(12nKR^2+8K^2R^2)/n^2"},
         notes=notes, blocks=blocks, covered=covered)
-    return GMMFit(weights, means, covs, ll, n_iter=T, privacy=record,
-                  extras={"n": n, "R": R_t, "min_count_violated": violated})
+    # the flag is read from the noise-free N_k: a covered fit returns only what its record covers (and .loglik, noted)
+    extras = {"n": n, "R": R_t} if covered else {"n": n, "R": R_t, "min_count_violated": violated}
+    return GMMFit(weights, means, covs, ll, n_iter=T, privacy=record, extras=extras)

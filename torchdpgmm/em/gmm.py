@@ -53,8 +53,13 @@ class GMMFit:
 
     @property
     def loglik_mean(self) -> torch.Tensor:
+        """``loglik / n``; a fit that does not return its number of records ``n`` (SAGMM under add/remove adjacency,
+        where it is private) refuses instead of returning the total."""
         n = self.extras.get("n")
-        return self.loglik / n if n is not None else self.loglik
+        if n is None:
+            raise ValueError("this fit does not return its number of records (private under its adjacency): divide "
+                             ".loglik by your own count")
+        return self.loglik / n
 
 
 def check_data(X: torch.Tensor, num_components: int, mask: torch.Tensor | None = None, *,

@@ -230,7 +230,9 @@ def fit_sagmm(
     v_max)`` are public; ``delta`` is required for ``mechanism="gaussian"``. ``max_block_size`` (public, or
     ``None`` for no cap) bounds each block's rows, so the batched block fits need ``O(l C d)`` memory instead
     of ``O(l N d)``; it must not be computed from the data (under add/remove not even from ``N``). Any number of
-    unmasked rows, none included, gives a model (module docstring, step 2)."""
+    unmasked rows, none included, gives a model (module docstring, step 2). ``extras`` hold the noise scales and
+    sensitivities, and the number of records ``n`` only under replace-one adjacency (under add/remove it is private:
+    it was returned exactly until 2026-12-02)."""
     check_em_budget(epsilon, delta)
     split = dict(DEFAULT_SPLIT if split is None else split)
     lo, hi = mean_bounds
@@ -289,5 +291,7 @@ def fit_sagmm(
                f"/ {num_blocks}", f"public ranges: means in [{_fmt(lo)}, {_fmt(hi)}], covariance eigenvalues in "
                f"[{v_min:g}, {v_max:g}]; components aligned per block ({align}), never across blocks",
                "the returned .loglik is an evaluation on the raw data, not covered by this record"])
-    return GMMFit(w, m, c, ll, n_iter=max_iter, privacy=record,
-                  extras={"n": mask.sum(-1).to(X.dtype), "noise_scales": scale, "sensitivities": sens})
+    extras = {"noise_scales": scale, "sensitivities": sens}
+    if adjacency == "replace-one":  # the count is public there; under add/remove it is private and not released
+        extras["n"] = mask.sum(-1).to(X.dtype)
+    return GMMFit(w, m, c, ll, n_iter=max_iter, privacy=record, extras=extras)
