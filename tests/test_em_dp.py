@@ -250,3 +250,47 @@ def test_a_covered_fit_returns_no_noise_free_value_beyond_its_record():
         ar.loglik_mean
     ro = fit_sagmm(D, 2, 1.0, 1e-5, adjacency="replace-one", generator=torch.Generator().manual_seed(1), **kw)
     assert float(ro.extras["n"]) == 6.0 and torch.equal(ro.loglik_mean, ro.loglik / 6.0)
+
+
+def _refused(fn, exc, match):
+    """``fn`` raises ``exc`` with a one-line message matching ``match``, drawing nothing from its generator."""
+    g = torch.Generator().manual_seed(0)
+    state = g.get_state()
+    with pytest.raises(exc, match=match) as info:
+        fn(g)
+    assert "\n" not in str(info.value) and torch.equal(g.get_state(), state)
+
+
+def test_bad_public_settings_are_refused_in_one_line_before_the_data():
+    """A probe (finding 4): MAPPrior(kappa0=0) and psd_floor 0 or -1 failed a Cholesky mid-loop; kappa0=-1, s0=-5,
+    alpha=nan, zeta <= 0 and max_iter=True were accepted; a NaN share of DPGMM's split dropped the weights block from
+    a covered record; R1=inf or a NaN DP-MSNM share failed mid-fit; data_bound='3' and R='4' gave a bare TypeError
+    about '>'; init_params of the wrong shape a raw expand RuntimeError. All are refused up front, in one line."""
+    X = _data(B=1, N=50)
+    nan, inf = float("nan"), float("inf")
+    for kw, match in ((dict(kappa0=0.0), "kappa0"), (dict(kappa0=-1.0), "kappa0"), (dict(s0=-5.0), "s0"),
+                      (dict(alpha=nan), "alpha"), (dict(alpha=0.5), "alpha"), (dict(nu0_offset=-1.0), "nu0_offset")):
+        with pytest.raises(ValueError, match=match):
+            MAPPrior(**kw)
+    em = lambda g, **kw: fit_dp_em(X, 2, 1.0, 1e-5, **{"data_bound": 2.0, "generator": g, **kw})  # noqa: E731
+    gm = lambda g, **kw: fit_dpgmm(X, 2, 1.0, **{"R": 2.0, "init": "random", "generator": g, **kw})  # noqa: E731
+    ms = lambda g, **kw: fit_dp_msnm(X, 2, 1.0, **{"R": 2.0, "generator": g, **kw})  # noqa: E731
+    bad_init = (torch.ones(3) / 3, torch.zeros(3, 2), torch.eye(2).expand(3, 2, 2))  # K = 3 for a K = 2 fit
+    cases = [(em, dict(psd_floor=0.0), ValueError, "psd_floor"), (em, dict(psd_floor=-1.0), ValueError, "psd_floor"),
+             (em, dict(max_iter=True), ValueError, "max_iter"), (em, dict(data_bound="3"), TypeError, "data_bound"),
+             (em, dict(prior={"alpha": 2.0}), TypeError, "MAPPrior"),
+             (em, dict(init_params=bad_init), ValueError, "init_params' weights must have shape \\(2,\\)"),
+             (gm, dict(psd_floor=-1.0), ValueError, "psd_floor"), (gm, dict(zeta=0.0), ValueError, "zeta"),
+             (gm, dict(zeta=-1.0), ValueError, "zeta"), (gm, dict(split=(nan, 0.5, 0.5)), ValueError, "split"),
+             (gm, dict(split=(inf, 0.5, 0.5)), ValueError, "split"), (gm, dict(max_iter=True), ValueError, "max_iter"),
+             (gm, dict(R="4"), TypeError, "R must be a real number"), (gm, dict(init="bogus"), ValueError, "init"),
+             (gm, dict(init_params=bad_init), ValueError, "init_params' weights"),
+             (ms, dict(R1=inf), ValueError, "R1"), (ms, dict(R2=nan), ValueError, "R2"),
+             (ms, dict(split=(0.6, nan, 0.13)), ValueError, "split"), (ms, dict(max_iter=True), ValueError, "max_iter"),
+             (ms, dict(zeta=0.0), ValueError, "zeta"), (ms, dict(psd_floor=0.0), ValueError, "psd_floor"),
+             (ms, dict(init_params=bad_init + (torch.zeros(3, 2),)), ValueError, "init_params' weights")]
+    for fit, kw, exc, match in cases:
+        _refused(lambda g: fit(g, **kw), exc, match)
+    # the same settings, valid, still fit (a tensor R and numpy numbers are numbers)
+    gm(None, R=torch.tensor(2.0), zeta=np.float64(1e-3), max_iter=2)
+    em(None, init_params=tuple(t[:2] for t in bad_init), max_iter=2)

@@ -257,3 +257,31 @@ def test_block_fits_take_any_record_in_the_public_box_and_refuse_a_box_whose_squ
 
     with pytest.raises(ValueError, match="must lie within"):
         fit_sagmm(cases[0][0], 2, 1.0, 1e-5, num_blocks=3, mean_bounds=(-2 * MAX_REACH, 1.0), var_bounds=(1e-6, 10.0))
+
+
+def test_bad_public_settings_are_refused_before_any_block_fit(monkeypatch):
+    """A probe (finding 7): direction of the wrong length, reference_means of the wrong shape (raw RuntimeErrors),
+    align='bogus', max_iter=-1 and a split with an inf share (ZeroDivisionError) all failed only after the block fits
+    had run on the private data; mean_bounds of the wrong length failed first but as a raw RuntimeError. Each is a
+    one-line ValueError (TypeError for a string) now, with no block fit run and nothing drawn."""
+    import torchdpgmm.em.sagmm as S
+
+    calls = []
+    monkeypatch.setattr(S, "fit_gmm", lambda *a, **k: calls.append(1))
+    X = _data(60, 0)
+    base = dict(num_blocks=3, mean_bounds=(LO, HI), var_bounds=(VMIN, VMAX))
+    inf = float("inf")
+    cases = [(dict(base, mean_bounds=([0.0] * 3, [1.0] * 3)), ValueError, "mean_bounds' lo must"),
+             (dict(base, direction=[1.0, 0.0, 0.0]), ValueError, "direction must be finite with shape \\(2,\\)"),
+             (dict(base, align="bogus"), ValueError, "align"),
+             (dict(base, align="reference", reference_means=torch.zeros(3, 2)), ValueError, "reference_means"),
+             (dict(base, max_iter=-1), ValueError, "max_iter"), (dict(base, max_iter=True), ValueError, "max_iter"),
+             (dict(base, split={"weights": inf, "means": 0.5, "covariances": 0.5}), ValueError, "split"),
+             (dict(base, var_bounds=("0.001", 0.25)), TypeError, "var_bounds"),
+             (dict(base, mean_bounds=("0", 1.0)), TypeError, "mean_bounds")]
+    for kw, exc, match in cases:
+        g = torch.Generator().manual_seed(0)
+        state = g.get_state()
+        with pytest.raises(exc, match=match) as info:
+            S.fit_sagmm(X, 2, 1.0, 1e-5, generator=g, **kw)
+        assert "\n" not in str(info.value) and torch.equal(g.get_state(), state) and not calls

@@ -7,6 +7,8 @@ adapts them (symmetric-matrix noise, clipping, the weight normalisation of the D
 """
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import torch
@@ -51,6 +53,56 @@ def check_em_budget(epsilon: Any, delta: Any = None, *, needs_delta: bool = Fals
     if delta is not None or needs_delta:
         check_delta(delta)
     check_privacy_strength(epsilon, delta, stacklevel=stacklevel, override=False)
+
+
+def check_number(name: str, value: Any, *, above: float = 0.0, or_equal: bool = False, allow_none: bool = False) -> None:
+    """One-line refusal of a public number: ``TypeError`` unless a real number (a string or a bool is not one; a
+    one-element tensor is), ``ValueError`` unless finite and ``> above`` (``>=`` with ``or_equal``). ``None`` passes
+    with ``allow_none``."""
+    if value is None and allow_none:
+        return
+    tensor1 = torch.is_tensor(value) and value.numel() == 1 and value.dtype != torch.bool
+    if isinstance(value, bool) or not (isinstance(value, numbers.Real) or tensor1):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    x = float(value)
+    if not (math.isfinite(x) and (x >= above if or_equal else x > above)):
+        raise ValueError(f"{name} must be finite and {'>=' if or_equal else '>'} {above:g}, got {value!r}")
+
+
+def check_iterations(name: str, value: Any, minimum: int = 1) -> None:
+    """``value`` an int (not a bool: ``True`` ran as 1) of at least ``minimum``, else a one-line ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
+def check_shares(name: str, split: Any, count: int) -> None:
+    """``split`` a sequence of ``count`` finite positive numbers (a NaN share passed ``s <= 0`` and dropped its block
+    from the record), else a one-line error; the caller checks how they must sum."""
+    if isinstance(split, (str, bytes)) or not hasattr(split, "__len__") or len(split) != count:
+        raise ValueError(f"{name} must be {count} positive shares, got {split!r}")
+    for v in split:
+        check_number(f"every share of {name}", v)
+
+
+def check_init_params(init_params: Any, batch: tuple, shapes: tuple, names: tuple) -> None:
+    """The caller's start ``init_params`` (public): one tensor per name, each of shape ``shapes[i]`` or one that
+    broadcasts to ``batch + shapes[i]``, else a one-line ``ValueError`` (it failed in ``expand`` mid-fit)."""
+    if init_params is None:
+        return
+    if isinstance(init_params, (str, bytes)) or not hasattr(init_params, "__len__") or len(init_params) != len(names):
+        raise ValueError(f"init_params must be ({', '.join(names)}), got {type(init_params).__name__}")
+    for t, shape, name in zip(init_params, shapes, names):
+        try:
+            got = tuple(torch.as_tensor(t).shape)
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"init_params' {name} must be a tensor, got {type(t).__name__}") from None
+        target = (*batch, *shape)
+        try:
+            ok = tuple(torch.broadcast_shapes(got, target)) == target
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"init_params' {name} must have shape {shape} (or broadcast to {target}), got {got}")
 
 
 def noised_block(name: str, mechanism: str, sensitivity: Any, noise_scale: Any, norm: str, count: int = 1):

@@ -30,6 +30,9 @@ import torch
 from torchdpgmm.privacy.moments import MomentsAccountant, calibrate_noise_multiplier
 from torchdpgmm.em._common import (
     check_em_budget,
+    check_init_params,
+    check_iterations,
+    check_number,
     clip_rows_l2,
     make_record,
     noised_block,
@@ -51,6 +54,15 @@ class MAPPrior:
     kappa0: float = 1.0
     nu0_offset: float = 2.0
     s0: float = 0.1
+
+    def __post_init__(self) -> None:
+        """One-line refusals at construction (public values): ``alpha >= 1`` (the MAP weights ``N_k + alpha - 1`` go
+        negative below), ``kappa0 > 0`` (0 divided a noisy count clamped to 0 into ``S1``), ``nu0_offset > -1``
+        (``nu0 > d - 1``), ``s0 > 0``, all finite (NaN, -1 and -5 were accepted)."""
+        check_number("MAPPrior.alpha", self.alpha, above=1.0, or_equal=True)
+        check_number("MAPPrior.kappa0", self.kappa0)
+        check_number("MAPPrior.nu0_offset", self.nu0_offset, above=-1.0)
+        check_number("MAPPrior.s0", self.s0)
 
 
 def dp_em_sensitivities(d: int) -> dict[str, dict[str, float]]:
@@ -159,15 +171,17 @@ def _dp_em_blocks(variant: str, sens: dict, max_iter: int, scales: dict):
                               "l1" if kind == "laplace" else "l2", max_iter) for k, kind in kinds.items())
 
 
-def _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound) -> None:
-    """One-line ValueErrors for bad settings, before anything touches the data; the package's one budget rule."""
+def _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound, prior, psd_floor) -> None:
+    """One-line ValueErrors (TypeErrors for wrong kinds) for bad settings, before anything touches the data; the
+    package's one budget rule. ``psd_floor`` must be > 0: 0 (the paper's rho) leaves a singular covariance."""
     check_em_budget(epsilon, delta, needs_delta=True, stacklevel=4)  # a Gaussian step: delta required
     if variant not in ("LLG", "GGG"):
         raise ValueError(f"variant must be 'LLG' or 'GGG', got {variant!r}")
-    if not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-    if data_bound is not None and not (data_bound > 0 and math.isfinite(data_bound)):
-        raise ValueError(f"data_bound must be finite and > 0, got {data_bound!r}")
+    check_iterations("max_iter", max_iter)
+    check_number("data_bound", data_bound, allow_none=True)
+    if not isinstance(prior, MAPPrior):
+        raise TypeError(f"prior must be a MAPPrior, got {type(prior).__name__}")
+    check_number("psd_floor", psd_floor)
 
 
 def fit_dp_em(
@@ -208,11 +222,12 @@ def fit_dp_em(
         :class:`GMMFit` in original units, ``loglik`` on the given (unclipped) rows, ``privacy`` a
         :class:`PrivacyRecord`.
     """
-    _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound)
+    _check_dp_em_args(epsilon, delta, variant, max_iter, data_bound, prior, psd_floor)
     X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
-    X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     K, d = num_components, X.shape[-1]
     batch = X.shape[:-2]
+    check_init_params(init_params, batch, ((K,), (K, d), (K, d, d)), ("weights", "means", "covariances"))
+    X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     m = calibrate_dp_em(variant, float(epsilon), float(delta), max_iter, accountant, conversion)
     sens = dp_em_sensitivities(d)
     notes: list[str] = []

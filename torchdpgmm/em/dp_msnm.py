@@ -39,6 +39,10 @@ import torch
 
 from torchdpgmm.em._common import (
     check_em_budget,
+    check_init_params,
+    check_iterations,
+    check_number,
+    check_shares,
     laplace,
     make_record,
     noised_block,
@@ -47,7 +51,7 @@ from torchdpgmm.em._common import (
     project_l1_ball,
     shift_pd,
 )
-from torchdpgmm.em.dpgmm import resolve_l1_bound
+from torchdpgmm.em.dpgmm import _check_public, resolve_l1_bound
 from torchdpgmm.em.gmm import _nearest, kmeans, kmeans_plusplus, private_data
 from torchdpgmm.em.skew_normal import (
     SkewNormalMixtureFit,
@@ -132,20 +136,23 @@ def fit_dp_msnm(
     Any number of unmasked rows, none included, gives a model (module docstring, "Few records").
     """
     check_em_budget(epsilon)
-    if not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
-    if len(split) != 3 or any(s <= 0 for s in split) or sum(split) >= 1.0:
+    check_iterations("max_iter", max_iter)
+    check_shares("split", split, 3)  # finite and positive: a NaN share passed and failed a Cholesky mid-fit
+    if sum(split) >= 1.0:
         raise ValueError(f"split must be three positive shares (Lambda, xi, eta) summing to < 1, got {split!r}")
+    check_number("R3_fraction", R3_fraction)
     if not (0.0 < R3_fraction < 1.0):
         raise ValueError(f"R3_fraction must lie in (0, 1) (Lemma 2 needs R3 < R), got {R3_fraction!r}")
-    if not (R1 > 0 and R2 > 0):
-        raise ValueError(f"R1 and R2 must be > 0, got R1={R1!r}, R2={R2!r}")
+    check_number("R1", R1)  # finite: R1 = inf failed a Cholesky mid-fit
+    check_number("R2", R2)
+    _check_public(R, zeta, psd_floor)
     if init not in ("kmeans++",) and init_params is None:
         raise ValueError(f"init must be 'kmeans++' (or pass init_params), got {init!r}")
     X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
+    G, d = num_components, X.shape[-1]
+    check_init_params(init_params, X.shape[:-2], ((G,), (G, d), (G, d, d), (G, d)), ("weights", "xi", "Lambda", "eta"))
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
-    G, d = num_components, X.shape[-1]
     n = mask.sum(-1).to(X.dtype)
     n1 = n.clamp(min=1.0)  # "Few records": equal to n unless there is no record
     T = max_iter

@@ -39,6 +39,10 @@ import torch
 
 from torchdpgmm.em._common import (
     check_em_budget,
+    check_init_params,
+    check_iterations,
+    check_number,
+    check_shares,
     clip_rows_l1,
     make_record,
     noised_block,
@@ -80,6 +84,15 @@ def resolve_l1_bound(X, mask, R):
     R_t = torch.full(X.shape[:-2], float(R), dtype=X.dtype, device=X.device)
     notes.append(f"rows clipped to ||x||_1 <= R = {R}")
     return clip_rows_l1(X, float(R)), R_t, "sound", notes
+
+
+def _check_public(R, zeta, psd_floor) -> None:
+    """One-line refusals of DPGMM's and DP-MSNM's public numbers before the data are read: ``R`` a finite number > 0
+    (or None; a string failed in a comparison), ``zeta`` > 0 (0 or less gave weights 0/0 or below 0), ``psd_floor``
+    > 0 (0, the paper's rho, leaves a singular covariance; -1 failed a Cholesky mid-fit)."""
+    check_number("R", R, allow_none=True)
+    check_number("zeta", zeta)
+    check_number("psd_floor", psd_floor)
 
 
 def _initial_gmm(X, mask, K, init, init_params, generator, R_t):
@@ -127,14 +140,18 @@ def fit_dpgmm(
     unmasked rows, none included, gives a model (module docstring, "Few records").
     """
     check_em_budget(epsilon)
-    if len(split) != 3 or any(s <= 0 for s in split) or abs(sum(split) - 1.0) > 1e-9:
+    check_shares("split", split, 3)  # finite and positive: a NaN share passed and dropped its block from the record
+    if abs(sum(split) - 1.0) > 1e-9:
         raise ValueError(f"split must be three positive shares summing to 1, got {split!r}")
-    if not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+    check_iterations("max_iter", max_iter)
+    _check_public(R, zeta, psd_floor)
+    if init_params is None and init not in ("kmeans++", "random"):
+        raise ValueError(f"init must be 'kmeans++' or 'random', got {init!r}")
     X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
+    K, d = num_components, X.shape[-1]
+    check_init_params(init_params, X.shape[:-2], ((K,), (K, d), (K, d, d)), ("weights", "means", "covariances"))
     X = torch.where(mask.unsqueeze(-1), X, torch.zeros_like(X))
     Xc, R_t, mode, notes = resolve_l1_bound(X, mask, R)
-    K = num_components
     n = mask.sum(-1).to(X.dtype)
     n1 = n.clamp(min=1.0)  # "Few records": equal to n unless there is no record
     T = max_iter

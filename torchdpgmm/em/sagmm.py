@@ -50,7 +50,8 @@ from typing import Any
 
 import torch
 
-from torchdpgmm.em._common import check_em_budget, laplace, laplace_symmetric, make_record, noised_block
+from torchdpgmm.em._common import (check_em_budget, check_iterations, check_number, check_shares, laplace,
+                                   laplace_symmetric, make_record, noised_block)
 from torchdpgmm.em.gmm import GMMFit, fit_gmm, mixture_log_likelihood, private_data
 from torchdpgmm.mechanisms import normal_noise, symmetric_noise
 
@@ -182,6 +183,20 @@ def _fmt(v) -> str:
     return f"{t[0]:g}" if len(t) == 1 else "(" + ", ".join(f"{x:g}" for x in t) + ")"
 
 
+def _bounds(mean_bounds, var_bounds):
+    """``(lo, hi)`` of ``mean_bounds``, after one-line refusals of bounds that are not two numbers or tensors of them
+    (a string read as a number: ``float('3')``, or failed inside torch)."""
+    for name, pair in (("mean_bounds", mean_bounds), ("var_bounds", var_bounds)):
+        if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            raise ValueError(f"{name} must be a pair (low, high), got {pair!r}")
+    for v in var_bounds:
+        check_number("var_bounds", v, above=-math.inf)
+    for v in mean_bounds:
+        if isinstance(v, (str, bytes, bool)):
+            raise TypeError(f"mean_bounds must hold numbers or tensors of them, got {v!r}")
+    return mean_bounds
+
+
 def _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency) -> None:
     if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
         raise ValueError(f"num_blocks must be a positive int (public), got {num_blocks!r}")
@@ -198,10 +213,32 @@ def _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency)
         raise ValueError(f"mechanism must be 'gaussian' or 'laplace', got {mechanism!r}")
     if mechanism == "gaussian" and delta is None:  # (a given delta is checked with the budget: check_em_budget)
         raise ValueError("mechanism='gaussian' needs delta in (0, 1)")
-    if set(split) != set(DEFAULT_SPLIT) or any(not (v > 0) for v in split.values()):
+    if set(split) != set(DEFAULT_SPLIT):
         raise ValueError(f"split must give positive shares for {sorted(DEFAULT_SPLIT)}, got {split!r}")
+    check_shares("split", list(split.values()), 3)  # finite: an inf share divided by zero after the block fits
     if adjacency not in ("add-remove", "replace-one"):
         raise ValueError(f"adjacency must be 'add-remove' or 'replace-one', got {adjacency!r}")
+
+
+def _check_settings(K: int, d: int, lo, hi, max_iter, align, direction, reference_means) -> None:
+    """SAGMM's public settings that need ``K`` and ``d``, refused in one line before the block fits run (they failed
+    after them, on the private data, with raw shape errors): ``mean_bounds`` scalars or ``(d,)``, ``max_iter`` an int
+    >= 0, ``align`` known, ``direction`` finite of shape ``(d,)``, ``reference_means`` finite of shape ``(K, d)``."""
+    for name, v in (("lo", lo), ("hi", hi)):
+        shape = tuple(torch.as_tensor(v, dtype=torch.float64).shape)
+        if shape not in ((), (1,), (d,)):
+            raise ValueError(f"mean_bounds' {name} must be a number or have shape ({d},), got shape {shape}")
+    check_iterations("max_iter", max_iter, 0)
+    if align not in ("sort", "reference"):
+        raise ValueError(f"align must be 'sort' or 'reference', got {align!r}")
+    for name, v, shape in (("direction", direction, (d,)), ("reference_means", reference_means, (K, d))):
+        if v is None:
+            if name == "reference_means" and align == "reference":
+                raise ValueError("align='reference' needs public reference_means (K, d)")
+            continue
+        t = torch.as_tensor(v, dtype=torch.float64)
+        if tuple(t.shape) != shape or not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} must be finite with shape {shape}, got shape {tuple(t.shape)}")
 
 
 def fit_sagmm(
@@ -235,13 +272,12 @@ def fit_sagmm(
     it was returned exactly until 2026-12-02)."""
     check_em_budget(epsilon, delta)
     split = dict(DEFAULT_SPLIT if split is None else split)
-    lo, hi = mean_bounds
+    lo, hi = _bounds(mean_bounds, var_bounds)
     v_min, v_max = float(var_bounds[0]), float(var_bounds[1])
     _check(num_blocks, lo, hi, v_min, v_max, mechanism, delta, split, adjacency)
-    if align == "reference" and reference_means is None:
-        raise ValueError("align='reference' needs public reference_means (K, d)")
     X, mask = private_data(X, num_components, mask)  # public facts only; a non-finite record read as the origin
     K, d = num_components, X.shape[-1]
+    _check_settings(K, d, lo, hi, max_iter, align, direction, reference_means)
     tot = sum(split.values())
     split = {k: v / tot for k, v in split.items()}
     if max_block_size is not None and (isinstance(max_block_size, bool) or not isinstance(max_block_size, int)
