@@ -294,3 +294,32 @@ def test_bad_public_settings_are_refused_in_one_line_before_the_data():
     # the same settings, valid, still fit (a tensor R and numpy numbers are numbers)
     gm(None, R=torch.tensor(2.0), zeta=np.float64(1e-3), max_iter=2)
     em(None, init_params=tuple(t[:2] for t in bad_init), max_iter=2)
+
+
+def test_a_ragged_batch_records_every_block_at_its_worst_case():
+    """A probe (finding 6): fit_dpgmm on a batch whose datasets have 60 and 100 records gave a sound, covered record
+    with blocks=() (the n-dependent sensitivity differed across the batch and the block was dropped); fit_dp_msnm
+    too. Each block is now the pair (sensitivity, noise scale) of the dataset with the largest ratio, the worst case:
+    Laplace blocks compose by the sum of count * sensitivity / scale, which gives back epsilon."""
+    from torchdpgmm.em._common import noised_block
+
+    X = torch.randn(2, 100, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(2, 100, dtype=torch.bool)
+    mask[1, 60:] = False
+    T, K, eps = 3, 2, 1.0
+    fit = fit_dpgmm(X, K, eps, R=4.0, init="random", mask=mask, max_iter=T, generator=torch.Generator().manual_seed(1))
+    rec = fit.privacy
+    assert rec.covered and [b.name for b in rec.blocks] == ["weights", "means", "covariances"]
+    for b, share, per in zip(rec.blocks, (0.14, 0.26, 0.6), (T, T * K, T * K)):
+        assert b.count == per and b.sensitivity / b.noise_scale == pytest.approx(share * eps / per, rel=1e-12)
+        assert any(b.sensitivity == pytest.approx(float(s), rel=1e-12)
+                   for s in wu_sensitivities(torch.tensor([60.0, 100.0], dtype=torch.float64), K, 4.0)[
+                       ("weights", "means", "covariances").index(b.name)])
+    assert sum(b.count * b.sensitivity / b.noise_scale for b in rec.blocks) == pytest.approx(eps, rel=1e-12)
+    ms = fit_dp_msnm(X, K, eps, R=4.0, mask=mask, max_iter=T, generator=torch.Generator().manual_seed(1)).privacy
+    assert len(ms.blocks) == 4
+    assert sum(b.count * b.sensitivity / b.noise_scale for b in ms.blocks) == pytest.approx(eps, rel=1e-12)
+    # the rule itself: the pair with the largest sensitivity / scale
+    blk = noised_block("x", "laplace", torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.5, 4.0, 6.0]), "l1")
+    assert (blk["sensitivity"], blk["noise_scale"]) == (1.0, 0.5)
+    assert noised_block("x", "laplace", torch.tensor([1.0, 2.0]), 1.0, "l1")["sensitivity"] == 2.0

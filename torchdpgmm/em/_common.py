@@ -106,15 +106,22 @@ def check_init_params(init_params: Any, batch: tuple, shapes: tuple, names: tupl
 
 
 def noised_block(name: str, mechanism: str, sensitivity: Any, noise_scale: Any, norm: str, count: int = 1):
-    """A block description (dict with the privacy package's ``NoisedBlock`` fields), or ``None`` when the
-    sensitivity differs across the batch (it depends on a per-dataset n) and no single number describes it."""
-    vals = []
-    for v in (sensitivity, noise_scale):
-        t = torch.as_tensor(v, dtype=torch.float64).detach().flatten()
-        if t.numel() == 0 or not bool((t == t[0]).all()):
-            return None
-        vals.append(float(t[0]))
-    return {"name": name, "mechanism": mechanism, "sensitivity": vals[0], "noise_scale": vals[1], "norm": norm,
+    """A block description (dict with the privacy package's ``NoisedBlock`` fields) for a batch of datasets, or
+    ``None`` for an empty batch. Where the sensitivity and noise scale differ across the batch (they depend on a
+    per-dataset ``n``: a ragged batch), the block is the worst case, the pair of the dataset with the largest
+    ``sensitivity / noise_scale``: the Laplace and Gaussian mechanisms' privacy depends on a block only through that
+    ratio, so every dataset's release is covered by it. Until 2026-12-02 such a block was left out, and the record of
+    a covered fit listed no block at all."""
+    s, b = torch.broadcast_tensors(torch.as_tensor(sensitivity, dtype=torch.float64).detach(),
+                                   torch.as_tensor(noise_scale, dtype=torch.float64).detach())
+    s, b = s.flatten(), b.flatten()
+    if s.numel() == 0:
+        return None
+    # sensitivity over noise scale; a zero scale is infinite unless the sensitivity is 0 too (R = 0 from the data)
+    ratio = torch.where(b > 0, s / torch.where(b > 0, b, torch.ones_like(b)),
+                        torch.where(s > 0, torch.full_like(s, math.inf), torch.zeros_like(s)))
+    i = int(ratio.argmax())  # public: n, R, epsilon (a host read after the fit, as the float()s below)
+    return {"name": name, "mechanism": mechanism, "sensitivity": float(s[i]), "noise_scale": float(b[i]), "norm": norm,
             "count": int(count)}
 
 
@@ -122,7 +129,7 @@ def make_record(*, epsilon: float, delta: float, adjacency: str, accountant: str
                 split: dict[str, Any], notes: list[str], blocks: tuple = (), covered: bool = False):
     """The release's typed privacy record (:class:`torchdpgmm.privacy.PrivacyRecord`, one ``NoisedBlock`` per
     noised statistic). ``covered`` is True only if every step that touches the data is inside ``epsilon``;
-    ``blocks`` entries that are ``None`` (batch-dependent) are left out."""
+    ``blocks`` entries that are ``None`` (an empty batch) are left out."""
     from torchdpgmm.privacy import NoisedBlock
 
     blocks = tuple(NoisedBlock(**b) for b in blocks if b is not None)
