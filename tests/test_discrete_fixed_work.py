@@ -296,3 +296,16 @@ def test_discrete_laplace_large_and_tiny_scales_match_scipy(scale):
         return
     k = np.arange(-int(40 * scale), int(40 * scale) + 1)
     assert _binned_pvalue(x, k, stats.dlaplace(s / t).pmf(k)) > 1e-3
+
+
+def test_bernoulli_exp_neg_refuses_a_negative_num_given_on_the_host():
+    """A probe (finding 8): num = -3, den = 5 returned a coin of mean 0.669, Bernoulli(e^-0.4) (exp(+0.6) is no
+    probability). num given as Python integers is checked up front; a tensor num is not read back (the fixed-work test
+    above: in a sampler it is a function of the draws), so its range stays the caller's promise (docstring)."""
+    for num in (-3, [1, -2], (0, -1)):
+        with pytest.raises(ValueError, match="num must be >= 0"):
+            D.bernoulli_exp_neg(num, 5, torch.Generator().manual_seed(0))
+    b = D.bernoulli_exp_neg([0, 7], 3, torch.Generator().manual_seed(0))
+    assert b.shape == (2,) and bool(b[0])  # exp(0) = 1
+    ops, _ = _record(lambda: D.bernoulli_exp_neg(torch.tensor([-3]), 5, torch.Generator().manual_seed(0)))
+    assert not SYNC_OPS & {n for n, _, _ in ops}  # a tensor num: no host read

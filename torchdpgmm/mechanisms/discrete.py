@@ -251,6 +251,15 @@ def _check_den(den) -> None:
         raise ValueError(f"bernoulli_exp_neg: den must be an integer in [1, 2^48], got {den!r}")
 
 
+def _check_num(num) -> None:
+    """``num >= 0`` when the caller gives it as Python integers (host values: nothing is read back). A negative num
+    returned ``Bernoulli(exp(-frac(num/den)))`` silently (``exp(-num/den) > 1`` is no probability). A tensor ``num``
+    is not read: in a sampler built on this function it is a function of the draws, and the fixed work has no host
+    read (its range is the caller's promise, as for a ``den`` off the CPU)."""
+    if not torch.is_tensor(num) and bool((torch.as_tensor(num) < 0).any()):
+        raise ValueError(f"bernoulli_exp_neg: num must be >= 0, got {num!r}")
+
+
 def _bern_attempts(den_max: int) -> int:
     """Fixed number of attempts of :func:`bernoulli_exp_neg` so that all fail with probability < 2^-70."""
     q = sum(den_max * k for k in range(1, _EXP_STEPS + 1)) / _RANGE + 1 / math.factorial(_EXP_STEPS)
@@ -266,8 +275,11 @@ def bernoulli_exp_neg(num: torch.Tensor, den: torch.Tensor | int, generator: tor
     fixed work (module docstring), the first valid one selected by a gather; an element with no valid attempt
     (probability < 2^-70) is 0. With the caps, each element is within total variation ``2^-70 + 2^-76``
     of the exact coin. A tensor ``den`` is checked when it lives on the CPU (elsewhere the range is the
-    caller's promise: checking it there would synchronise)."""
+    caller's promise: checking it there would synchronise). ``num`` given as Python integers is checked (``>= 0``);
+    a tensor ``num`` is not read back (fixed work: in a sampler it depends on the draws), its range is the caller's
+    promise."""
     _check_den(den)
+    _check_num(num)
     num = torch.as_tensor(num, dtype=torch.int64)
     shape = num.shape
     num = num.reshape(-1)
