@@ -174,3 +174,19 @@ def test_samplers_and_calibration_run_on_cuda():
     assert float(mu[1]) == pytest.approx(P.gdp_mu(1.0, 1e-5), rel=1e-12)
     n = M.laplace_noise((10,), torch.tensor(1.0, device=dev, dtype=torch.float32))
     assert n.device.type == "cuda" and n.dtype == torch.float32
+
+
+def test_accounting_doc_describes_the_fixed_work_samplers_the_code_runs():
+    """A probe (finding 9): docs/accounting.md still said the samplers' "rejection loops repeat over fresh random
+    draws" and that a Bernoulli(n/d) is "U < n with U exactly uniform on {0..d-1}"; the code (and docs/privacy.md) has
+    fixed work with no retry, a pool read by a gather, and the 63-bit coin u < c n given u < c m."""
+    import inspect
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "accounting.md").read_text().split())
+    module = " ".join(inspect.getdoc(D).split())
+    assert "repeat over fresh random draws" not in text and "`U < n`" not in text
+    for phrase in ("`u < c n`", "`c = floor((2^63 - 1) / m)`", "given `u < c m`", "no retry", "gather",
+                   "`n 2^-64`"):
+        assert phrase in text, phrase
+    assert "``u < c n``" in module and "``c = floor((2^63 - 1) / m)``" in module and "gather" in module

@@ -140,3 +140,16 @@ def test_bad_input_raises():
         fit_gmm(X, 2, mask=torch.ones(9, dtype=torch.bool))
     with pytest.raises(ValueError, match="at least"):
         fit_gmm(X[:1], 2)
+
+
+def test_em_doc_quotes_no_unsourced_observed_numbers_and_no_false_dtype_claim():
+    """A probe (finding 9): docs/em.md quoted three "observed" numbers (~1e-16, ~1e-15, |diff| < 1e-9) that come from
+    no committed JSON, and said "float64 throughout" while a float32 X was fitted in float32. The numbers are gone (the
+    page states the tests' tolerances), and the dtype sentence says what the DP fits do (tests/test_em_private_count.py
+    checks it)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "em.md").read_text()
+    assert not re.search(r"observed[^.]*\d", text), re.findall(r"\(observed[^)]*\)", text)
+    assert "float64 throughout" not in text and "compute in float64" in text
