@@ -379,3 +379,66 @@ def test_laplace_means_test_is_quiet_on_empty_tables_and_hears_a_clean_one(noise
     rel = release_sound(X, y, 3, 1.0, None, clip_bound=1.0, mechanism="laplace", noise=noise,
                         center=torch.full((2,), 0.5), generator=g)
     assert sound_means_signal(rel, *box)
+
+
+def test_dp_pca_second_moment_signal_is_its_trace_z_score():
+    """dp_pca's extras["second_moment_signal"] is trace(noisy Q) / (sigma sqrt(D)): the records' sum of squared
+    clipped norms (computed here by hand, numpy) over sigma sqrt(D) plus a standard normal; an empty table's is
+    standard normal."""
+    import torch
+
+    from torchdpgmm.pipelines.dp_pca import dp_pca
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 5)) * 2.0
+    C, D = 3.0, 5
+    Z = X * np.minimum(1.0, C / np.linalg.norm(X, axis=1, keepdims=True))
+    empty, full = [], []
+    for s in range(1500):
+        g = torch.Generator().manual_seed(s)
+        p = dp_pca(torch.as_tensor(X), 2, clip_bound=C, mu=1.0, generator=g)
+        sig = p.extras["sigma"]["second_moment"]
+        full.append(float(p.extras["second_moment_signal"]) - float((Z ** 2).sum()) / (sig * math.sqrt(D)))
+        q = dp_pca(torch.as_tensor(X), 2, clip_bound=C, mu=1.0, generator=g, mask=torch.zeros(30, dtype=torch.bool))
+        empty.append(float(q.extras["second_moment_signal"]))
+    for z in (empty, full):
+        assert abs(np.mean(z)) < 0.1 and abs(np.std(z) - 1.0) < 0.06
+
+
+def test_a_pipeline_whose_pca_is_noise_is_called_mostly_noise_and_a_clean_one_is_not(tmp_path, capsys):
+    """Small N gave a chance-level image release with no warning: the class stage's blocks carried signal (records
+    in the unit ball), while the DP PCA's second moment, whose directions everything is read through, was noise. The
+    verdict now also judges that block (when the PCA truncates), at both front doors; with enough rows, or with every
+    component kept (a rotation: the tables' default), it says nothing."""
+    from test_cli import _idx_training_folder
+    from test_synthetic_pipeline import _tiny_images
+    from torchdpgmm.release.diagnostics import PROJECTION_NOISE, pipeline_noise_reason, pipeline_projection_noise
+
+    kw = dict(classes=[0, 1, 2], random_state=0)
+    fits = {}
+    for name, n, eps, extra in (("small", 200, 1.0, {}), ("clean", 4000, 2.0, {}),
+                                ("rotation", 200, 1.0, {"image_transform": "none", "mean_clip": 14.0,
+                                                        "pca_clip": 10.0, "radius": 5.0})):
+        Xn, yn = _tiny_images(n)
+        cols = Xn.numpy()[:, ::49] if name == "rotation" else Xn.numpy()  # 16 columns, every one kept
+        fits[name] = (DPSyntheticClassifier(eps, 1e-5, **kw, **extra), cols, yn.numpy())
+    got = {}
+    for name, (est, Xn, yn) in fits.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(Xn, yn)
+        got[name] = [str(w.message) for w in caught if issubclass(w.category, MostlyNoiseWarning)]
+    assert len(got["small"]) == 1 and PROJECTION_NOISE in got["small"][0]
+    assert pipeline_noise_reason(fits["small"][0].release_) == PROJECTION_NOISE
+    assert float(fits["small"][0].release_.pca.extras["second_moment_signal"]) <= 4.3
+    assert got["clean"] == []
+    rot = fits["rotation"][0].release_  # a PCA as empty-looking, but every component kept: not judged so
+    assert float(rot.pca.extras["second_moment_signal"]) <= 4.3 and not pipeline_projection_noise(rot)
+    _idx_training_folder(tmp_path / "idx", n=300)
+    for eps, warned in (("1", True), ("4", False)):
+        out = tmp_path / f"o{eps}"
+        assert main(["synthesize", "--data", str(tmp_path / "idx"), "--classes", "0,1,2", "--epsilon", eps, "--delta",
+                     "1e-5", "--seed", "0", "--out", str(out)]) == 0
+        lines = [ln for ln in capsys.readouterr().err.splitlines() if "mostly noise" in ln]
+        assert len(lines) == warned and all("DP PCA" in ln and ln.startswith("torchdpgmm synthesize: warning:")
+                                            for ln in lines), lines

@@ -894,15 +894,16 @@ def _check_settings(args: argparse.Namespace, table: Any, X: Any, clip_bound: fl
     return 0
 
 
-def _warn_mostly_noise(command: str, noisy: bool) -> None:
+def _warn_mostly_noise(command: str, noisy: bool, reason: str | None = None) -> None:
     """After a release, from RELEASED values only (post-processing): the one-line warning of
-    :mod:`torchdpgmm.release.diagnostics` when its verdict ``noisy`` says the release is mostly noise."""
+    :mod:`torchdpgmm.release.diagnostics` when its verdict ``noisy`` says the release is mostly noise (``reason``:
+    why, default the class counts)."""
     from torchdpgmm.release.diagnostics import CLI_CAUSES, warn_mostly_noise
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if noisy:
-            warn_mostly_noise(CLI_CAUSES)
+            warn_mostly_noise(CLI_CAUSES, reason=reason)
     for w in caught:
         _warn(str(w.message), f"torchdpgmm {command}")
 
@@ -1083,9 +1084,10 @@ def _cmd_synthesize(args: argparse.Namespace, created: list[Path]) -> int:
                "pca": {"mean": rel.pca.mean.tolist(), "components": rel.pca.components.tolist()},
                "mixture": {"weights": m.weights.tolist(), "comp_weights": m.comp_weights.tolist(),
                            "means": m.means.tolist(), "covariances": m.covariances.tolist()}}
-    from torchdpgmm.release.diagnostics import pipeline_mostly_noise
+    from torchdpgmm.release.diagnostics import pipeline_noise_reason
 
-    _warn_mostly_noise("synthesize", pipeline_mostly_noise(rel))  # released values only; before any write
+    reason = pipeline_noise_reason(rel)  # released values only; before any write
+    _warn_mostly_noise("synthesize", reason is not None, reason)
     sample = None if args.n is None else _synthesize_rows(args, rel, bounds)  # drawn before anything is written
     # write into a fresh sibling folder, then rename it into place: the output appears whole or not at all
     import os

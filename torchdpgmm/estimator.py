@@ -1097,10 +1097,11 @@ class DPSyntheticClassifier(_PublicLabelsMixin, ClassifierMixin, ClassNamePrefix
                                torch.as_tensor(idx, dtype=torch.int64, device=dev), num_classes=len(classes), epsilon=float(self.epsilon), delta=float(self.delta),
                                adjacency=self.adjacency, config=cfg, generator=g)
         self.release_, self.model_, self.privacy_ = rel, rel.model, rel.privacy  # continuous noise: no delta_sampler
-        from torchdpgmm.release.diagnostics import pipeline_mostly_noise, warn_mostly_noise
+        from torchdpgmm.release.diagnostics import pipeline_noise_reason, warn_mostly_noise
 
-        if pipeline_mostly_noise(rel):  # released values only (post-processing)
-            warn_mostly_noise(stacklevel=2)
+        reason = pipeline_noise_reason(rel)  # released values only (post-processing)
+        if reason is not None:
+            warn_mostly_noise(reason=reason, stacklevel=2)
         if self.random_state is not None:
             warnings.warn(SEEDED_NOISE_NOTE, SeededNoiseWarning, stacklevel=2)
             self.privacy_ = with_seeded_noise_note(self.privacy_)

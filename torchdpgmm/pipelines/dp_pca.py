@@ -166,6 +166,9 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     n = gaussian(record_count(Z.shape[0], mask, adjacency), sig["count"] ** 2, generator=generator, check_mean=False)[0]
     s = gaussian(Z.sum(0), sig["sum"] ** 2, generator=generator, check_mean=False)
     Q = Z.T @ Z + symmetric_gaussian_noise(D, sig["second_moment"], generator=generator, device=X.device)
+    # the released second moment's signal against its noise (post-processing, a tensor: no host read): its trace is
+    # sum_n ||z_n||^2 plus the sum of D diagonal noise coordinates of std sigma, so an empty table's z is N(0, 1)
+    signal = torch.diagonal(Q).sum() / (sig["second_moment"] * math.sqrt(D))
     n_hat = n.clamp_min(1.0)
     m = s / n_hat
     cov = Q / n_hat - torch.outer(m, m)
@@ -174,7 +177,7 @@ def dp_pca(X: torch.Tensor, n_components: int, *, clip_bound: float, mu: float, 
     blocks = tuple(NoisedBlock(name=f"pca-{b}", mechanism="gaussian", sensitivity=sens[b], noise_scale=sig[b],
                                norm="frobenius" if b == "second_moment" else "l2") for b in ("count", "sum", "second_moment"))
     return DPPCA(mean=c + m, components=comps, eigenvalues=evals[-n_components:].flip(-1), count=n_hat, blocks=blocks,
-                 extras={"sigma": sig, "clip_bound": float(clip_bound)})
+                 extras={"sigma": sig, "clip_bound": float(clip_bound), "second_moment_signal": signal})
 
 
 def project_to_ball(X: torch.Tensor, pca: DPPCA, radius: float) -> torch.Tensor:
