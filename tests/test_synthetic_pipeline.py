@@ -842,3 +842,67 @@ def test_dpsgd_fast_steps_have_a_fixed_shape_and_never_read_the_batch_mask():
         ref = [r + f * gg for r, gg in zip(ref, gs)]
     for a, b in zip(_clipped_grad_sum(params, Xf, yf, 0.5, w), ref):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def _doc_section(page: str, start: str, end: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / page).read_text()
+    return text[text.index(start):text.index(end, text.index(start))]
+
+
+def test_realdata_pipeline_section_names_importable_paths_the_default_blocks_and_the_bound():
+    """docs/realdata.md described the legacy class stage (no pooled block) as the default, called the GDP accountant
+    exact (under replace-one the composed mu is an upper bound: pipelines/_privacy.py and the record say so), and
+    named pipelines.dp_pca.lowfreq_dct / .dp_pca, which torchdpgmm.pipelines.dp_pca (the function) shadows."""
+    import functools
+    import re
+
+    import torchdpgmm
+    from torchdpgmm.pipelines import release_pipeline
+
+    sec = _doc_section("realdata.md", "## The synthetic-data pipeline for images", "**The study**")
+    for name in re.findall(r"`(torchdpgmm\.pipelines\.[\w.]+)`", sec):  # each resolves as written
+        functools.reduce(getattr, name.split(".")[1:], torchdpgmm)
+    assert not re.search(r"`pipelines\.dp_pca\.", sec)
+    X, y = _tiny_images(90)
+    rel = release_pipeline(X, y, num_classes=3, epsilon=1.0, delta=1e-5, adjacency="replace-one",
+                           generator=torch.Generator().manual_seed(0))
+    assert "class-pooled-second-moment" in {b.name for b in rel.privacy.blocks}  # the default's fourth block
+    assert "class-pooled-second-moment" in sec and "covariance_rule.py" in sec and 'class_rule="auto"' in sec
+    assert "upper bound" in rel.privacy.accountant and "upper bound" in sec
+    assert "accountant is exact" not in " ".join(sec.split())
+
+
+def test_synthetic_data_doc_says_how_to_match_the_command_line_bit_for_bit(tmp_path, capsys):
+    """The doc's Python example loads float32 pixels, the command line float64: the releases differ by about 1e-8.
+    The doc now says so, and its recipe (load_mnist(..., dtype=torch.float64), the same seed) gives the command
+    line's release and synthetic rows bit for bit."""
+    import csv
+    import json
+    import warnings
+
+    from test_cli import _idx_training_folder
+
+    from torchdpgmm.cli import main
+    from torchdpgmm.data import load_mnist
+    from torchdpgmm.estimator import DPSyntheticClassifier
+
+    sec = " ".join(_doc_section("synthetic-data.md", "`load_mnist` reads any folder", "## 4.").split())
+    assert 'load_mnist(root, split="train", dtype=torch.float64)' in sec and "bit-identical" in sec
+    _idx_training_folder(tmp_path / "idx", n=90)
+    assert main(["synthesize", "--data", str(tmp_path / "idx"), "--classes", "0,1,2", "--epsilon", "4", "--delta",
+                 "1e-5", "-n", "50", "--seed", "3", "--out", str(tmp_path / "o")]) == 0
+    rel = json.loads((tmp_path / "o" / "release.json").read_text())
+    with open(tmp_path / "o" / "synthetic.csv") as fh:
+        rows = np.array([[float(v) for v in r[:-1]] for r in list(csv.reader(fh))[1:]])
+    fits = {}
+    for dtype in (torch.float64, torch.float32):
+        X, y = load_mnist(tmp_path / "idx", split="train", dtype=dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fits[dtype] = DPSyntheticClassifier(4.0, 1e-5, classes=[0, 1, 2], random_state=3).fit(X.numpy(), y.numpy())
+    est = fits[torch.float64]
+    np.testing.assert_array_equal(np.asarray(rel["mixture"]["means"]), est.model_.means.numpy())
+    np.testing.assert_array_equal(rows, est.sample(50)[0])
+    assert not np.array_equal(np.asarray(rel["mixture"]["means"]), fits[torch.float32].model_.means.numpy())
