@@ -906,3 +906,21 @@ def test_synthetic_data_doc_says_how_to_match_the_command_line_bit_for_bit(tmp_p
     np.testing.assert_array_equal(np.asarray(rel["mixture"]["means"]), est.model_.means.numpy())
     np.testing.assert_array_equal(rows, est.sample(50)[0])
     assert not np.array_equal(np.asarray(rel["mixture"]["means"]), fits[torch.float32].model_.means.numpy())
+
+
+@pytest.mark.parametrize("case", ["short y", "1-D X"])
+def test_dpsgd_fast_refuses_bad_shapes_in_one_line_without_n(case):
+    """A 1-D X was broadcast by the usable mask into an (N, N) table (every row the whole data vector) and trained
+    on; a short y gave torch's broadcasting error quoting N. Both are refused before anything is drawn."""
+    from torchdpgmm.pipelines.dpsgd_fast import train_dpsgd_fast
+
+    N = 37
+    X, y = torch.randn(N, 4, generator=torch.Generator().manual_seed(0)), torch.arange(N) % 3
+    X, y = (X, y[:10]) if case == "short y" else (X[:, 0], y)
+    gen = torch.Generator().manual_seed(1)
+    before = _state(gen)
+    with pytest.raises(ValueError) as exc:
+        train_dpsgd_fast(X, y, num_classes=3, noise_multiplier=1.0, sampling_rate=0.5, steps=1, n_public=float(N),
+                         generator=gen)
+    assert str(N) not in str(exc.value) and "10" not in str(exc.value)
+    assert torch.equal(_state(gen), before)

@@ -160,6 +160,13 @@ def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, samplin
     """
     if not (0 < sampling_rate <= 1) or steps < 1:
         raise ValueError("need 0 < sampling_rate <= 1 and steps >= 1")
+    # shapes are public; a message naming no size (N is private under add/remove): a short y used to give torch's
+    # broadcasting error quoting N, and a 1-D X was broadcast by the usable mask into an (N, N) table, every row the
+    # whole data vector, and trained on as N features
+    if not torch.is_tensor(X) or X.dim() != 2:
+        raise ValueError("X must be a tensor of shape (N, d): one row per record")
+    if not torch.is_tensor(y) or y.shape != X.shape[:1]:
+        raise ValueError("y must be a tensor of shape (N,): one label per row of X")
     if n_public is None:
         raise ValueError("n_public is required: the public (or released, noisy) record count that sets the "
                          "update normaliser, never the private number of rows")
