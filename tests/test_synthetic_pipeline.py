@@ -795,55 +795,6 @@ def test_synthetic_classifier_reads_uint8_pixels_as_the_loaders_do():
     np.testing.assert_array_equal(u.transform(Ut[:, 300:306]), f.transform(Ut[:, 300:306].astype(np.float64)))
 
 
-def test_dpsgd_fast_steps_have_a_fixed_shape_and_never_read_the_batch_mask():
-    """train_dpsgd_fast read the private Poisson mask back to the host every step (take.nonzero(): the batch's size,
-    and so every later shape and the step's work, followed the private usable rows). Now a step weights all N rows by
-    the mask: the same ops on the same shapes whatever the draw (two seeds, batches of different sizes), no nonzero
-    or boolean indexing, and the weighted clipped sum equals the per-example autograd sum over the sampled rows."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from torchdpgmm.pipelines.dpsgd_fast import _clipped_grad_sum, mlp_logits, mlp_params, train_dpsgd_fast
-
-    class Trace(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            shapes = tuple(tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else (out,))
-                           if torch.is_tensor(o))
-            self.ops.append((func.overloadpacket.__name__, shapes))
-            return out
-
-    g = torch.Generator().manual_seed(0)
-    X, y = torch.randn(60, 4, generator=g), torch.randint(0, 3, (60,), generator=g)
-    X[2, 1], y[5] = float("nan"), 7  # unusable rows: private, never sampled
-    traces = []
-    for seed in (1, 2):
-        with Trace() as t:
-            train_dpsgd_fast(X, y, num_classes=3, noise_multiplier=1.0, sampling_rate=0.3, steps=4, hidden=(5,),
-                             generator=torch.Generator().manual_seed(seed), n_public=60.0)
-        traces.append(t.ops)
-    assert traces[0] == traces[1]
-    assert not {"nonzero", "masked_select"} & {name for name, _ in traces[0]}
-    # the weighted sum is the clipped sum over the sampled rows (reference: per-example autograd on those rows alone)
-    params = mlp_params([4, 6, 3], generator=torch.Generator().manual_seed(3))
-    w = torch.rand(60, generator=torch.Generator().manual_seed(4)) < 0.4
-    Xf, yf = torch.nan_to_num(X), y.clamp(0, 2)
-    ref = [torch.zeros_like(p) for p in params]
-    for i in range(60):
-        if not w[i]:
-            continue
-        ps = [p.clone().requires_grad_(True) for p in params]
-        loss = torch.nn.functional.cross_entropy(mlp_logits(ps, Xf[i:i + 1]), yf[i:i + 1], reduction="sum")
-        gs = torch.autograd.grad(loss, ps)
-        f = min(1.0, 0.5 / float(torch.sqrt(sum((gg ** 2).sum() for gg in gs))))
-        ref = [r + f * gg for r, gg in zip(ref, gs)]
-    for a, b in zip(_clipped_grad_sum(params, Xf, yf, 0.5, w), ref):
-        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
-
-
 def _doc_section(page: str, start: str, end: str) -> str:
     from pathlib import Path
 

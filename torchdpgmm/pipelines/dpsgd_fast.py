@@ -99,10 +99,8 @@ def mlp_logits(params, X):
     return h
 
 
-def _clipped_grad_sum(params, X, y, clip, weight=None):
-    """Sum over the batch of per-example gradients clipped to ``clip`` (closed form, module docstring); ``weight
-    (N,)`` (0 / 1, or None: all 1) multiplies each row's clipped gradient, so a Poisson batch is the rows of weight 1
-    among all N, at a fixed shape (no host read of which rows were sampled)."""
+def _clipped_grad_sum(params, X, y, clip):
+    """Sum over the batch of per-example gradients clipped to ``clip`` (closed form, module docstring)."""
     acts, h = [X], X
     L = len(params) // 2
     for i in range(L):
@@ -120,8 +118,7 @@ def _clipped_grad_sum(params, X, y, clip, weight=None):
     # a finite record can still overflow float32 (||a||^2 = inf, times a zero delta: NaN): its gradient's norm is
     # then not a number, and it contributes nothing (norm 0 <= clip) instead of a NaN that would reach every update
     ok = torch.isfinite(sq).unsqueeze(-1)
-    c = torch.clamp(clip / sq.sqrt().clamp_min(1e-12), max=1.0)
-    c = (c if weight is None else c * weight.to(c.dtype)).unsqueeze(-1)
+    c = torch.clamp(clip / sq.sqrt().clamp_min(1e-12), max=1.0).unsqueeze(-1)
     zero = torch.zeros((), dtype=X.dtype, device=X.device)
     grads = []
     for i in range(L):
@@ -150,10 +147,11 @@ def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, samplin
     by the expected batch ``sampling_rate * n_public``. It is never read from ``X``: the number of rows is
     private under add/remove adjacency (a caller under replace-one passes ``len(X)`` itself). Rows with a
     non-finite feature or a label outside ``[0, num_classes)`` are never sampled (a dropped row is a removed
-    one, as in the DP-GMM pipeline); nothing branches or raises on them. Every step computes the clipped gradients of
-    all N rows and weights them by the Poisson draw (0 / 1), so no step's shape, work or host read depends on the
-    sampled batch (a step costs N rows, not about ``sampling_rate * N``). No timing is returned: a wall time
-    of work on private data is not released.
+    one, as in the DP-GMM pipeline); nothing raises on them. A comparison baseline, sampled as Opacus samples:
+    each step reads its Poisson batch's rows back to the host (``nonzero``: one sync per step), so the batch's
+    size, and the step's work and time, follow the draw and the usable rows. The trained weights are what the
+    accounting covers; no timing is returned (a wall time of work on private data is not released). A fixed-shape
+    step (every row weighted by the draw) was tried and not kept: it does ``1 / sampling_rate`` times the work.
 
     Everything runs on ``device`` with ``generator`` on that device (the generator rule,
     :mod:`torchdpgmm.pipelines.generators`): initialisation, Poisson sampling and noise are drawn there.
@@ -188,11 +186,9 @@ def train_dpsgd_fast(X, y, *, num_classes: int, noise_multiplier: float, samplin
     opt = torch.optim.Adam(params, lr=lr)
     expected = sampling_rate * n_pub
     for _ in range(int(steps)):
-        # Poisson sampling as a 0/1 weight on every row: a fixed-shape step whose work does not depend on which (or
-        # how many) rows were sampled, with no host read of the private mask (it was take.nonzero(), a sync and a
-        # data-dependent batch shape per step); the clipped sum is the same sum, so is the accounting
         take = (torch.rand(N, generator=generator, device=dev) < sampling_rate) & usable
-        grads = _clipped_grad_sum(params, Xd, yd, clip, take)
+        idx = take.nonzero().squeeze(-1)  # the Poisson batch: a host read per step (docstring)
+        grads = _clipped_grad_sum(params, Xd[idx], yd[idx], clip)
         for p, g in zip(params, grads):
             # the noise layer's unvalidated sampler: the public scale was checked once above, and the clipped sum
             # (private) is never read on the host (gaussian() would check its finiteness: a sync per tensor)
