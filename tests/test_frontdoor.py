@@ -181,3 +181,16 @@ def test_estimator_fit_sample_predict_score():
 
     with pytest.raises(NotFittedError):
         DPGaussianMixture().predict(X)
+
+
+def test_python_dash_m_torchdpgmm_is_the_command(tmp_path):
+    """``python -m torchdpgmm`` runs the ``torchdpgmm`` command (there was no ``__main__.py``: 'No module named
+    torchdpgmm.__main__'), with its exit codes: 0 for --version, 2 for a usage error, one line."""
+    import torchdpgmm
+
+    ok = subprocess.run([sys.executable, "-m", "torchdpgmm", "--version"], env=_env(), cwd=tmp_path,
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and torchdpgmm.__version__ in ok.stdout + ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "torchdpgmm", "release", "--epsilon", "1"], env=_env(), cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "required" in bad.stderr and list(tmp_path.iterdir()) == []
