@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import numpy.random  # noqa: F401  (numpy loads it lazily: a Ctrl-C inside that first import was lost)
 import torch
 
 __all__ = [

@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
+import numpy.random  # noqa: F401  (numpy loads it lazily: a Ctrl-C inside that first import, in block_seed, was lost)
 
 __all__ = ["SweepSpec", "Chunk", "plan_chunks", "iter_chunks", "num_chunks", "check_disk", "run_sweep", "load_results", "iter_results", "summarize",
            "plot_results", "block_seed", "torch_threads", "auto_block_size", "resolve_block_sizes", "bytes_per_trial",
@@ -90,6 +91,13 @@ MIN_AUTO_BLOCK = 8
 CHUNK_TRIALS = 256
 #: the share of the device's free memory (CUDA) or available RAM (CPU, per worker) a block may use
 FREE_FRACTION = {"cpu": 0.5, "cuda": 0.8}
+#: the mechanisms a sweep releases (:data:`torchdpgmm.release.MECHANISMS`; r1smg in as-published mode only)
+MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
+ADJACENCIES = ("add-remove", "replace-one")
+#: the sound mode's adjacency when ``adjacency`` is None: add-remove, as :func:`torchdpgmm.release.release` and
+#: the command line (a manifest written before this default, with ``adjacency: null`` in sound mode, ran replace-one)
+DEFAULT_ADJACENCY = "add-remove"
+VARIANTS = ("as-published", "global", "exact-kl")
 
 
 @dataclass
@@ -98,9 +106,14 @@ class SweepSpec:
     :func:`auto_block_size`); ``chunk_size`` (trials per chunk file / task; rounded up to a multiple of the
     block size) or, when None, ``memory_budget`` (bytes, default 1 GiB on CPU; on CUDA it bounds the block
     too, default the device's free memory) sets the chunking. ``mode="sound"`` needs ``clip_bound`` (the
-    public L2 bound on records) and uses ``adjacency`` (default "replace-one"); ``classes`` is the public
-    number of classes given to the release (default: each grid point's K; must be >= every K).
-    ``results_format`` is ``"csv"`` (default) or ``"parquet"`` (needs pyarrow)."""
+    public L2 bound on records) and uses ``adjacency`` (default "add-remove", as ``release()`` and the command
+    line; :meth:`validate` fills it in); ``classes`` is the public number of classes given to the release
+    (default: each grid point's K; must be >= every K). ``results_format`` is ``"csv"`` (default) or
+    ``"parquet"`` (needs pyarrow). ``seed`` is an integer in ``[0, 2^63)``.
+
+    :meth:`validate` refuses, in one line and before anything is written: repeated grid values (they would
+    count the same trials twice), unknown mechanisms, variants, adjacencies and devices, r1smg in sound mode
+    or at a d <= 2 (R1SMG needs d > 2), and a seed outside ``[0, 2^63)``."""
 
     mechanisms: list[str]
     epsilons: list[float]
@@ -126,6 +139,7 @@ class SweepSpec:
 
         if not self.mechanisms:
             raise ValueError("give at least one mechanism")
+        self._validate_names()
         bad = [e for e in self.epsilons if not (math.isfinite(e) and e > 0)]
         if not self.epsilons or bad:
             raise ValueError(f"epsilons must be finite numbers > 0, got {bad[0] if bad else 'none'}")
@@ -160,9 +174,54 @@ class SweepSpec:
         if self.classes is not None and self.mode != "sound" and any(k != self.classes for k in self.Ks):
             raise ValueError("classes larger than K leave empty classes, which mode='as-published' cannot release "
                              "(it needs d + 1 points per class); use mode='sound' or classes = K")
+        if self.mode == "sound" and self.adjacency is None:
+            self.adjacency = DEFAULT_ADJACENCY   # recorded as such in sweep.json (never null for a sound sweep)
+
+    def _validate_names(self) -> None:
+        """The public settings other than the numbers: names, repeats, the seed and the device (one line each)."""
+        for name in ("mechanisms", "epsilons", "Ns", "Ks", "ds"):
+            vals = list(getattr(self, name) or [])
+            dup = sorted({str(v) for v in vals if vals.count(v) > 1})
+            if dup:  # the same trials counted twice: a doubled trial count and a too narrow interval
+                raise ValueError(f"{name} must not repeat a value (names {', '.join(dup)} twice)")
+        bad = [m for m in self.mechanisms if m not in MECHANISMS]
+        if bad:
+            raise ValueError(f"unknown mechanism {bad[0]!r} (choose from {', '.join(MECHANISMS)})")
+        if "r1smg" in self.mechanisms:
+            if self.mode == "sound":
+                raise ValueError("mechanism 'r1smg' has no sound mode (it is not DP as calibrated; docs/privacy.md)")
+            low = [int(d) for d in self.ds if isinstance(d, (int, float)) and d <= 2]
+            if low:
+                raise ValueError(f"mechanism 'r1smg' needs d > 2 (R1SMG, Ji & Li 2024), got d = {low[0]}; "
+                                 "leave r1smg out or use d >= 3")
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
+        if self.adjacency is not None and self.adjacency not in ADJACENCIES:
+            raise ValueError(f"adjacency must be one of {', '.join(ADJACENCIES)}, got {self.adjacency!r}")
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2 ** 63:
+            raise ValueError(f"seed must be an integer >= 0 and < 2^63, got {seed!r}")
+        _check_device_name(self.device)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _check_device_name(device: Any) -> None:
+    """``cpu`` or an available ``cuda[:i]`` (one-line ValueError otherwise; nothing is allocated)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device must be cpu or cuda[:index], got {device!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be cpu or cuda[:index], got {device!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: no CUDA GPU is available here")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s)")
 
 
 @dataclass(frozen=True)
@@ -263,17 +322,19 @@ def auto_block_size(spec: SweepSpec, N: int, K: int, d: int, *, free: float | No
     """The automatic block size: the largest rung of ``cap, cap/2, ..., MIN_AUTO_BLOCK`` (cap
     :data:`AUTO_BLOCK_CAP` of the device type) with ``rung * per_trial`` within the block memory (the
     budget and :data:`FREE_FRACTION` of ``free`` bytes, per worker), evened out over the trials
-    (:func:`_even_block`). Refuses (one-line ValueError) when not even the bottom rung fits."""
+    (:func:`_even_block`). Refuses (one-line ValueError) when not even the bottom rung's block fits (the block
+    it would run: ``min(MIN_AUTO_BLOCK, trials)`` trials or fewer once evened out)."""
     kind = _device_type(spec)
     memory = _block_memory(spec, free, workers)
     rung = AUTO_BLOCK_CAP[kind]
     while rung > MIN_AUTO_BLOCK and rung * per_trial > memory:
         rung //= 2
-    if rung * per_trial > memory:
-        raise ValueError(f"a block of {rung} trials at N={N}, K={K}, d={d} needs about "
-                         f"{rung * per_trial / 2 ** 20:.0f} MiB but {memory / 2 ** 20:.0f} MiB are available on "
+    block = _even_block(spec.trials, rung)
+    if block * per_trial > memory:
+        raise ValueError(f"a block of {block} trials at N={N}, K={K}, d={d} needs about "
+                         f"{block * per_trial / 2 ** 20:.0f} MiB but {memory / 2 ** 20:.0f} MiB are available on "
                          f"{spec.device} (memory budget and free memory); raise --memory-budget or free memory")
-    return _even_block(spec.trials, rung)
+    return block
 
 
 #: trials of the probe block that measures the per-trial footprint on CUDA
@@ -397,7 +458,11 @@ def check_disk(spec: SweepSpec, out: str | Path) -> None:
     p = Path(out).resolve()
     while not p.exists():
         p = p.parent
-    free = shutil.disk_usage(p).free
+    usage = shutil.disk_usage(p)
+    free = usage.free
+    if need > free and (usage.total == 0 or not (p.is_dir() and os.access(p, os.W_OK | os.X_OK))):
+        # not a full disk but no place for files at all (e.g. /proc: a file system of 0 bytes)
+        raise ValueError(f"cannot write {out}: {p} is not a writable folder on a disk")
     if need > free:
         raise ValueError(f"this sweep writes {result_rows(spec):.3g} rows (at least {need / 1e9:.3g} GB) but "
                          f"{p} has {free / 1e9:.3g} GB free; use fewer trials or grid points")
@@ -434,7 +499,7 @@ def _release_kl(spec: SweepSpec, mech: str, X, y, num_classes: int, eps, gen, da
     from torchdpgmm.release import release
 
     if spec.mode == "sound":  # every epsilon in one batched call (model (E, T)); public facts from the spec only
-        kw = {"clip_bound": spec.clip_bound, "adjacency": spec.adjacency or "replace-one"}
+        kw = {"clip_bound": spec.clip_bound, "adjacency": spec.adjacency or DEFAULT_ADJACENCY}
         rel = release(X, y, num_classes, [float(e) for e in spec.epsilons], spec.delta, mechanism=mech, mode="sound",
                       generator=gen, **kw)
         return _kl_of(rel, X, y, num_classes, data_classes)
@@ -589,15 +654,17 @@ def _block_key(N: int, K: int, d: int) -> str:
 
 def _prepare(out: Path, spec: SweepSpec, resume: bool, workers: int = 1) -> dict[tuple[int, int, int], int]:
     """Create ``out``, check or write the manifest; returns the block sizes (a resume reuses the recorded ones,
-    so the rows do not depend on the machine it runs on)."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "chunks").mkdir(exist_ok=True)
+    so the rows do not depend on the machine it runs on). Chunk files with no manifest beside them are refused:
+    nothing says which sweep wrote them, and a chunk is reused by its name alone."""
     manifest = out / "sweep.json"
+    chunk_dir = out / "chunks"
+    if not manifest.exists() and chunk_dir.is_dir() and any(not p.name.startswith(".") for p in chunk_dir.iterdir()):
+        raise ValueError(f"{chunk_dir} holds files but {out} has no sweep.json, so nothing says which sweep wrote "
+                         f"them (they would be reused as this sweep's rows); use another --out or delete {chunk_dir}")
+    out.mkdir(parents=True, exist_ok=True)
+    chunk_dir.mkdir(exist_ok=True)
     if manifest.exists():
-        old = json.loads(manifest.read_text())
-        recorded = old.pop("block_sizes", None)
-        begun_with = old.pop("torch", None)       # manifests written before the field existed have none
-        old.setdefault("results_format", "csv")   # manifests written before the field existed
+        old, recorded, begun_with = _read_manifest(manifest)
         if old != spec.to_dict():
             raise ValueError(f"{out} holds a different sweep (see {manifest}); use another --out or delete it")
         if not resume:
@@ -608,10 +675,30 @@ def _prepare(out: Path, spec: SweepSpec, resume: bool, workers: int = 1) -> dict
             raise ValueError(f"{out} was begun with torch {begun_with} and this is torch {torch.__version__}: a resume "
                              "would mix rows of two versions; resume with that torch, or use another --out")
         if recorded is not None:
-            return {tuple(int(v[1:]) for v in k.split("_")): int(b) for k, b in recorded.items()}
+            return recorded
     blocks = resolve_block_sizes(spec, workers)
     _write_manifest(manifest, spec, blocks)
     return blocks
+
+
+def _read_manifest(manifest: Path) -> tuple[dict[str, Any], dict | None, str | None]:
+    """``(spec fields, recorded block sizes or None, torch version or None)`` of a ``sweep.json``; one line
+    when it is not one (corrupt, cut short, or another file)."""
+    try:
+        old = json.loads(manifest.read_text())
+        if not isinstance(old, dict):
+            raise TypeError
+        recorded = old.pop("block_sizes", None)
+        if recorded is not None:
+            recorded = {tuple(int(v[1:]) for v in k.split("_")): int(b) for k, b in recorded.items()}
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+        raise ValueError(f"{manifest} is not a sweep manifest written by torchdpgmm sweep (corrupt or cut short); "
+                         "use another --out or delete it") from None
+    begun_with = old.pop("torch", None)       # manifests written before the field existed have none
+    old.setdefault("results_format", "csv")   # manifests written before the field existed
+    if old.get("mode") == "sound" and old.get("adjacency") is None:
+        old["adjacency"] = "replace-one"      # what a null adjacency ran before the default became add-remove
+    return old, recorded, begun_with
 
 
 def _write_manifest(manifest: Path, spec: SweepSpec, blocks: dict[tuple[int, int, int], int]) -> None:
@@ -652,7 +739,11 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     spawned worker processes (at most ``2 * workers`` chunks in flight; each worker holds one chunk, so the
     working set is about ``workers`` times the chunk's); the rows do not depend on ``workers``. A trial
     function returns its rows as a list of row dicts or as a dict of columns. Running out of memory is a
-    one-line ValueError (an automatic block is halved first while no chunk is on disk; module docstring)."""
+    one-line ValueError (an automatic block is halved first while no chunk is on disk; module docstring). A new
+    sweep that fails before any chunk is on disk takes its ``sweep.json`` and empty ``chunks/`` away again, so
+    the corrected call is not refused as a different sweep; finished chunks are always kept for ``resume``."""
+    if isinstance(out, str) and not out.strip():
+        raise ValueError("out must name a folder, got an empty path")
     out = Path(out)
     spec.validate()
     if backend not in ("local", "ray"):
@@ -667,6 +758,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
     check_disk(spec, out)
     if backend == "ray":
         _check_ray_address(ray_address)
+    fresh = not (out / "sweep.json").exists()
     try:
         blocks = _prepare(out, spec, resume, workers)
     except Exception as exc:   # the CUDA probe block (measure_bytes_per_trial) ran out of memory
@@ -675,10 +767,48 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
         _release_device_memory(spec)
         raise ValueError(f"out of memory on {spec.device} while measuring a probe block of "
                          f"{PROBE_TRIALS} trials: free memory on the device, or pass --block-size") from None
+    _remove_temporaries(out)
+    try:
+        return _run_prepared(spec, out, blocks, trial_fn or default_trial_fn, backend, ray_address, progress,
+                             workers, threads)
+    except Exception:
+        if fresh and not _has_chunk_files(out):
+            _forget_manifest(out)
+        raise
+
+
+#: what a killed writer leaves in ``OUT`` (no writer of the folder runs while a sweep starts): the results
+#: file's temporary copy, those of the summary, the figure, progress.json and the manifest
+_TEMPORARIES = (".tmp-*.csv", ".tmp-*.parquet", ".summary.*.json", ".sweep.*.png", ".progress.json.tmp",
+                ".sweep.json.tmp")
+
+
+def _remove_temporaries(out: Path) -> None:
+    for stale in [*(out / "chunks").glob(".tmp-*"), *(p for pat in _TEMPORARIES for p in out.glob(pat))]:
+        if stale.is_file():
+            stale.unlink(missing_ok=True)
+
+
+def _has_chunk_files(out: Path) -> bool:
     chunk_dir = out / "chunks"
-    for stale in chunk_dir.glob(".tmp-*"):  # what a killed writer left (no writer of this folder runs yet)
-        stale.unlink(missing_ok=True)
-    fn = trial_fn or default_trial_fn
+    return chunk_dir.is_dir() and any(not p.name.startswith(".") for p in chunk_dir.iterdir())
+
+
+def _forget_manifest(out: Path) -> None:
+    """Undo a new sweep that finished no chunk: its manifest, progress file and empty chunk folder."""
+    for name in ("sweep.json", "progress.json"):
+        with contextlib.suppress(OSError):
+            (out / name).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        _remove_temporaries(out)
+        (out / "chunks").rmdir()
+
+
+def _run_prepared(spec: SweepSpec, out: Path, blocks: dict, fn: Callable, backend: str, ray_address: str | None,
+                  progress: bool, workers: int, threads: int | None) -> dict[str, Any]:
+    """:func:`run_sweep` once the manifest is in place: the pending chunks (an automatic block halved on out of
+    memory while no chunk is on disk), then the results file, the summary and the figure."""
+    chunk_dir = out / "chunks"
     total = num_chunks(spec, blocks)
     while True:
         try:
@@ -758,8 +888,7 @@ def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=spec.trials * len(spec.Ns) * len(spec.Ks) * len(spec.ds), desc="sweep", unit="trial",
-                   unit_scale=True)
+        bar = tqdm(total=spec.trials * len(spec.Ns) * len(spec.Ks) * len(spec.ds), desc="sweep", unit="trial")
     fold = _PlanOrderSummary()
 
     def pending_chunks() -> Iterator[Chunk]:
@@ -1068,7 +1197,7 @@ def plot_results(summary: list[dict[str, Any]], path: str | Path, *, spec: Sweep
     if spec is not None:
         settings.update(delta=spec.delta, mode=spec.mode, classes=spec.classes)
         if spec.mode == "sound":
-            settings.update(adjacency=spec.adjacency or "replace-one", clip_bound=spec.clip_bound)
+            settings.update(adjacency=spec.adjacency or DEFAULT_ADJACENCY, clip_bound=spec.clip_bound)
         else:
             settings.update(adjacency="label-flip")
     plot_curves(series_from_rows(rows, "epsilon"), path, x_label="epsilon", y_label="KL(released || fitted)",
