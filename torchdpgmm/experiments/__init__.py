@@ -159,6 +159,24 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
+#: a study's seed is a torch seed plus small offsets (``generator(offset)``): below 2^63, so that every
+#: generator, and the seed column of any int64 table, takes it
+MAX_SEED = 2 ** 63
+
+
+def _check_common(config: ExperimentConfig) -> None:
+    """The options every study shares, checked before its folder is made (one line each): the seed, and a
+    ``threads`` option (0 leaves torch's setting; a negative count was accepted and ignored)."""
+    import numbers
+
+    seed = config.seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < MAX_SEED:
+        raise ValueError(f"--seed must be an integer >= 0 and < 2^63, got {seed!r}")
+    threads = config.options.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
+        raise ValueError(f"--threads must be a whole number >= 0 (0: leave torch's setting), got {threads!r}")
+
+
 def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
     """Run a study and write ``STUDY.json``, ``STUDY.csv`` (and ``STUDY.png``) into ``config.out``."""
     study = get_study(name)
@@ -169,6 +187,7 @@ def run_study(name: str, config: ExperimentConfig) -> dict[str, Any]:
         config.trials = study.default_trials
     if config.trials is not None and config.trials < 1:
         raise ValueError(f"--trials must be >= 1, got {config.trials}")
+    _check_common(config)
     out = Path(config.out)
     made = [p for p in (out, *out.parents) if not p.exists()]  # the folders this run makes, deepest first
     out.mkdir(parents=True, exist_ok=True)

@@ -51,6 +51,12 @@ def _names(s: str) -> list[str]:
     return [v.strip() for v in str(s).split(",") if v.strip()]
 
 
+def _no_repeats(flag: str, names: list[str]) -> None:
+    dup = sorted({v for v in names if names.count(v) > 1})
+    if dup:
+        raise ValueError(f"{flag} must not repeat a value (names {', '.join(dup)} twice)")
+
+
 # ----------------------------------------------------------------------------------------------------
 # audit study
 # ----------------------------------------------------------------------------------------------------
@@ -346,8 +352,14 @@ def _audit_options(config: ExperimentConfig) -> dict[str, Any]:
     opts["worst_draws"] = int(given("worst_draws", 2 * opts["draws"]))
     opts["slow_draws"] = int(given("slow_draws", min(opts["published_draws"], 4000)))
     for key in ("draws", "published_draws", "worst_draws", "slow_draws"):
-        if opts[key] < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be >= 1")
+        if opts[key] < 4:  # audit() splits each dataset's draws into a selection and an evaluation part
+            raise ValueError(f"--{key.replace('_', '-')} must be >= 4 (each dataset's draws are split into "
+                             f"selection and evaluation), got {opts[key]}")
+    if not (math.isfinite(opts["delta"]) and 0 < opts["delta"] < 1):
+        raise ValueError(f"--delta must lie in (0, 1), got {opts['delta']:g}")
+    for flag, key in (("--mechanisms", "mechs"), ("--sound-mechanisms", "sound_mechs"), ("--modes", "modes"),
+                      ("--pairs", "pair_names")):
+        _no_repeats(flag, opts[key])   # a repeat audits (and lists) the same cell twice
     if opts["bs"] is not None and int(opts["bs"]) < 1:
         raise ValueError("--batch-size must be >= 1")
     for m in opts["mechs"] + opts["sound_mechs"]:
@@ -523,9 +535,58 @@ def _add_utility_arguments(p: argparse.ArgumentParser) -> None:
                         "the closest match to the as-published label-level claim)")
 
 
+def _utility_mechanisms(o: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The sound and the as-published mechanism lists, checked (one line): known names with that mode, no
+    repeat (it would write a second row of the same cell, from other draws), not both empty (no rows)."""
+    from torchdpgmm.release.sound import SOUND_MECHANISMS
+
+    lists = []
+    for flag, key, default, allowed in (("--sound-mechanisms", "sound_mechanisms", "gaussian,kl,laplace",
+                                         SOUND_MECHANISMS),
+                                        ("--published-mechanisms", "published_mechanisms", ",".join(MECHANISMS),
+                                         MECHANISMS)):
+        text = str(o.get(key, default))
+        names = _names(text)
+        if names and not all(v.strip() for v in text.split(",")):
+            raise ValueError(f"{flag} must not hold an empty value (two commas in a row, or one at an end), "
+                             f"got {text!r}")
+        bad = [m for m in names if m not in allowed]
+        if bad:
+            what = "has no sound mode" if bad[0] in MECHANISMS else "is an unknown mechanism"
+            raise ValueError(f"{flag}: {bad[0]!r} {what} (choose from {', '.join(allowed)})")
+        _no_repeats(flag, names)
+        lists.append(names)
+    if not any(lists):
+        raise ValueError("--sound-mechanisms and --published-mechanisms are both empty: the study would write no rows")
+    return lists[0], lists[1]
+
+
+def _utility_sizes(config: ExperimentConfig, trials: int, N: int, K: int, d: int) -> None:
+    """Refuse (one line) a ``--num-records`` the generator cannot fill and a ``--trials`` whose one batch of
+    data cannot fit the free memory (every trial is drawn and released at once)."""
+    from torchdpgmm.montecarlo import synthetic_data_bytes_per_trial
+    from torchdpgmm.sweep import device_free_bytes
+
+    need = K * (d + 2)
+    if N <= need:  # every class first gets d + 2 records, then N - K (d + 2) >= 1 are drawn from the weights
+        raise ValueError(f"--num-records must be > {need} (each of the K = {K} classes first gets d + 2 = {d + 2} "
+                         f"records), got {N}")
+    free = device_free_bytes(config.device)
+    size = trials * synthetic_data_bytes_per_trial(N, K, d)
+    if free is not None and size > free:
+        raise ValueError(f"--trials {trials} at --num-records {N} needs at least {size / 2 ** 30:.3g} GiB at once "
+                         f"(the study draws every trial in one batch) but {free / 2 ** 30:.3g} GiB are free on "
+                         f"{config.device}; use fewer trials")
+
+
 def run_utility(config: ExperimentConfig) -> StudyResult:
     """KL(released || fitted) against epsilon on the synthetic data of Liu, Scaglione & Peisert (2025),
-    Sec. V-A: the sound mode (``--adjacency``, default replace-one; public bound B) beside the as-published curves (label flips)."""
+    Sec. V-A: the sound mode (``--adjacency``, default replace-one; public bound B) beside the as-published curves (label flips).
+
+    Its data come from this module's :func:`synthetic_data` (d + 2 records per class, then a multinomial), not
+    from :func:`torchdpgmm.montecarlo.synthetic_data` (d + 1 per class by whole-trial redraws) that fig1-fig5
+    and the sweep use: the same Sec. V-A model under another small-class rule, so its numbers are not those of
+    fig2 at the same settings."""
     from torchdpgmm.release.sound import release_sound
 
     o = config.options
@@ -537,6 +598,22 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
     B = float(o.get("clip_bound", 25.0))
     adjacency = str(o.get("adjacency", "replace-one"))
     K, d = 5, 3
+    sound_mechs, published_mechs = _utility_mechanisms(o)
+    _utility_sizes(config, trials, N, K, d)
+    try:
+        return _utility_rows(config, trials, eps_list, N, delta, B, adjacency, K, d, sound_mechs, published_mechs,
+                             release_sound)
+    except RuntimeError as exc:
+        from torchdpgmm.sweep import _is_oom
+
+        if not _is_oom(exc):
+            raise
+        raise ValueError(f"out of memory on {config.device} with --trials {trials} at --num-records {N} (the study "
+                         "draws every trial in one batch): use fewer trials") from None
+
+
+def _utility_rows(config, trials, eps_list, N, delta, B, adjacency, K, d, sound_mechs, published_mechs,
+                  release_sound) -> StudyResult:
     X, y = synthetic_data(trials, N, K, d, config.generator(0))
     X, y = X.to(config.device), y.to(config.device)
     g = config.generator(1)
@@ -545,12 +622,12 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
     notes = [f"fraction of records clipped at B={B:g}: {clipped:.4f}"]
     kl_design = None
     for eps in eps_list:
-        for mech in _names(o.get("sound_mechanisms", "gaussian,kl,laplace")):
+        for mech in sound_mechs:
             rel = release_sound(X, y, K, eps, delta, clip_bound=B, adjacency=adjacency, mechanism=mech,
                                 generator=g)
             rows.append(_utility_row("sound", mech, eps, delta, _kl(rel, X, y), trials, N, B,
                                      str(rel.privacy.adjacency.value)))
-        for mech in _names(o.get("published_mechanisms", ",".join(MECHANISMS))):
+        for mech in published_mechs:
             try:
                 from torchdpgmm.release import release
 
@@ -560,9 +637,12 @@ def run_utility(config: ExperimentConfig) -> StudyResult:
                 rel = release(X, y, K, eps, delta, mechanism=mech, mode="as-published", generator=g, **kw)
                 if mech == "kl":
                     kl_design = rel.design
-            except Exception as exc:
+            except ImportError as exc:  # an optional dependency missing here: a row says so; any other error is raised
                 rows.append(dict(mode="as-published", mechanism=mech, epsilon=eps, delta=delta,
                                  status=f"unavailable: {type(exc).__name__}: {exc}"))
+                note = f"as-published {mech} NOT RUN: {type(exc).__name__}: {exc}"
+                if note not in notes:   # said on the way out too (run_study warns about NOT RUN notes)
+                    notes.append(note)
                 continue
             rows.append(_utility_row("as-published", mech, eps, delta, _kl(rel, X, y), trials, N, None, "label-flip"))
     return StudyResult(rows=rows, config={"trials": trials, "epsilons": eps_list, "N": N, "K": K, "d": d, "clip_bound": B},

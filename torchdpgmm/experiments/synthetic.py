@@ -96,10 +96,11 @@ def kl_sweep(
     budget = memory_budget or DEFAULT_MEMORY_BUDGET
     block = min(BLOCK_SIZE, chunk_size_for_budget(trials, _bytes_per_trial(n, k, d, E), budget))
     n_chunks = -(-trials // block)
-    if progress is None:  # a bar on long runs: many trials or several chunks
-        progress = trials >= 50 or n_chunks > 1
+    disable: bool | None = not progress
+    if progress is None:  # a bar on long runs (many trials or several chunks), on a terminal only (as the sweep's)
+        disable = None if trials >= 50 or n_chunks > 1 else True   # tqdm: None = off unless stderr is a terminal
     bar = tqdm(total=n_chunks * len(mechanisms), desc=f"N={n} K={k} d={d}", unit="mechanism x chunk",
-               disable=not progress, leave=False)
+               disable=disable, leave=False)
     stats = {label: [RunningStats() for _ in range(E)] for label, _, _ in mechanisms}
 
     def one_chunk(T: int, g: torch.Generator) -> None:
@@ -215,6 +216,14 @@ def _common_args(p: argparse.ArgumentParser, sweep: str) -> None:
     )
 
 
+def _no_repeats(flag: str, values: Sequence) -> None:
+    """A repeated value would run (and count) the same trials twice: refused in one line."""
+    vals = list(values)
+    dup = sorted({f"{v:g}" if isinstance(v, float) else str(v) for v in vals if vals.count(v) > 1})
+    if dup:
+        raise ValueError(f"{flag} must not repeat a value (names {', '.join(dup)} twice)")
+
+
 def _select(opts: dict, default) -> tuple:
     sel = opts.get("mechanisms")
     if not sel:
@@ -224,7 +233,31 @@ def _select(opts: dict, default) -> tuple:
     bad = [s for s in names if s not in known]
     if bad:
         raise ValueError(f"--mechanisms: unknown {bad}; choose from {list(known)}")
+    _no_repeats("--mechanisms", names)   # one label's statistics would take both runs' trials
     return tuple(known[s] for s in names)
+
+
+def _check_numbers(n: int, k: int, d: int, epsilons: Sequence[float], *, eps_flag: str = "--epsilons",
+                   grid: str | None = None) -> None:
+    """The study's public sizes and epsilons, named by their flags (one line; the releases' own messages name
+    internal parameters such as num_classes, or print a tensor). ``grid``: the parameter ``--grid`` sets."""
+    import math
+
+    from torchdpgmm.montecarlo import default_min_class_size
+
+    flags = {p: ("--grid" if p == grid else f"--{p}") for p in ("n", "k", "d")}
+    for p, v, lo in (("k", k, 2), ("d", d, 1)):
+        if v < lo:
+            raise ValueError(f"{flags[p]} must hold values >= {lo}, got {v}" if p == grid else
+                             f"{flags[p]} must be >= {lo}, got {v}")
+    need = k * default_min_class_size(d)
+    if n < need:   # synthetic_data gives every class d + 1 records
+        raise ValueError(f"N = {n} ({flags['n']}) is too small for K = {k} ({flags['k']}) classes in d = {d} "
+                         f"({flags['d']}) dimensions: each class needs d + 1 = {d + 1} records, so N >= {need}")
+    bad = [e for e in epsilons if not (math.isfinite(e) and e > 0)]
+    if bad:
+        what = "a positive finite number" if eps_flag == "--epsilon" else "positive finite numbers"
+        raise ValueError(f"{eps_flag} must be {what}, got {bad[0]:g}")
 
 
 def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> StudyResult:
@@ -237,11 +270,16 @@ def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> Stu
     # --quick shrinks only what the user did not give (ExperimentConfig.pick)
     eps, trials, n = cfg.pick("epsilons", eps, [0.5, 2.0]), cfg.pick("trials", trials, min(trials, 3)), \
         int(cfg.pick("n", n, min(n, 60)))
-    kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], mechs, cfg.seed, cfg.device, o.get("solver", "dual"),
+    _no_repeats("--epsilons", eps)
+    _check_numbers(n, k, d, eps)
+    here = tuple(m for m in mechs if not (m[1] == "r1smg" and d <= 2))   # as fig3-fig5: R1SMG needs d > 2
+    kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], here, cfg.seed, cfg.device, o.get("solver", "dual"),
                    memory_budget=o.get("memory_budget"))
     fixed = {"n": n, "k": k, "d": d, "delta": o["delta"], "lam": o["lam"]}
-    rows = _rows(kls, mechs, "epsilon", eps, fixed)
+    rows = _rows(kls, here, "epsilon", eps, fixed)
     notes = _ratio_notes(kls, eps)
+    if len(here) < len(mechs):
+        notes.append(f"r1smg skipped at d={d}: R1SMG needs d > 2 (Ji & Li 2024)")
     return StudyResult(rows=rows, config={"trials": trials, "epsilons": eps, "n": n, "k": k, "d": d,
                                           "mechanisms": [m[0] for m in mechs]},
                        notes=notes, plot=_plot_factory("epsilon", title, True))
@@ -267,6 +305,10 @@ def _run_param(cfg: ExperimentConfig, name: str, param: str, title: str) -> Stud
     grid = list(cfg.pick("grid", grid, {"n": [60, 100], "k": [2, 3], "d": [3, 4]}[param]))
     n = int(cfg.pick("n", n, min(n, 100)))
     eps = float(o["epsilon"])
+    _no_repeats("--grid", grid)   # each grid index seeds its own trials: a repeat is two different rows
+    for x in grid:
+        _check_numbers(*(int(x) if p == param else v for p, v in (("n", n), ("k", int(o["k"])), ("d", int(o["d"])))),
+                       [eps], eps_flag="--epsilon", grid=param)
     per = {m[0]: [] for m in mechs}
     notes = []
     for i, x in enumerate(grid):
