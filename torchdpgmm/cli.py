@@ -5,8 +5,8 @@ Every release defaults to the sound mode (record-level DP with public ``--classe
 
 Errors. Every bad input to every command (unknown flags, invalid combinations, unreadable data, no GPU for
 ``--device cuda``, ...) prints ONE line on stderr and exits with status 2, before anything is written; an
-output folder that a failing command created is removed again. Ctrl-C exits with status 130 (for a sweep,
-with a one-line hint to ``--resume``).
+output folder that a failing command created is removed again (a sweep's, unless it holds finished chunks:
+those are kept for ``--resume``). Ctrl-C exits with status 130 (for a sweep, with a one-line hint to ``--resume``).
 """
 from __future__ import annotations
 
@@ -82,18 +82,30 @@ def _csv_list(kind: type):
     return parse
 
 
+def _out_folder(text: str) -> Path:
+    """``--out``'s type for output folders: an empty text is refused (it was read as the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a folder, got an empty path")
+    return Path(text)
+
+
+_out_folder.__name__ = "folder"
+
+
 def _escape(text: str | None) -> str | None:
     """argparse %-formats help strings: a literal '%' (e.g. '95% CI') must be doubled."""
     return None if text is None else text.replace("%", "%%")
 
 
-def _add_privacy_flags(p: argparse.ArgumentParser, *, classes: bool = True) -> None:
+def _add_privacy_flags(p: argparse.ArgumentParser, *, classes: bool = True, bounds: bool = True) -> None:
+    """``bounds=False``: the command has no --bounds / --schema (the sweep), and the help names none."""
     p.add_argument("--mode", default="sound", choices=MODES,
                    help="sound (default): record-level DP with clipping; as-published: the paper's label-level "
                         "mechanism, NOT a valid DP guarantee (must be asked for by name)")
     p.add_argument("--clip-bound", type=float, default=None,
                    help="public per-record L2 bound B (sound mode: required there unless --bounds or --schema give "
-                        "public ranges, then optional and in unit-box units; refused in as-published mode)")
+                        "public ranges, then optional and in unit-box units; refused in as-published mode)" if bounds
+                   else "public per-record L2 bound B (required in sound mode; refused in as-published mode)")
     p.add_argument("--adjacency", default=None, choices=ADJACENCIES,
                    help="neighbouring datasets in sound mode (default add-remove)")
     if classes:
@@ -274,7 +286,7 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta", type=float, default=1e-5)
     p.add_argument("--variant", default=None, choices=["as-published", "global", "exact-kl"],
                    help="design variant for mechanism kl in as-published mode")
-    _add_privacy_flags(p, classes=False)
+    _add_privacy_flags(p, classes=False, bounds=False)
     p.add_argument("--classes", type=int, default=None,
                    help="public number of classes C of the synthetic labels 0..C-1 (sound mode; default each grid "
                         "point's K; must be >= every K)")
@@ -287,11 +299,11 @@ def _add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (it is shown only when stderr is a terminal; OUT/progress.json is written "
                         "either way)")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=_out_folder, required=True)
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("results"), help="output folder (default: results)")
+    p.add_argument("--out", type=_out_folder, default=Path("results"), help="output folder (default: results)")
     p.add_argument("--trials", type=int, default=None, help="Monte Carlo trials (default: the study's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the whole study (default 0)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default cpu)")
@@ -1166,6 +1178,8 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
 
     if args.seed < 0:  # as every other command: a seed is a non-negative integer
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
+    if args.seed >= 2 ** 63:  # the rows' seed column and the block seeds are 64-bit
+        raise UsageError(f"--seed must be < 2^63, got {args.seed}")
     spec = _sweep_spec(args)
     _warn_as_published(args)
     if args.threads < 1:
@@ -1180,9 +1194,16 @@ def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
     if not args.resume:
         _new_folder(args.out, created)
     _flush_warnings()  # the run starts (a resumed one too): its warnings now, not after hours
-    res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,
-                    progress=not args.no_progress and sys.stderr.isatty(),  # a log file gets no bar
-                    workers=args.workers, threads=args.threads)
+    try:
+        res = run_sweep(spec, args.out, backend=args.backend, resume=args.resume, ray_address=args.ray_address,
+                        progress=not args.no_progress and sys.stderr.isatty(),  # a log file gets no bar
+                        workers=args.workers, threads=args.threads)
+    except Exception:
+        from torchdpgmm.sweep import _has_chunk_files
+
+        if _has_chunk_files(args.out):  # finished chunks are kept for --resume, as the message says
+            created.clear()
+        raise
     created.clear()
     blocks = ", ".join(sorted({str(b) for b in res.get("block_sizes", {}).values()}))
     print(f"sweep in {args.out}: {res['done']} chunks run, {res['skipped']} already done, blocks of {blocks} trials; "
@@ -1199,6 +1220,8 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
     check_device(args.device)
     if args.seed < 0:
         raise UsageError(f"torchdpgmm {args.command}: error: --seed must be >= 0, got {args.seed}")
+    if args.seed >= 2 ** 63:  # a study's generators take seed + small offsets, the sweep's rows an int64 seed
+        raise UsageError(f"torchdpgmm {args.command}: error: --seed must be < 2^63, got {args.seed}")
     if args.backend != "local":  # no study schedules its trials on Ray: refused, never run locally in silence
         raise UsageError(f"torchdpgmm {args.command}: error: --backend {args.backend} is not supported by the studies "
                          "(they run in this process); torchdpgmm sweep --backend ray runs a sweep's chunks on Ray")
@@ -1206,7 +1229,7 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError(f"--trials must be >= 1, got {args.trials}")
     common = {"out", "trials", "seed", "device", "backend", "quick", "command", "study", "given"}
     options = {k: v for k, v in vars(args).items() if k not in common}
-    _check_study_options(options)
+    _check_study_options(options, args.study)
     _refuse_weak_privacy(*_study_budget(options))  # before any trial runs
     cfg = ExperimentConfig(out=args.out, trials=args.trials, seed=args.seed, device=args.device,
                            backend=args.backend, quick=args.quick, options=options, given=getattr(args, "given", None))
@@ -1218,14 +1241,19 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
     return 0
 
 
-def _check_study_options(options: dict[str, Any]) -> None:
+def _check_study_options(options: dict[str, Any], study: str | None = None) -> None:
     """Public options shared by several studies, checked before a study runs (one line, exit 2): a clip bound
-    must be a positive finite number, an epsilon list comma-separated positive numbers without repeats, and a
-    count of draws at least 1."""
+    must be a positive finite number, an epsilon list comma-separated positive numbers without repeats, a delta
+    in (0, 1), and a count of draws at least 1 (at least 4 for the audit study: audit() splits each dataset's
+    draws into selection and evaluation)."""
     from torchdpgmm._validation import check_clip_bound
 
+    least_draws = 4 if study == "audit" else 1
     for key, value in options.items():
         flag = "--" + key.replace("_", "-")
+        if key == "delta" and value is not None and not (isinstance(value, (int, float)) and math.isfinite(value)
+                                                         and 0 < value < 1):
+            raise UsageError(f"{flag} must lie in (0, 1), got {value}")
         if key == "clip_bound" and value is not None:
             try:
                 check_clip_bound(value)
@@ -1241,8 +1269,8 @@ def _check_study_options(options: dict[str, Any]) -> None:
                 raise UsageError(f"{flag} must be comma-separated positive numbers")
             if len(set(vals)) != len(vals):
                 raise UsageError(f"{flag} must not repeat a value")
-        if key.endswith("draws") and isinstance(value, int) and not isinstance(value, bool) and value < 1:
-            raise UsageError(f"{flag} must be >= 1")
+        if key.endswith("draws") and isinstance(value, int) and not isinstance(value, bool) and value < least_draws:
+            raise UsageError(f"{flag} must be >= {least_draws}")
 
 
 if __name__ == "__main__":  # pragma: no cover
