@@ -124,3 +124,17 @@ def test_the_studies_draw_no_bar_off_a_terminal(capsys):
     assert capsys.readouterr().err == ""
     kl_sweep(50, 40, 2, 2, [1.0], 1e-5, 1e-3, mech, seed=0, progress=True)
     assert "N=40 K=2 d=2" in capsys.readouterr().err
+
+
+def test_sound_utility_out_of_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    """F5: the study draws every trial in one batch; running out of memory there (CUDA fails at once, CPU's
+    allocator may too) was a RuntimeError traceback."""
+    import torchdpgmm.experiments.audit as A
+
+    def oom(*a, **kw):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 96.00 GiB")
+
+    monkeypatch.setattr(A, "synthetic_data", oom)
+    err = _refused(capsys, ["experiment", "sound-utility", "--quick", "--trials", "400"], tmp_path / "o",
+                   "out of memory on cpu with --trials 400 at --num-records 300")
+    assert "use fewer trials" in err

@@ -562,8 +562,8 @@ def _utility_mechanisms(o: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 
 def _utility_sizes(config: ExperimentConfig, trials: int, N: int, K: int, d: int) -> None:
-    """Refuse (one line) a ``--num-records`` the generator cannot fill and a ``--trials`` whose one batch of
-    data cannot fit the free memory (every trial is drawn and released at once)."""
+    """Refuse (one line) a ``--num-records`` the generator cannot fill and, on CPU, a ``--trials`` whose one batch
+    of data cannot fit the available memory (every trial is drawn and released at once)."""
     from torchdpgmm.montecarlo import synthetic_data_bytes_per_trial
     from torchdpgmm.sweep import device_free_bytes
 
@@ -571,7 +571,9 @@ def _utility_sizes(config: ExperimentConfig, trials: int, N: int, K: int, d: int
     if N <= need:  # every class first gets d + 2 records, then N - K (d + 2) >= 1 are drawn from the weights
         raise ValueError(f"--num-records must be > {need} (each of the K = {K} classes first gets d + 2 = {d + 2} "
                          f"records), got {N}")
-    free = device_free_bytes(config.device)
+    # on CPU the allocator may overcommit and the system swap; a CUDA allocation that cannot fit fails at once
+    # (run_utility turns it into one line)
+    free = device_free_bytes("cpu") if torch.device(config.device).type == "cpu" else None
     size = trials * synthetic_data_bytes_per_trial(N, K, d)
     if free is not None and size > free:
         raise ValueError(f"--trials {trials} at --num-records {N} needs at least {size / 2 ** 30:.3g} GiB at once "
