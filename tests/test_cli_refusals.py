@@ -40,6 +40,7 @@ BAD = {
     "fig2 memory budget negative": (["experiment", "fig2", "--quick", "--memory-budget", "-5", "--out", "ex"],
                                     "16MiB"),
     "fig2 seed negative": (["experiment", "fig2", "--quick", "--seed", "-1", "--out", "ex"], "--seed"),
+    "xi-theorem41 class size 0": (["experiment", "xi-theorem41", "--quick", "--n", "0", "1", "--out", "ex"], "--n must be"),
     "sweep seed negative": (["sweep", "--seed", "-1", "--clip-bound", "10", "--trials", "2", "--out", "sw"], "--seed"),
     "as-published sweep seed negative": (["sweep", "--mode", "as-published", "--seed", "-1", "--trials", "2",
                                           "--out", "sw"], "--seed"),  # one line: the caveat comes after the checks

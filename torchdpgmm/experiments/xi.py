@@ -523,7 +523,9 @@ def run_theorem41(cfg: ExperimentConfig) -> StudyResult:
     trials = cfg.pick("trials", trials, min(trials, 2_000))  # an explicit --trials beats --quick
     mu = torch.tensor(o.get("mu", [1.0, 2.0]), dtype=DT)
     var = torch.tensor(o.get("var", [1.0, 1.5]), dtype=DT)
-    n = [int(v) for v in o.get("n", [30, 40])]
+    n = list(o.get("n", [30, 40]))
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 2 for v in n):  # Theorem 4.1's chi-square needs n >= 2
+        raise ValueError(f"--n must be two integers >= 2 (class sizes), got {' '.join(map(str, n))}")
     lam = torch.tensor(o.get("lam", [0.05, 0.05, 0.1, 0.1]), dtype=DT)
     g = cfg.generator()
     dev = g.device  # the trials are drawn where the generator lives (the generator rule)
