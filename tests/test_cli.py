@@ -475,3 +475,15 @@ def test_synthesize_refuses_what_the_width_forbids_before_reading_and_names_the_
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and match in err[0] and "n_components" not in err[0], err
         assert not out.exists()
+
+
+def test_an_idx_folder_with_bounds_is_read_in_the_files_units(tmp_path):
+    """With public --bounds the pixels are in the file's own units (0 to 255 for uint8), as an NPZ's are; the IDX
+    reader divided by 255 regardless, so --bounds 0:255 squeezed the images into [0, 1/255] of the unit box."""
+    from torchdpgmm.datafile import read_labeled_images
+
+    _idx_training_folder(tmp_path / "idx", n=50)
+    classes = [str(k) for k in range(10)]
+    raw = read_labeled_images(tmp_path / "idx", classes, uint8_pixels=False).X
+    scaled = read_labeled_images(tmp_path / "idx", classes).X
+    assert float(raw.max()) > 1.0 and torch.equal(raw / 255.0, scaled)

@@ -323,3 +323,20 @@ def test_a_ragged_batch_records_every_block_at_its_worst_case():
     blk = noised_block("x", "laplace", torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.5, 4.0, 6.0]), "l1")
     assert (blk["sensitivity"], blk["noise_scale"]) == (1.0, 0.5)
     assert noised_block("x", "laplace", torch.tensor([1.0, 2.0]), 1.0, "l1")["sensitivity"] == 2.0
+
+
+def test_a_dp_fit_on_float32_rows_is_evaluated_on_those_rows():
+    """The DP fits compute in float64 whatever X's dtype (65a258a); mixture_log_likelihood and a skew-normal fit's
+    log_prob then raised torch's dtype mismatch on the caller's float32 X. They evaluate in the wider dtype: the same
+    value as on the float64 copy of the rows."""
+    from torchdpgmm.em import fit_dp_msnm, fit_sagmm
+    from torchdpgmm.em.gmm import mixture_log_likelihood
+
+    X = torch.rand(300, 2, generator=torch.Generator().manual_seed(0)).float()
+    f = fit_sagmm(X, 2, 1.0, 1e-5, num_blocks=5, mean_bounds=(0.0, 1.0), var_bounds=(1e-3, 0.25),
+                  generator=torch.Generator().manual_seed(1))
+    a = mixture_log_likelihood(X, f.weights, f.means, f.covariances)
+    assert a.dtype == torch.float64 and torch.equal(a, mixture_log_likelihood(X.double(), f.weights, f.means,
+                                                                              f.covariances))
+    g = fit_dp_msnm(X, 2, 1.0, R=2.0, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(g.log_prob(X), g.log_prob(X.double()))

@@ -201,3 +201,22 @@ def test_the_progress_bar_counts_whole_trials(tmp_path, capsys):
     run_sweep(_spec(), tmp_path / "s", trial_fn=fake_trials, progress=True)
     err = capsys.readouterr().err
     assert "7/7" in err and "7.0/7.0" not in err
+
+
+def test_r1smg_at_d2_is_refused_for_a_numpy_d_and_a_cuda_sweep_plans_without_the_gpu():
+    """SweepSpec.validate checked r1smg's d > 2 only for Python ints and floats (a numpy d = 2 passed), and it asked
+    for the CUDA device itself, so a CUDA sweep with its block size given could not be planned on a machine without
+    the GPU; running it still needs the device."""
+    import numpy as np
+
+    bad = SweepSpec(mechanisms=["r1smg"], epsilons=[1.0], Ns=[100], Ks=[2], ds=[np.int64(2)], trials=4)
+    with pytest.raises(ValueError, match="r1smg' needs d > 2"):
+        bad.validate()
+    cuda = SweepSpec(mechanisms=["kl"], epsilons=[1.0], Ns=[100], Ks=[2], ds=[2], trials=20, device="cuda:0",
+                     block_size=8, mode="sound", clip_bound=5.0)
+    assert S.num_chunks(cuda) == len(S.plan_chunks(cuda)) >= 1
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            cuda.validate()

@@ -296,10 +296,10 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
                         feature_columns: Sequence[str] | None = None, *, uint8_pixels: bool = True) -> LabeledTable:
     """Private training images for the synthetic-data pipeline: a folder of IDX files in MNIST's layout
     (``train-images-idx3-ubyte`` and ``train-labels-idx1-ubyte``, raw or ``.gz``; uint8 pixels scaled to
-    [0, 1]) or a table that :func:`read_labeled_table` reads (``.npz`` / ``.csv``, one image per row).
+    [0, 1] unless ``uint8_pixels`` is off) or a table that :func:`read_labeled_table` reads (``.npz`` / ``.csv``, one image per row).
     ``feature_columns`` picks a table's columns (default: every column but the label). ``uint8_pixels`` (the
-    default; ``synthesize`` turns it off with public bounds, which are in the file's own units): an NPZ whose ``X``
-    is uint8 is scaled to [0, 1] as the IDX files are (the dtype is public schema; the default clips assume pixels
+    default; ``synthesize`` turns it off with public bounds, which are in the file's own units, 0 to 255 for uint8
+    pixels): uint8 pixels, an IDX folder's or an NPZ's ``X``, are scaled to [0, 1] (the dtype is public schema; the default clips assume pixels
     in [0, 1]). A CSV's cells have no dtype and are taken as written.
     Labels are matched against the public ``classes`` as :func:`class_key` reads both (numbers by value); a row
     whose label is not among them gets index -1 (dropped by the release, never refused). Errors name no row and no
@@ -332,7 +332,7 @@ def read_labeled_images(path: str | Path, classes: Sequence[str], label_column: 
     if images.dim() != 3 or labels.dim() != 1 or labels.shape[0] != images.shape[0]:
         raise ValueError(f"{path}: IDX images must be (n, rows, cols) with one label each")  # n is private
     X = images.reshape(images.shape[0], images.shape[1] * images.shape[2]).to(torch.float64)  # -1 fails at n = 0
-    X = X / 255.0 if images.dtype == torch.uint8 else X
+    X = X / 255.0 if uint8_pixels and images.dtype == torch.uint8 else X  # with public bounds: the file's units
     index = {class_key(c): i for i, c in enumerate(names)}
     y = torch.tensor([index.get(class_key(_label_text(v)), -1) for v in labels.tolist()], dtype=torch.long)
     return LabeledTable(X, y, names, [f"pixel{i}" for i in range(X.shape[1])])

@@ -65,6 +65,7 @@ import io
 import itertools
 import json
 import math
+import numbers
 import os
 import shutil
 import tempfile
@@ -134,12 +135,14 @@ class SweepSpec:
     classes: int | None = None
     results_format: str = "csv"
 
-    def validate(self) -> None:
+    def validate(self, *, device_present: bool = True) -> None:
+        """Refuse bad settings in one line; ``device_present=False`` (planning only: :func:`iter_chunks` and
+        :func:`num_chunks` with their block sizes given) checks a CUDA device's name but not that it is here."""
         from torchdpgmm._validation import check_delta
 
         if not self.mechanisms:
             raise ValueError("give at least one mechanism")
-        self._validate_names()
+        self._validate_names(device_present)
         bad = [e for e in self.epsilons if not (math.isfinite(e) and e > 0)]
         if not self.epsilons or bad:
             raise ValueError(f"epsilons must be finite numbers > 0, got {bad[0] if bad else 'none'}")
@@ -177,7 +180,7 @@ class SweepSpec:
         if self.mode == "sound" and self.adjacency is None:
             self.adjacency = DEFAULT_ADJACENCY   # recorded as such in sweep.json (never null for a sound sweep)
 
-    def _validate_names(self) -> None:
+    def _validate_names(self, device_present: bool = True) -> None:
         """The public settings other than the numbers: names, repeats, the seed and the device (one line each)."""
         for name in ("mechanisms", "epsilons", "Ns", "Ks", "ds"):
             vals = list(getattr(self, name) or [])
@@ -190,7 +193,7 @@ class SweepSpec:
         if "r1smg" in self.mechanisms:
             if self.mode == "sound":
                 raise ValueError("mechanism 'r1smg' has no sound mode (it is not DP as calibrated; docs/privacy.md)")
-            low = [int(d) for d in self.ds if isinstance(d, (int, float)) and d <= 2]
+            low = [int(d) for d in self.ds if isinstance(d, numbers.Real) and d <= 2]  # numpy ints too
             if low:
                 raise ValueError(f"mechanism 'r1smg' needs d > 2 (R1SMG, Ji & Li 2024), got d = {low[0]}; "
                                  "leave r1smg out or use d >= 3")
@@ -201,14 +204,15 @@ class SweepSpec:
         seed = self.seed
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2 ** 63:
             raise ValueError(f"seed must be an integer >= 0 and < 2^63, got {seed!r}")
-        _check_device_name(self.device)
+        _check_device_name(self.device, device_present)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _check_device_name(device: Any) -> None:
-    """``cpu`` or an available ``cuda[:i]`` (one-line ValueError otherwise; nothing is allocated)."""
+def _check_device_name(device: Any, present: bool = True) -> None:
+    """``cpu`` or an available ``cuda[:i]`` (one-line ValueError otherwise; nothing is allocated); ``present=False``:
+    any ``cuda[:i]`` (a plan made on a machine without the GPU)."""
     import torch
 
     try:
@@ -217,7 +221,7 @@ def _check_device_name(device: Any) -> None:
         raise ValueError(f"device must be cpu or cuda[:index], got {device!r}") from None
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be cpu or cuda[:index], got {device!r}")
-    if dev.type == "cuda":
+    if dev.type == "cuda" and present:
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r}: no CUDA GPU is available here")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
@@ -413,8 +417,10 @@ def chunk_size_for(spec: SweepSpec, N: int, K: int, d: int, block: int | None = 
 def iter_chunks(spec: SweepSpec, blocks: dict[tuple[int, int, int], int] | None = None) -> Iterator[Chunk]:
     """Every chunk of the sweep, in a deterministic order, generated lazily: the plan of a sweep of
     10^12 trials costs no memory (a list of its chunks would grow without bound before any work).
-    ``blocks`` maps ``(N, K, d)`` to its block size (default: :func:`resolve_block_sizes`)."""
-    spec.validate()
+    ``blocks`` maps ``(N, K, d)`` to its block size (default: ``spec.block_size``, else
+    :func:`resolve_block_sizes`, which needs the device); with either given, a CUDA sweep can be planned on a machine
+    without its GPU."""
+    spec.validate(device_present=blocks is None and spec.block_size is None)
     blocks = _blocks_of(spec, blocks)
     for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds):
         bs = blocks[(int(N), int(K), int(d))]
@@ -425,7 +431,7 @@ def iter_chunks(spec: SweepSpec, blocks: dict[tuple[int, int, int], int] | None 
 
 def num_chunks(spec: SweepSpec, blocks: dict[tuple[int, int, int], int] | None = None) -> int:
     """How many chunks :func:`iter_chunks` yields (arithmetic, no plan in memory)."""
-    spec.validate()
+    spec.validate(device_present=blocks is None and spec.block_size is None)
     blocks = _blocks_of(spec, blocks)
     return sum(-(-spec.trials // chunk_size_for(spec, N, K, d, blocks[(int(N), int(K), int(d))]))
                for N, K, d in itertools.product(spec.Ns, spec.Ks, spec.ds))

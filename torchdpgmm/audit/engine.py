@@ -123,8 +123,8 @@ SELECTION_RULE = "simultaneous"
 def _select_threshold(s0_sel, s1_sel, delta, confidence):
     """Threshold and direction that maximise the bound on the selection draws.
 
-    The criterion is the Clopper-Pearson bound at confidence ``1 - (1 - confidence)/m`` over the ``m``
-    candidate thresholds (simultaneous over the candidates). Maximising the plain bound over thousands of
+    The criterion is the Clopper-Pearson bound at confidence ``1 - (1 - confidence)/(2m)`` over the ``m``
+    candidate thresholds (simultaneous over the candidates and both directions). Maximising the plain bound over thousands of
     candidates picks lucky extreme tails whose few counts do not repeat on the evaluation draws (a
     winner's curse); the simultaneous bound penalises small counts enough to avoid that, and still
     allows thresholds with no false positive at all (support-escape attacks). Returns

@@ -245,8 +245,10 @@ def e_step(
 
 
 def mixture_log_likelihood(X, weights, means, covariances, mask=None) -> torch.Tensor:
-    """Total log-likelihood ``sum_i log sum_k pi_k N(x_i | mu_k, Sigma_k)`` over unmasked rows."""
-    return e_step(X, weights, means, covariances, mask)[1]
+    """Total log-likelihood ``sum_i log sum_k pi_k N(x_i | mu_k, Sigma_k)`` over unmasked rows, in the wider of the
+    data's and the parameters' dtypes (a DP fit's parameters are float64 whatever X's dtype)."""
+    dt = torch.promote_types(X.dtype, means.dtype)
+    return e_step(X.to(dt), weights.to(dt), means.to(dt), covariances.to(dt), mask)[1]
 
 
 def weighted_moments(X: torch.Tensor, resp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

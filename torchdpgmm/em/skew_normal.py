@@ -309,7 +309,10 @@ class SkewNormalMixtureFit:
         return information_criteria(self.loglik, self.num_params, self.n)[1]
 
     def log_prob(self, X: torch.Tensor) -> torch.Tensor:
-        return skew_normal_mixture_log_prob(X, self.weights, self.xi, self.Lambda, self.eta)
+        """Per-row log density, in the wider of ``X``'s and the fit's dtypes (a DP fit is float64 whatever X's)."""
+        dt = torch.promote_types(X.dtype, self.xi.dtype)
+        return skew_normal_mixture_log_prob(X.to(dt), self.weights.to(dt), self.xi.to(dt), self.Lambda.to(dt),
+                                            self.eta.to(dt))
 
 
 def fit_skew_normal_mixture(

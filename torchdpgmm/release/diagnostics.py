@@ -42,8 +42,9 @@ small clean tables were called noise).
 The pipeline is also called mostly noise when its DP PCA truncates (fewer components than the transformed width) and
 the trace z-score of the PCA's noisy second moment (``sum_n ||z_n||^2`` of the centred, clipped records plus ``D``
 noise coordinates, :func:`~torchdpgmm.pipelines.dp_pca.dp_pca`'s ``extras["second_moment_signal"]``) is at most
-:data:`SIGNAL_Z` (:func:`pipeline_projection_noise`): the released directions are then noise, and so is everything
-the class stage sees through them, whatever its own blocks say (Fashion-MNIST at epsilon 1: 200 rows gave chance
+:data:`SIGNAL_Z` (:func:`pipeline_projection_noise`): the table cannot be told from an empty one, its released
+directions are then mostly noise (at most the top few can be partly recovered), and so is what the class stage sees
+through them, whatever its own blocks say (Fashion-MNIST at epsilon 1: 200 rows gave chance
 accuracy with the class stage's blocks carrying signal, no warning until 2026-12-02). With every component kept (the
 tables' default) the projection is a rotation, which loses nothing whatever its noise, so a table is not judged so.
 Before the second moments' test the pipeline's counts were judged alone:
@@ -343,8 +344,8 @@ def pipeline_projection_noise(rel: Any) -> bool:
     whatever its noise) and its released second moment carries no signal: the z-score of its trace
     (``pca.extras["second_moment_signal"]``, :func:`~torchdpgmm.pipelines.dp_pca.dp_pca`: ``sum_n ||z_n||^2`` plus
     ``D`` diagonal noise coordinates of std ``sigma``, over ``sigma sqrt(D)``) is at most :data:`SIGNAL_Z`, as an
-    empty table's is with probability ``1 - EMPTY_SUMS_TAIL``. The released directions are then noise and so is what
-    the class stage sees (Fashion-MNIST at epsilon 1: 200 rows give z of 0.5 to 2.2 and chance accuracy, 2,000 rows z
+    empty table's is with probability ``1 - EMPTY_SUMS_TAIL``: the table cannot be told from an empty one, and the
+    released directions are mostly noise (the top few may be partly recovered), as is what the class stage sees (Fashion-MNIST at epsilon 1: 200 rows give z of 0.5 to 2.2 and chance accuracy, 2,000 rows z
     of 10 to 11). Released values and public shapes only; no signal recorded (an older release): False."""
     pca = getattr(rel, "pca", None)
     z = (getattr(pca, "extras", None) or {}).get("second_moment_signal")
@@ -355,15 +356,15 @@ def pipeline_projection_noise(rel: Any) -> bool:
 
 
 #: :func:`pipeline_noise_reason`'s words when the DP PCA's second moment is what looks empty
-PROJECTION_NOISE = ("the DP PCA's released second moment is within a few noise scales of an empty table's, so the "
-                    "released projection is noise")
+PROJECTION_NOISE = ("the DP PCA's released second moment cannot be told from an empty table's (within a few noise "
+                    "scales), so its directions are mostly noise")
 
 
 def pipeline_noise_reason(rel: Any) -> str | None:
     """Why a :class:`~torchdpgmm.pipelines.synthetic_classifier.PipelineRelease` is mostly noise, or None: its class
     stage's counts are consistent with an empty table (:func:`mostly_noise` of :func:`pipeline_count_noise`) while its
     noisy second moments carry no signal (:func:`second_moments_carry_signal` of ``model.extras["class_signal"]``), or
-    its projection is noise (:func:`pipeline_projection_noise`)."""
+    its projection is mostly noise (:func:`pipeline_projection_noise`)."""
     counts, count_std, floor = pipeline_count_noise(rel)
     signal = (getattr(rel.model, "extras", None) or {}).get("class_signal")
     if mostly_noise(counts, count_std, floor=floor) and not second_moments_carry_signal(signal):
