@@ -130,6 +130,12 @@ def _sweep_args():
 SWEEP = _sweep_args()
 
 
+def _finished_chunks(out):
+    """The sweep's finished chunk files: pathlib's glob matches dotfiles too, and a kill during a chunk's write leaves
+    its ``.tmp-*.csv`` (removed by the resume, so the test read a file that had gone)."""
+    return [p for p in (out / "chunks").glob("*.csv") if not p.name.startswith(".")]
+
+
 def test_sweep_kill_resume_and_ray_identical(tmp_path):
     # 1. an uninterrupted reference run, in-process
     assert main(["sweep", *SWEEP, "--out", str(tmp_path / "ref")]) == 0
@@ -142,12 +148,12 @@ def test_sweep_kill_resume_and_ray_identical(tmp_path):
                             env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None:
-        if len(list((out / "chunks").glob("*.csv"))) >= 2:
+        if len(_finished_chunks(out)) >= 2:
             break
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    done = {p.name: p.stat().st_mtime_ns for p in (out / "chunks").glob("*.csv")}
+    done = {p.name: p.stat().st_mtime_ns for p in _finished_chunks(out)}
     assert 2 <= len(done) < total, f"kill came too late or too early: {len(done)} of {total} chunks done"
     assert not (out / "results.csv").exists()
     # 3. resume: finished chunks are kept untouched, the rest is computed, the result equals the reference
