@@ -18,6 +18,8 @@ import numpy as np
 import torch
 
 __all__ = [
+    "MAX_SEED",
+    "check_seed",
     "check_privacy_strength",
     "check_sampler_delta",
     "allow_weak_privacy",
@@ -76,6 +78,16 @@ def check_epsilon(epsilon: Any, name: str = "epsilon") -> None:
 #: the smallest delta accepted: below it ``1/delta`` and the calibrations' log-space terms leave float64's normal
 #: range (delta 1e-310 gave a NaN noise scale), and no guarantee that small means anything
 MIN_DELTA = 1e-300
+
+
+#: seeds are below 2^63: a study's generators take seed + small offsets, a sweep's rows and block seeds are int64
+MAX_SEED = 2 ** 63
+
+
+def check_seed(seed: Any, name: str = "seed") -> None:
+    """Refuse a seed that is not an integer in ``[0, MAX_SEED)`` (numpy integers included; one-line ValueError)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < MAX_SEED:
+        raise ValueError(f"{name} must be an integer >= 0 and < 2^63, got {seed!r}")
 
 
 def check_delta(delta: Any, name: str = "delta") -> None:

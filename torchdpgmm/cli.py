@@ -1174,11 +1174,12 @@ def _sweep_spec(args: argparse.Namespace):
 
 
 def _cmd_sweep(args: argparse.Namespace, created: list[Path]) -> int:
+    from torchdpgmm._validation import MAX_SEED
     from torchdpgmm.sweep import run_sweep
 
     if args.seed < 0:  # as every other command: a seed is a non-negative integer
         raise UsageError(f"--seed must be >= 0, got {args.seed}")
-    if args.seed >= 2 ** 63:  # the rows' seed column and the block seeds are 64-bit
+    if args.seed >= MAX_SEED:
         raise UsageError(f"--seed must be < 2^63, got {args.seed}")
     spec = _sweep_spec(args)
     _warn_as_published(args)
@@ -1218,9 +1219,11 @@ def _cmd_study(args: argparse.Namespace, created: list[Path]) -> int:
         raise UsageError("torchdpgmm experiment: error: choose a study: "
                          f"{', '.join(available_studies())} (torchdpgmm experiment --help)")
     check_device(args.device)
+    from torchdpgmm._validation import MAX_SEED
+
     if args.seed < 0:
         raise UsageError(f"torchdpgmm {args.command}: error: --seed must be >= 0, got {args.seed}")
-    if args.seed >= 2 ** 63:  # a study's generators take seed + small offsets, the sweep's rows an int64 seed
+    if args.seed >= MAX_SEED:
         raise UsageError(f"torchdpgmm {args.command}: error: --seed must be < 2^63, got {args.seed}")
     if args.backend != "local":  # no study schedules its trials on Ray: refused, never run locally in silence
         raise UsageError(f"torchdpgmm {args.command}: error: --backend {args.backend} is not supported by the studies "

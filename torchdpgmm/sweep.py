@@ -182,6 +182,8 @@ class SweepSpec:
 
     def _validate_names(self, device_present: bool = True) -> None:
         """The public settings other than the numbers: names, repeats, the seed and the device (one line each)."""
+        from torchdpgmm._validation import check_seed
+
         for name in ("mechanisms", "epsilons", "Ns", "Ks", "ds"):
             vals = list(getattr(self, name) or [])
             dup = sorted({str(v) for v in vals if vals.count(v) > 1})
@@ -201,9 +203,7 @@ class SweepSpec:
             raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {self.variant!r}")
         if self.adjacency is not None and self.adjacency not in ADJACENCIES:
             raise ValueError(f"adjacency must be one of {', '.join(ADJACENCIES)}, got {self.adjacency!r}")
-        seed = self.seed
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2 ** 63:
-            raise ValueError(f"seed must be an integer >= 0 and < 2^63, got {seed!r}")
+        check_seed(self.seed)
         _check_device_name(self.device, device_present)
 
     def to_dict(self) -> dict[str, Any]:

@@ -159,19 +159,12 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-#: a study's seed is a torch seed plus small offsets (``generator(offset)``): below 2^63, so that every
-#: generator, and the seed column of any int64 table, takes it
-MAX_SEED = 2 ** 63
-
-
 def _check_common(config: ExperimentConfig) -> None:
     """The options every study shares, checked before its folder is made (one line each): the seed, and a
     ``threads`` option (0 leaves torch's setting; a negative count was accepted and ignored)."""
-    import numbers
+    from torchdpgmm._validation import check_seed
 
-    seed = config.seed
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < MAX_SEED:
-        raise ValueError(f"--seed must be an integer >= 0 and < 2^63, got {seed!r}")
+    check_seed(config.seed, "--seed")
     threads = config.options.get("threads")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 0):
         raise ValueError(f"--threads must be a whole number >= 0 (0: leave torch's setting), got {threads!r}")
