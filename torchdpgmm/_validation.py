@@ -20,6 +20,7 @@ import torch
 __all__ = [
     "MAX_SEED",
     "check_seed",
+    "check_no_repeats",
     "check_privacy_strength",
     "check_sampler_delta",
     "allow_weak_privacy",
@@ -88,6 +89,15 @@ def check_seed(seed: Any, name: str = "seed") -> None:
     """Refuse a seed that is not an integer in ``[0, MAX_SEED)`` (numpy integers included; one-line ValueError)."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= int(seed) < MAX_SEED:
         raise ValueError(f"{name} must be an integer >= 0 and < 2^63, got {seed!r}")
+
+
+def check_no_repeats(name: str, values: Any) -> None:
+    """Refuse a list of grid values, mechanisms or settings that names one twice (it would run, count or list the same
+    cell twice): one-line ValueError naming the repeats (floats as ``:g``)."""
+    vals = list(values)
+    dup = sorted({f"{v:g}" if isinstance(v, float) else str(v) for v in vals if vals.count(v) > 1})
+    if dup:
+        raise ValueError(f"{name} must not repeat a value (names {', '.join(dup)} twice)")
 
 
 def check_delta(delta: Any, name: str = "delta") -> None:

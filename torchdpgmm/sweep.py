@@ -182,13 +182,11 @@ class SweepSpec:
 
     def _validate_names(self, device_present: bool = True) -> None:
         """The public settings other than the numbers: names, repeats, the seed and the device (one line each)."""
-        from torchdpgmm._validation import check_seed
+        from torchdpgmm._validation import check_no_repeats, check_seed
 
         for name in ("mechanisms", "epsilons", "Ns", "Ks", "ds"):
-            vals = list(getattr(self, name) or [])
-            dup = sorted({str(v) for v in vals if vals.count(v) > 1})
-            if dup:  # the same trials counted twice: a doubled trial count and a too narrow interval
-                raise ValueError(f"{name} must not repeat a value (names {', '.join(dup)} twice)")
+            # the same trials counted twice: a doubled trial count and a too narrow interval
+            check_no_repeats(name, getattr(self, name) or [])
         bad = [m for m in self.mechanisms if m not in MECHANISMS]
         if bad:
             raise ValueError(f"unknown mechanism {bad[0]!r} (choose from {', '.join(MECHANISMS)})")

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from torchdpgmm import audit as A
+from torchdpgmm._validation import check_no_repeats
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
 from torchdpgmm.experiments.realdata import quick_option
 
@@ -49,12 +50,6 @@ def _floats(s: str) -> list[float]:
 
 def _names(s: str) -> list[str]:
     return [v.strip() for v in str(s).split(",") if v.strip()]
-
-
-def _no_repeats(flag: str, names: list[str]) -> None:
-    dup = sorted({v for v in names if names.count(v) > 1})
-    if dup:
-        raise ValueError(f"{flag} must not repeat a value (names {', '.join(dup)} twice)")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -359,7 +354,7 @@ def _audit_options(config: ExperimentConfig) -> dict[str, Any]:
         raise ValueError(f"--delta must lie in (0, 1), got {opts['delta']:g}")
     for flag, key in (("--mechanisms", "mechs"), ("--sound-mechanisms", "sound_mechs"), ("--modes", "modes"),
                       ("--pairs", "pair_names")):
-        _no_repeats(flag, opts[key])   # a repeat audits (and lists) the same cell twice
+        check_no_repeats(flag, opts[key])   # a repeat audits (and lists) the same cell twice
     if opts["bs"] is not None and int(opts["bs"]) < 1:
         raise ValueError("--batch-size must be >= 1")
     for m in opts["mechs"] + opts["sound_mechs"]:
@@ -554,7 +549,7 @@ def _utility_mechanisms(o: dict[str, Any]) -> tuple[list[str], list[str]]:
         if bad:
             what = "has no sound mode" if bad[0] in MECHANISMS else "is an unknown mechanism"
             raise ValueError(f"{flag}: {bad[0]!r} {what} (choose from {', '.join(allowed)})")
-        _no_repeats(flag, names)
+        check_no_repeats(flag, names)
         lists.append(names)
     if not any(lists):
         raise ValueError("--sound-mechanisms and --published-mechanisms are both empty: the study would write no rows")

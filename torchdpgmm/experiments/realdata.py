@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from torchdpgmm._validation import check_no_repeats
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult, mean_ci
 
 ALL_MECHANISMS = ("kl", "laplace", "gaussian", "colored", "r1smg")
@@ -698,9 +699,7 @@ def run_record_level(config: ExperimentConfig) -> StudyResult:
     bounds = _floats(quick_option(config, "clip_bounds", "1,2,3,5,7.5,10,15,20,30,50", "2,20"))
     if not all(0 < b < math.inf for b in bounds):
         raise ValueError(f"--clip-bounds must be finite and > 0, got {','.join(f'{b:g}' for b in bounds)}")
-    dup = sorted({f"{b:g}" for b in bounds if bounds.count(b) > 1})
-    if dup:  # the same bound twice: two rows of one setting, from different draws
-        raise ValueError(f"--clip-bounds must not repeat a value (names {', '.join(dup)} twice)")
+    check_no_repeats("--clip-bounds", bounds)  # the same bound twice: two rows of one setting, from different draws
     eps = float(o.get("epsilon", 1.0))
     delta = float(o.get("delta", DELTA))
     T = int(config.pick("trials", config.trials or 50, 4))  # explicit --trials / --n beat --quick

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
-from torchdpgmm._validation import byte_count
+from torchdpgmm._validation import byte_count, check_no_repeats
 from torchdpgmm.experiments import ExperimentConfig, Study, StudyResult
 
 __all__ = ["STUDIES", "MECHANISM_VARIANTS", "kl_sweep", "EPS_GRID", "N_GRID", "K_GRID", "D_GRID"]
@@ -216,14 +216,6 @@ def _common_args(p: argparse.ArgumentParser, sweep: str) -> None:
     )
 
 
-def _no_repeats(flag: str, values: Sequence) -> None:
-    """A repeated value would run (and count) the same trials twice: refused in one line."""
-    vals = list(values)
-    dup = sorted({f"{v:g}" if isinstance(v, float) else str(v) for v in vals if vals.count(v) > 1})
-    if dup:
-        raise ValueError(f"{flag} must not repeat a value (names {', '.join(dup)} twice)")
-
-
 def _select(opts: dict, default) -> tuple:
     sel = opts.get("mechanisms")
     if not sel:
@@ -233,7 +225,7 @@ def _select(opts: dict, default) -> tuple:
     bad = [s for s in names if s not in known]
     if bad:
         raise ValueError(f"--mechanisms: unknown {bad}; choose from {list(known)}")
-    _no_repeats("--mechanisms", names)   # one label's statistics would take both runs' trials
+    check_no_repeats("--mechanisms", names)   # one label's statistics would take both runs' trials
     return tuple(known[s] for s in names)
 
 
@@ -270,7 +262,7 @@ def _run_eps(cfg: ExperimentConfig, name: str, default_mechs, title: str) -> Stu
     # --quick shrinks only what the user did not give (ExperimentConfig.pick)
     eps, trials, n = cfg.pick("epsilons", eps, [0.5, 2.0]), cfg.pick("trials", trials, min(trials, 3)), \
         int(cfg.pick("n", n, min(n, 60)))
-    _no_repeats("--epsilons", eps)
+    check_no_repeats("--epsilons", eps)
     _check_numbers(n, k, d, eps)
     here = tuple(m for m in mechs if not (m[1] == "r1smg" and d <= 2))   # as fig3-fig5: R1SMG needs d > 2
     kls = kl_sweep(trials, n, k, d, eps, o["delta"], o["lam"], here, cfg.seed, cfg.device, o.get("solver", "dual"),
@@ -305,7 +297,7 @@ def _run_param(cfg: ExperimentConfig, name: str, param: str, title: str) -> Stud
     grid = list(cfg.pick("grid", grid, {"n": [60, 100], "k": [2, 3], "d": [3, 4]}[param]))
     n = int(cfg.pick("n", n, min(n, 100)))
     eps = float(o["epsilon"])
-    _no_repeats("--grid", grid)   # each grid index seeds its own trials: a repeat is two different rows
+    check_no_repeats("--grid", grid)   # each grid index seeds its own trials: a repeat is two different rows
     for x in grid:
         _check_numbers(*(int(x) if p == param else v for p, v in (("n", n), ("k", int(o["k"])), ("d", int(o["d"])))),
                        [eps], eps_flag="--epsilon", grid=param)
