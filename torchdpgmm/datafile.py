@@ -195,6 +195,13 @@ def _read_npz(path: Path, classes: Sequence[str] | None, private: bool, uint8_pi
     return _finish(X, list(y), fn, str(path), cn, classes, private)
 
 
+def _header_fields(line: str, suffix: str) -> tuple[str, list[str]]:
+    """A CSV/TSV header line's delimiter (the header decides: a tab without a comma, or a .tsv file) and its column
+    names, stripped (``csv.Error`` on a malformed line)."""
+    delim = "\t" if suffix == ".tsv" or ("\t" in line and "," not in line) else ","
+    return delim, [h.strip() for h in next(csv.reader([line], delimiter=delim))]
+
+
 def _csv_records(path: Path, suffix: str, private: bool) -> tuple[list[str], list[list[str]]]:
     """The header and the records of a CSV/TSV file (the parsing part of :func:`read_labeled_table`)."""
     # private (sound) mode: bytes that are not UTF-8 are replaced, and every physical line after the header is
@@ -211,9 +218,8 @@ def _csv_records(path: Path, suffix: str, private: bool) -> tuple[list[str], lis
         lines.pop()  # the final newline ends the last record; it does not start one
     if not lines:
         raise ValueError(f"{path}: empty file")
-    delim = "\t" if suffix == ".tsv" or ("\t" in lines[0] and "," not in lines[0]) else ","  # the header decides
     try:
-        header = [h.strip() for h in next(csv.reader([lines[0]], delimiter=delim))]
+        delim, header = _header_fields(lines[0], suffix)
         if not private:  # the csv module's own record splitting (quoted newlines inside a field are kept)
             reader = csv.reader(io.StringIO(text), delimiter=delim)
             next(reader)
@@ -357,8 +363,7 @@ def feature_width(path: str | Path, label_column: str | None = None,
         if suffix in (".csv", ".txt", ".tsv") and label_column is not None:
             with open(path, newline="", encoding="utf-8-sig", errors="replace") as fh:
                 line = fh.readline().rstrip("\r\n")
-            delim = "\t" if suffix == ".tsv" or ("\t" in line and "," not in line) else ","  # as _csv_records
-            header = [h.strip() for h in next(csv.reader([line], delimiter=delim))]
+            header = _header_fields(line, suffix)[1]
             return len(header) - 1 if header.count(label_column) == 1 and len(set(header)) == len(header) else None
     except (OSError, ValueError, EOFError, KeyError, StopIteration, csv.Error, zlib.error, zipfile.BadZipFile):
         return None
