@@ -34,6 +34,34 @@ def test_a_stale_temporary_chunk_is_not_results_and_resume_removes_it(tmp_path):
     assert not stale.exists()
 
 
+def test_every_temporary_of_the_sweep_folder_has_one_prefix_and_resume_removes_each(tmp_path, monkeypatch):
+    """Every file a writer of the folder creates before its rename (chunks, results, summary, figure, progress,
+    manifest) starts with ``.tmp-``, so one pattern finds what a killed writer left; the names of older versions
+    are removed as well."""
+    import os
+
+    made = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        made.append((os.path.basename(src), os.path.basename(dst)))
+        return real_replace(src, dst)
+    monkeypatch.setattr(os, "replace", spy)
+    out = tmp_path / "s"
+    run_sweep(_spec(), out, trial_fn=fake_trials, progress=False)
+    monkeypatch.setattr(os, "replace", real_replace)
+    targets = {dst for _, dst in made}
+    assert {"sweep.json", "progress.json", "summary.json", "sweep.png"} <= targets, targets
+    assert any(dst.startswith("results") for dst in targets) and any(dst.endswith(".csv") for dst in targets)
+    assert all(src.startswith(".tmp-") for src, _ in made), made
+    left = [out / ".tmp-sweep.json", out / ".tmp-progress.json", out / ".tmp-x.png", out / "chunks" / ".tmp-y.csv",
+            *(out / n for n in (".summary.ab.json", ".sweep.cd.png", ".progress.json.tmp", ".sweep.json.tmp"))]
+    for p in left:
+        p.write_text("half")
+    run_sweep(_spec(), out, trial_fn=fake_trials, progress=False, resume=True)
+    assert [p.name for p in left if p.exists()] == []
+
+
 def test_an_interrupted_sweep_plot_keeps_the_previous_files_whole(tmp_path, monkeypatch):
     import torchdpgmm.sweep as sweep
 

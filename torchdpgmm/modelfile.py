@@ -87,23 +87,26 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
+def atomic_write_text(path: Path, text: str, mode: int | None = None, *, prefix: str | None = None) -> None:
     """Write ``text`` to ``path`` atomically (temporary file + rename: never half a file), with the
     permissions of an ordinary new file (``0666 & ~umask``, i.e. 0644 usually; ``mkstemp`` alone gives 0600), or
-    ``mode`` when given (the sweep's shared results: 0644 whatever the umask)."""
-    with atomic_path(path, mode) as tmp:
+    ``mode`` when given (the sweep's shared results: 0644 whatever the umask). ``prefix``: as
+    :func:`atomic_path`'s."""
+    with atomic_path(path, mode, prefix=prefix) as tmp:
         tmp.write_text(text)
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path, mode: int | None = None) -> Iterator[Path]:
+def atomic_path(path: str | Path, mode: int | None = None, *, prefix: str | None = None) -> Iterator[Path]:
     """``with atomic_path(out / "fig.png") as tmp: fig.savefig(tmp)``: a temporary file beside ``path`` with the same
     suffix (writers infer the format from it), renamed onto ``path`` when the block ends without an error and removed
     otherwise (Ctrl-C included), so ``path`` is never half written and never mixed from two runs. Permissions as
-    :func:`atomic_write_text`'s."""
+    :func:`atomic_write_text`'s. ``prefix``: the temporary file's name starts with it (default ``.<stem>.``; the
+    sweep gives its one prefix, so that a killed run's leftovers are found by one pattern)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}." if prefix is None else prefix,
+                               suffix=path.suffix)
     os.close(fd)
     try:
         yield Path(tmp)

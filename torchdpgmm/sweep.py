@@ -615,11 +615,18 @@ def _write_csv(fh, cols: dict[str, np.ndarray]) -> None:
         fh.writelines(map((prefix + "{},{!r}\r\n").format, trial[a:b], kl[a:b]))
 
 
+#: the one prefix of every temporary file a writer of ``OUT`` makes (the chunks and the results file, the summary,
+#: the figure, progress.json and the manifest): what a killed writer leaves is ``.tmp-*`` in ``OUT`` or its chunks
+_TMP = ".tmp-"
+#: the temporary names of versions before that prefix (2026-12-02), for folders a killed older run left
+_OLD_TEMPORARIES = (".summary.*.json", ".sweep.*.png", ".progress.json.tmp", ".sweep.json.tmp")
+
+
 def _atomic_rows(path: Path, rows: Any) -> dict[str, np.ndarray]:
     """Write one chunk's rows (CSV or Parquet by the suffix of ``path``) atomically, readable by all; returns
     them as columns."""
     cols = _columns(rows)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP, suffix=path.suffix)
     os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
     try:
         if path.suffix == ".parquet":
@@ -710,7 +717,7 @@ def _write_manifest(manifest: Path, spec: SweepSpec, blocks: dict[tuple[int, int
 
     payload = dict(spec.to_dict(), block_sizes={_block_key(*k): int(b) for k, b in blocks.items()},
                    torch=torch.__version__)
-    tmp = manifest.with_name(".sweep.json.tmp")
+    tmp = manifest.with_name(f"{_TMP}sweep.json")
     tmp.write_text(json.dumps(payload, indent=2))
     os.replace(tmp, manifest)
 
@@ -781,14 +788,10 @@ def run_sweep(spec: SweepSpec, out: str | Path, backend: str = "local", resume: 
         raise
 
 
-#: what a killed writer leaves in ``OUT`` (no writer of the folder runs while a sweep starts): the results
-#: file's temporary copy, those of the summary, the figure, progress.json and the manifest
-_TEMPORARIES = (".tmp-*.csv", ".tmp-*.parquet", ".summary.*.json", ".sweep.*.png", ".progress.json.tmp",
-                ".sweep.json.tmp")
-
-
 def _remove_temporaries(out: Path) -> None:
-    for stale in [*(out / "chunks").glob(".tmp-*"), *(p for pat in _TEMPORARIES for p in out.glob(pat))]:
+    """Delete what a killed writer left (no writer of the folder runs while a sweep starts)."""
+    patterns = (f"{_TMP}*", *_OLD_TEMPORARIES)
+    for stale in [*(out / "chunks").glob(f"{_TMP}*"), *(p for pat in patterns for p in out.glob(pat))]:
         if stale.is_file():
             stale.unlink(missing_ok=True)
 
@@ -842,9 +845,9 @@ def _run_prepared(spec: SweepSpec, out: Path, blocks: dict, fn: Callable, backen
 
     # both written through temporary files renamed into place (never half written); NaN (an interval of one
     # trial) is JSON null
-    with atomic_path(out / "sweep.png", mode=0o644) as png:  # shared results: 0644, as the chunk files
+    with atomic_path(out / "sweep.png", mode=0o644, prefix=_TMP) as png:  # shared results: 0644, as the chunks
         plot_results(summary, png, spec=spec)
-        atomic_write_text(out / "summary.json", mode=0o644, text=json.dumps(_jsonable(
+        atomic_write_text(out / "summary.json", mode=0o644, prefix=_TMP, text=json.dumps(_jsonable(
             {"spec": spec.to_dict(), "block_sizes": block_sizes, "points": summary,
              "environment": environment(spec.device)}), indent=2))
     return {"done": done, "skipped": total - done, "results": str(results), "summary": summary,
@@ -884,7 +887,7 @@ def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend
         left = total - state["trials"]
         payload = {"trials_done": state["trials"], "trials_total": total, "chunks_done": state["chunks"],
                    "elapsed_s": round(elapsed, 3), "eta_s": round(left / rate, 1) if rate > 0 else None}
-        tmp = out / ".progress.json.tmp"
+        tmp = out / f"{_TMP}progress.json"
         tmp.write_text(json.dumps(payload))
         os.replace(tmp, out / "progress.json")
 
@@ -1012,7 +1015,7 @@ def _run_local(spec: SweepSpec, todo: Iterable[Chunk], chunk_dir: Path, fn: Call
 def _concat_chunks(path: Path, parts: Iterable[Path]) -> None:
     """The results file: the chunk files in plan order, streamed (memory of one chunk), atomic. CSV: one
     header; Parquet: one row group per chunk."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP, suffix=path.suffix)
     os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
     try:
         if path.suffix == ".parquet":
