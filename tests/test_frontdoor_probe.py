@@ -392,3 +392,24 @@ def test_a_sweeps_warnings_come_before_its_run_and_survive_an_interrupt(tmp_path
     args = ["sweep", "--mechanisms", "kl", "--epsilons", "20", "--trials", "2", "--clip-bound", "3", "--out", str(out)]
     assert main(args + (["--resume"] if resume else [])) == 130
     assert "warning: epsilon = 20 > 10 protects little" in seen[0]  # printed before the run started
+
+
+def test_pipeline_config_takes_numpy_scalars_as_their_python_values():
+    """PipelineConfig(n_components=np.int64(5)).check() said "n_components must be an int >= 1, got
+    np.int64(5)" (a grid from np.arange); the estimators already took NumPy scalars."""
+    import json
+
+    import numpy as np
+
+    from torchdpgmm.pipelines.synthetic_classifier import PipelineConfig
+
+    cfg = PipelineConfig(n_components=np.int64(5), radius=np.float32(2.5), lloyd_steps=np.int32(1),
+                         components_per_class=np.int64(2), stage_split=(np.float32(0.5), 0.06, np.float64(0.44)))
+    cfg.check()
+    assert cfg.n_components == 5 and type(cfg.n_components) is int and type(cfg.radius) is float
+    assert all(type(f) is float for f in cfg.stage_split)
+    assert json.loads(json.dumps(cfg.to_dict()))["components_per_class"] == 2
+    with pytest.raises(ValueError, match="n_components must be an int >= 1"):
+        PipelineConfig(n_components=np.float64(5.0)).check()  # a float is still not a count
+    with pytest.raises(ValueError, match="lloyd_steps must be an int >= 0"):
+        PipelineConfig(lloyd_steps=np.bool_(True)).check()

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 import torch
 
@@ -32,6 +33,11 @@ from .dp_pca import DPPCA, check_pca_input, dp_pca, lowfreq_dct, project_to_ball
 
 __all__ = ["PipelineConfig", "PipelineRelease", "release_pipeline", "private_projection", "components_rule", "public_transform",
            "check_images"]
+
+
+def _plain(v: Any) -> Any:
+    """A NumPy scalar as its Python value (``np.int64(5)`` -> ``5``); anything else unchanged."""
+    return v.item() if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0 else v
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,16 @@ class PipelineConfig:
     stage_split: tuple[float, float, float] = (0.5, 0.06, 0.44)
     class_rule: str = DEFAULT_CLASS_RULE
     class_to_pooled: float | None = PIPELINE_CLASS_TO_POOLED
+
+    def __post_init__(self) -> None:
+        # a NumPy scalar (a grid from np.arange, a value read from an array) stands for its Python value, as in
+        # the estimators; the checks below then see plain ints and floats, and to_dict stays JSON
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, tuple):
+                object.__setattr__(self, f.name, tuple(_plain(x) for x in v))
+            else:
+                object.__setattr__(self, f.name, _plain(v))
 
     def to_dict(self) -> dict:
         return asdict(self)
