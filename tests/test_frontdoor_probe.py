@@ -413,3 +413,17 @@ def test_pipeline_config_takes_numpy_scalars_as_their_python_values():
         PipelineConfig(n_components=np.float64(5.0)).check()  # a float is still not a count
     with pytest.raises(ValueError, match="lloyd_steps must be an int >= 0"):
         PipelineConfig(lloyd_steps=np.bool_(True)).check()
+
+
+def test_tiny_class_takes_a_numpy_integer():
+    """tiny_class(tiny=np.int64(3)) was refused as not an int."""
+    import numpy as np
+
+    from torchdpgmm.audit import pairs
+
+    g = torch.Generator().manual_seed(0)
+    a = pairs.tiny_class(num_per_class=5, tiny=np.int64(3), generator=g)
+    b = pairs.tiny_class(num_per_class=5, tiny=3, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a.X0, b.X0) and torch.equal(a.y1, b.y1) and a.description == b.description
+    with pytest.raises(ValueError, match="tiny must be an int"):
+        pairs.tiny_class(num_per_class=5, tiny=np.float64(3.0))

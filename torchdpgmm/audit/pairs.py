@@ -4,6 +4,7 @@ the sound mode (each pair says its adjacency relation and what separates the two
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,9 +113,10 @@ def tiny_class(num_per_class: int = 50, num_classes: int = 3, dim: int = 2, tiny
                generator: torch.Generator | None = None) -> NeighbourPair:
     """The last class has only ``tiny`` points (``1 <= tiny <= num_per_class``); in D1 one of them flips to
     class 0 (label flip)."""
-    if isinstance(tiny, bool) or not isinstance(tiny, int) or not 1 <= tiny <= num_per_class:
+    if isinstance(tiny, bool) or not isinstance(tiny, numbers.Integral) or not 1 <= tiny <= num_per_class:
         raise ValueError(f"tiny must be an int in [1, num_per_class = {num_per_class}] (one of its points "
                          f"flips), got {tiny!r}")
+    tiny = int(tiny)  # a NumPy integer as its Python value
     X, y, c = _base(num_per_class, num_classes, dim, generator)
     keep = torch.cat([torch.arange((num_classes - 1) * num_per_class),
                       (num_classes - 1) * num_per_class + torch.arange(tiny)])
