@@ -1,20 +1,42 @@
 """Bad command-line arguments of the benchmarks and scripts: one line naming the flag, exit status 2, nothing written.
 
-Each case runs the script as a user would (``python benchmarks/x.py ...`` from the repository root, a fresh
-process) with one bad argument; ``$B`` is a fresh empty folder of the case. The refusal must come from the
-argument checks (argparse's ``error``: exit status 2), its last line on stderr must name the offending flag or
-value, there must be no traceback, and the folder must still be empty (no output file or folder made). The
-processes of the review's list run two at a time (most import torch first, about a second each); the other checks
-added with them run in this process (``main(argv)``), where torch is imported already.
+Each case runs the script as a user would run ``python benchmarks/x.py ...`` from the repository root, with one bad
+argument; ``$B`` is a fresh empty folder of the case. The refusal must come from the argument checks (argparse's
+``error``: exit status 2), its last line on stderr must name the offending flag or value, there must be no traceback,
+and the folder must still be empty (no output file or folder made).
+
+The scripts run in this process (``runpy.run_path(..., run_name="__main__")``, so the ``if __name__ == "__main__"``
+path is the one taken), not in a fresh ``python`` each (most of that cost was importing torch again; none of the
+checks is about a fresh process): ``sys.argv`` is the command line, ``sys.path`` the one a fresh ``python
+benchmarks/x.py`` would have (the script's folder first, no ``tests/``), the scripts' own helper modules (``_args``)
+are imported afresh, the working folder is the repository root, stdout and stderr are captured at the file
+descriptors, and a ``SystemExit`` or an exception becomes the exit status a process would have had (an exception:
+1, with its traceback on stderr). Whatever the script changes of this process is put back afterwards (sys.argv,
+sys.path, sys.modules' script helpers, the environment, the working folder, warnings filters, torch's default dtype,
+thread count and random states, numpy's and ``random``'s). An audit hook guards the file system while a script runs:
+it refuses to overwrite, remove or rename an existing file outside the case folder (``__pycache__`` aside), and any
+file or folder a script makes outside the case folder is removed afterwards and fails the case, so a run cannot
+leave anything behind there. A script that does not refuse its argument is stopped after 120 s, as the subprocesses
+were (and then fails).
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import random
+import runpy
+import shutil
+import signal
+import stat
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import traceback
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -54,31 +76,193 @@ CASES = [
 _NEEDS_NO_GPU = {"c9"}  # on a machine with a GPU these are valid runs
 
 
-def _run(cmd: str, folder: Path) -> subprocess.CompletedProcess:
-    argv = [a.replace("$B", str(folder)) for a in cmd.split()]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+# --- the file-system guard --------------------------------------------------------------------------------
+class _Guard:
+    """What a running script did to the file system outside its case folder (``__pycache__`` aside) from its own
+    thread (what a subprocess of it writes is not seen): ``made``, the paths it asked to create that did not exist
+    (removed afterwards if they do), and ``refused``, the existing files it tried to overwrite, remove or rename
+    (refused with PermissionError before they are touched; in what it made itself it may do anything)."""
+
+    def __init__(self, folder: Path):
+        self.folder = os.path.realpath(folder)
+        self.thread = threading.get_ident()  # the script's thread: Ray's or anyone else's are not watched
+        self.made: list[str] = []
+        self.refused: list[str] = []
+
+    def _outside(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return (os.path.commonpath([real, self.folder]) != self.folder
+                and "__pycache__" not in Path(real).parts)
+
+    def create(self, path: str) -> None:
+        if not self._outside(path) or self._made_here(path):
+            return
+        try:
+            st = os.lstat(path)
+        except OSError:
+            self.made.append(os.path.abspath(path))  # new: may be made (the OS decides), removed afterwards
+            return
+        if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+            self.refused.append(path)  # an existing file (a device such as /dev/null, or a folder, is no file)
+            raise PermissionError(13, "refused by the test's file-system guard", path)
+
+    def _made_here(self, path: str) -> bool:
+        """``path`` is, or lies in, one this run made (a temporary folder, with whatever its subprocesses wrote)."""
+        path = os.path.abspath(path)
+        return any(path == m or path.startswith(m + os.sep) for m in self.made)
+
+    def change(self, path: str) -> None:
+        if self._outside(path) and not self._made_here(path) and os.path.lexists(path):
+            self.refused.append(path)
+            raise PermissionError(13, "refused by the test's file-system guard", path)
+
+
+_GUARD: _Guard | None = None
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+#: audit event -> ((argument index of a path, argument index of its dir_fd or None, create?), ...)
+_EVENTS = {
+    "os.mkdir": ((0, 2, True),), "os.symlink": ((1, 2, True),), "os.link": ((1, 3, True),),
+    "os.rename": ((0, 2, False), (1, 3, True)), "os.remove": ((0, 1, False),), "os.rmdir": ((0, 1, False),),
+    "os.truncate": ((0, None, False),), "os.chmod": ((0, 2, False),), "os.utime": ((0, 3, False),),
+    "shutil.rmtree": ((0, 1, False),),
+}
+
+
+def _path(args: tuple, i: int, fd_at: int | None) -> str | None:
+    p = args[i]
+    if isinstance(p, int) or p is None:
+        return None  # a file descriptor: its file was opened (and checked) before
+    p = os.fsdecode(p)
+    fd = args[fd_at] if fd_at is not None and fd_at < len(args) else None
+    if isinstance(fd, int) and fd >= 0 and not os.path.isabs(p):  # -1 or AT_FDCWD: no dir_fd
+        p = os.path.join(os.readlink(f"/proc/self/fd/{fd}"), p)
+    return p
+
+
+def _audit(event: str, args: tuple) -> None:
+    guard = _GUARD
+    if guard is None or threading.get_ident() != guard.thread:
+        return
+    if event == "open":
+        path, mode, flags = args
+        writes = any(c in mode for c in "wax+") if isinstance(mode, str) else bool((flags or 0) & _WRITE_FLAGS)
+        if writes and (p := _path(args, 0, None)) is not None:
+            guard.create(p)
+    for i, fd_at, create in _EVENTS.get(event, ()):
+        if (p := _path(args, i, fd_at)) is not None:
+            (guard.create if create else guard.change)(p)
+
+
+
+# --- running a script as a process would, in this one --------------------------------------------------------
+def _is_helper(module) -> bool:
+    """A module of the scripts' own folders (``_args``): imported afresh by each script, as in a fresh process."""
+    file = getattr(module, "__file__", None)
+    return bool(file) and Path(file).resolve().parent in (ROOT / "benchmarks", ROOT / "scripts")
 
 
 @pytest.fixture(scope="module")
-def results(request, tmp_path_factory):
-    """Run the selected cases, two processes at a time: {id: (completed process, its $B folder)}."""
-    selected = {item.callspec.params["case"][0] for item in request.session.items
-                if item.module is request.module and hasattr(item, "callspec")}
-    todo = [(cid, cmd) for cid, cmd, _ in CASES if cid in selected and not (GPU and cid in _NEEDS_NO_GPU)]
-    folders = {cid: tmp_path_factory.mktemp(cid) for cid, _ in todo}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        done = {cid: pool.submit(_run, cmd, folders[cid]) for cid, cmd in todo}
-        return {cid: (f.result(), folders[cid]) for cid, f in done.items()}
+def fresh_path():
+    """``sys.path`` of a fresh ``python`` started as a user (or the old subprocesses) would, with PYTHONPATH = the
+    repository root, less its first entry (the script's own folder, set per script); installs the guard's hook."""
+    global _HOOKED
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path))"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, check=True)
+    if not _HOOKED:
+        sys.addaudithook(_audit)  # a hook stays for the life of the process: it acts only while _GUARD is set
+        _HOOKED = True
+    return json.loads(out.stdout)[1:]
+
+
+_HOOKED = False
+
+
+@contextlib.contextmanager
+def _as_a_process(argv: list[str], fresh_path: list[str]):
+    """``argv`` (the script first) as ``sys.argv`` and a fresh process's ``sys.path``, environment and working
+    folder; everything the script may change of this process is put back afterwards."""
+    script = ROOT / argv[0]
+    saved_argv, saved_path, saved_env, saved_cwd = sys.argv, sys.path[:], dict(os.environ), os.getcwd()
+    helpers = {n: m for n, m in list(sys.modules.items()) if _is_helper(m)}
+    dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
+    rng = torch.random.get_rng_state(), np.random.get_state(), random.getstate()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    for n in helpers:
+        del sys.modules[n]
+    sys.argv = [str(script), *argv[1:]]
+    sys.path[:] = [str(script.parent), *fresh_path]
+    os.environ.update(OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    os.chdir(ROOT)
+    try:
+        with warnings.catch_warnings():
+            yield script
+    finally:
+        os.chdir(saved_cwd)
+        for k in set(os.environ) - set(saved_env):
+            del os.environ[k]
+        os.environ.update(saved_env)
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        for n in [n for n, m in list(sys.modules.items()) if _is_helper(m)]:
+            del sys.modules[n]
+        sys.modules.update(helpers)
+        torch.set_default_dtype(dtype)
+        torch.set_num_threads(threads)
+        torch.random.set_rng_state(rng[0])
+        np.random.set_state(rng[1])
+        random.setstate(rng[2])
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _timed_out(signum, frame):
+    raise _TimedOut(f"still running after {TIMEOUT} s: the argument was not refused before the work")
+
+
+TIMEOUT = 120  # s, as the subprocesses had: a script that does not refuse may start its whole run
+
+
+def _run(cmd: str, folder: Path, fresh_path: list[str], capfd) -> subprocess.CompletedProcess:
+    """``python cmd`` (``$B``: ``folder``), run in this process: its exit status, stdout and stderr."""
+    global _GUARD
+    argv = [a.replace("$B", str(folder)) for a in cmd.split()]
+    capfd.readouterr()
+    code, tb = 0, ""
+    with _as_a_process(argv, fresh_path) as script:
+        guard = _GUARD = _Guard(folder)
+        alarm = signal.signal(signal.SIGALRM, _timed_out)
+        signal.setitimer(signal.ITIMER_REAL, TIMEOUT)
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as e:  # as the interpreter turns it into an exit status
+            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
+            tb = "" if e.code is None or isinstance(e.code, int) else f"{e.code}\n"
+        except Exception:
+            code, tb = 1, traceback.format_exc()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, alarm)
+            _GUARD = None
+    out, err = capfd.readouterr()
+    left = [p for p in reversed(guard.made) if os.path.lexists(p)]
+    for p in left:  # nothing stays outside the case folder, and the case fails
+        shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.remove(p)
+    assert not left and not guard.refused, f"{cmd}: made {left}, tried to change {guard.refused} outside {folder}"
+    return subprocess.CompletedProcess(argv, code, out, err + tb)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_argument_is_one_line_exit_2_nothing_written(case, results):
+def test_bad_argument_is_one_line_exit_2_nothing_written(case, tmp_path, fresh_path, capfd):
     cid, cmd, names = case
     if GPU and cid in _NEEDS_NO_GPU:
         pytest.skip("a CUDA device is present: --device cuda is valid here")
-    done, folder = results[cid]
+    folder = tmp_path / cid
+    folder.mkdir()
+    done = _run(cmd, folder, fresh_path, capfd)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, f"{cmd}: exit {done.returncode}\n{done.stderr[-2000:]}"
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
