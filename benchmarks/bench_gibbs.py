@@ -9,6 +9,9 @@ sweeps, seconds of the default sweeps (median of ``--repeats``), and a checksum 
 the same sum up to rounding).
 
     PYTHONPATH=. python benchmarks/bench_gibbs.py --baseline 383e962 --out benchmarks/results/bench_gibbs.json
+
+``--model ROWS,COLUMNS,CLASSES`` (default 4000,64,10, the model above) sizes the model: a smaller one for the smoke
+test (tests/test_bench_gibbs_smoke.py), whose numbers are not the benchmark's.
 """
 from __future__ import annotations
 
@@ -26,10 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts)
 
+MODEL = "4000,64,10"  # rows, columns, classes
 
 _CHILD = r"""
 import json, sys, time
 src = sys.argv[1]
+n, d, K = (int(v) for v in sys.argv[2].split(","))
 sys.path.insert(0, src)  # that tree's package, not an editable install's finder
 sys.meta_path = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
 import torch
@@ -43,7 +48,6 @@ class Count(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 torch.manual_seed(0)
-n, d, K = 4000, 64, 10
 A = torch.randn(K, d, d, dtype=torch.float64) / d ** 0.5
 cov = A @ A.mT + 0.5 * torch.eye(d, dtype=torch.float64)
 labels = torch.randint(0, K, (n,))
@@ -60,10 +64,10 @@ print(json.dumps({"module": B.__file__, "ops_2_sweeps": c.n, "seconds": t, "swee
 """
 
 
-def _leg(src: Path) -> dict:
+def _leg(src: Path, model: str = MODEL) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     env.pop("PYTHONPATH", None)
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(src)], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(src), model], env=env, capture_output=True, text=True,
                           check=True)
     leg = json.loads(done.stdout.strip().splitlines()[-1])
     if not Path(leg.pop("module")).resolve().is_relative_to(Path(src).resolve()):
@@ -76,9 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", default=None, help="a commit whose torchdpgmm is measured beside this tree's")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/bench_gibbs.json"))
+    p.add_argument("--model", default=MODEL, metavar="ROWS,COLUMNS,CLASSES",
+                   type=_args.csv_of(_args.whole(1), "whole numbers >= 1"),
+                   help=f"the model's size (default {MODEL}; smaller for a smoke run)")
     a = p.parse_args(argv)
     if a.repeats < 1:
         p.error(f"--repeats must be >= 1, got {a.repeats}")
+    if len(a.model.split(",")) != 3:
+        p.error(f"--model takes ROWS,COLUMNS,CLASSES, got {a.model!r}")
     if a.baseline:
         _args.check_git_ref(p, "--baseline", a.baseline)
     _args.check_out(p, a.out)
@@ -93,12 +102,13 @@ def main(argv: list[str] | None = None) -> int:
             runs: dict[str, list[dict]] = {k: [] for k in legs}
             for _ in range(a.repeats):
                 for k, src in legs.items():  # alternating
-                    runs[k].append(_leg(src))
+                    runs[k].append(_leg(src, a.model))
         finally:
             if a.baseline:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(legs[a.baseline])],
                                check=False, capture_output=True)
-    out = {"benchmark": "bench_gibbs", "model": "4,000 rows x 64 columns, 10 classes", "repeats": a.repeats,
+    n, d, K = (int(v) for v in a.model.split(","))
+    out = {"benchmark": "bench_gibbs", "model": f"{n:,} rows x {d} columns, {K} classes", "repeats": a.repeats,
            "threads": int(os.environ.get("OMP_NUM_THREADS", "1")), "cpu_count": os.cpu_count(),
            "python": platform.python_version(), "machine": platform.machine(), "legs": {}}
     for k, rs in runs.items():
