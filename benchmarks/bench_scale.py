@@ -17,11 +17,16 @@ shared and every absolute timing scales with the load.
 0.1,0.2,0.5,1,2,5,10 --trials T`` end to end in a fresh process, in the paper's (as-published) mode and in
 sound mode (``--clip-bound 30``), the "cli_sweeps" section.
 
-    python benchmarks/bench_scale.py [--trials 1000,10000] [--big] [--threads 2] [--out PATH] [--quick]
+    python benchmarks/bench_scale.py [--trials 1000,10000] [--big] [--threads 2] [--out PATH] [--quick] [--jobs 1]
+
+``--jobs J`` runs the fresh-process legs (the sweeps and the CLI commands) J at a time instead of one after the other
+(the default, 1: each leg alone on the machine, as measured): for a smoke run (the test runs ``--quick --jobs 2``),
+whose wall times then share the cores and mean nothing; each process's peak memory is still its own.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -167,6 +172,17 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def run_legs(legs: list, jobs: int) -> list:
+    """Call each of ``legs`` (functions of no argument, each running a fresh process): in order, one after the
+    other when ``jobs`` is 1, else ``jobs`` at a time (threads waiting on the processes). Their results, in order."""
+    if jobs == 1:
+        return [leg() for leg in legs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        return list(ex.map(lambda leg: leg(), legs))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     count = _args.whole(1)
@@ -182,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny smoke run (2 mechanisms, 2 epsilons)")
     p.add_argument("--cli-trials", type=_args.whole(0), default=2000,
                    help="trials of the timed `torchdpgmm sweep --mechanisms kl ...` command (0: skip)")
+    p.add_argument("--jobs", type=count, default=1,
+                   help="fresh-process legs run at a time (default 1; more only for a smoke run: the timings then "
+                        "share the cores)")
     a = p.parse_args(argv)
     _args.check_out(p, a.out)
     torch.set_num_threads(a.threads)
@@ -192,19 +211,30 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()
     t0 = time.time()
     cost = per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size)
-    sweeps = [sweep_run(T, mechs, eps, a.threads, a.block_size, a.memory_budget) for T in trials]
-    gpu = per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size, "cuda") if torch.cuda.is_available() else None
-    cli = []
+    sweep_legs = [functools.partial(sweep_run, T, mechs, eps, a.threads, a.block_size, a.memory_budget)
+                  for T in trials]
+    cli_legs = []
     if a.cli_trials > 0:
         n_cli = 8 if a.quick else a.cli_trials
         # the KL mechanism of the paper (as-published, label-level), and the sound release of the same name
         small = ["--N", "100", "--block-size", "4"] if a.quick else []
-        cli = [cli_sweep(n_cli, a.threads, ["--mode", "as-published"] + small),
-               cli_sweep(n_cli, a.threads, ["--clip-bound", "30"] + small)]
+        cli_legs = [functools.partial(cli_sweep, n_cli, a.threads, ["--mode", "as-published"] + small),
+                    functools.partial(cli_sweep, n_cli, a.threads, ["--clip-bound", "30"] + small)]
+    def gpu_cost():
+        return per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size, "cuda") if torch.cuda.is_available() else None
+
+    if a.jobs == 1:  # the measurement: each fresh process alone, the GPU cost between the sweeps and the commands
+        sweeps = run_legs(sweep_legs, 1)
+        gpu = gpu_cost()
+        cli = run_legs(cli_legs, 1)
+    else:  # a smoke run: the legs side by side, then the GPU cost
+        legs = run_legs(sweep_legs + cli_legs, a.jobs)
+        sweeps, cli = legs[:len(sweep_legs)], legs[len(sweep_legs):]
+        gpu = gpu_cost()
     res = {
         "config": {"trials": trials, "mechanisms": mechs, "epsilons": eps, "N": 1000, "K": 5, "d": 3,
                    "block_size": a.block_size, "memory_budget": a.memory_budget, "threads": a.threads,
-                   "cost_trials": cost["trials"]},
+                   "cost_trials": cost["trials"], "jobs": a.jobs},
         "sweeps": sweeps,
         "per_mechanism": cost,
         "gpu": gpu,
