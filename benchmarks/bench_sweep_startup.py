@@ -12,6 +12,9 @@ which goes first; the 1-minute load average is recorded before and after.
     # on a machine without git: git archive REV torchdpgmm | tar -x -C .ab/base here, carry .ab, then
     python benchmarks/bench_sweep_startup.py --baseline-tree .ab/base --baseline-label REV --device cuda
     python benchmarks/bench_sweep_startup.py --quick --baseline-tree .      # smoke run on CPU (tests)
+
+``--jobs 2`` runs the two trees' runs of a warm-up or a round side by side instead of one after the other (the
+default, 1, is the measurement): for a smoke run only (the test's), whose seconds then share the cores.
 """
 from __future__ import annotations
 
@@ -46,6 +49,17 @@ def run_once(tree: Path, trials: int, device: str, scratch: Path) -> float:
     return time.perf_counter() - t0
 
 
+def run_side_by_side(runs: list, jobs: int) -> list[float]:
+    """Call each of ``runs`` (functions of no argument, each timing a fresh process): in order, one after the other
+    when ``jobs`` is 1, else ``jobs`` at a time. Their results, in order."""
+    if jobs == 1:
+        return [run() for run in runs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        return list(ex.map(lambda run: run(), runs))
+
+
 def baseline_tree(rev: str, into: Path) -> Path:
     """``git archive REV torchdpgmm`` unpacked under ``into``: benchmarks/bench_startup.py's, loaded by path."""
     import importlib.util
@@ -68,12 +82,15 @@ def main(argv: list[str] | None = None) -> dict:
                     help="untimed runs of each tree first (bytecode written, caches filled: an installed package's "
                          "state; where site-packages is read-only, set PYTHONPYCACHEPREFIX)")
     ap.add_argument("--quick", action="store_true", help="smoke run on CPU: 64 trials, 1 round")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="runs at a time (default 1, the measurement; 2 only for a smoke run: the seconds then share "
+                         "the cores)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     if (a.baseline is None) == (a.baseline_tree is None):
         ap.error("give one of --baseline REV and --baseline-tree PATH")
-    if a.rounds < 1 or a.warmup < 0:
-        ap.error("--rounds must be >= 1 and --warmup >= 0")
+    if a.rounds < 1 or a.warmup < 0 or a.jobs < 1:
+        ap.error("--rounds and --jobs must be >= 1 and --warmup >= 0")
     if a.quick:
         a.trials, a.device, a.rounds = 64, "cpu", 1
     import torch
@@ -84,19 +101,27 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         base = a.baseline_tree.resolve() if a.baseline_tree else baseline_tree(a.baseline, Path(tmp))
         trees = {"this tree": ROOT, "baseline": base}
+
+        def run(name: str, rnd: int | None = None):
+            def timed() -> float:
+                secs = run_once(trees[name], a.trials, a.device, Path(tmp))
+                if rnd is not None:
+                    print(f"round {rnd + 1}: {name} {secs:.2f} s", flush=True)
+                return secs
+            return timed
+
         for _ in range(a.warmup):
-            for name in trees:
-                run_once(trees[name], a.trials, a.device, Path(tmp))
+            run_side_by_side([run(name) for name in trees], a.jobs)
         for r in range(a.rounds):
             order = ("this tree", "baseline") if r % 2 == 0 else ("baseline", "this tree")
-            for name in order:
-                times[name].append(run_once(trees[name], a.trials, a.device, Path(tmp)))
-                print(f"round {r + 1}: {name} {times[name][-1]:.2f} s", flush=True)
+            for name, secs in zip(order, run_side_by_side([run(name, r) for name in order], a.jobs)):
+                times[name].append(secs)
     payload = {
         "benchmark": "bench_sweep_startup", "script": "benchmarks/bench_sweep_startup.py",
         "command": "torchdpgmm " + " ".join(command(a.trials, a.device, Path("OUT"))[2:]),
         "baseline": a.baseline or str(a.baseline_tree), "baseline_label": a.baseline_label or a.baseline, "device": device_name, "torch": torch.__version__,
         "python": platform.python_version(), "trials": a.trials, "rounds": a.rounds, "warmup_runs_per_tree": a.warmup,
+        "jobs": a.jobs,
         "bytecode": {k: os.environ.get(k) for k in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")}, "quick": a.quick,
         "date": time.strftime("%Y-%m-%d"), "load_1min_before": load_before, "load_1min_after": os.getloadavg()[0],
         "seconds": times, "median_seconds": {k: statistics.median(v) for k, v in times.items()},
