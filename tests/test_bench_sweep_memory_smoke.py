@@ -1,14 +1,14 @@
-"""Smoke test of benchmarks/bench_sweep_memory.py --quick (two small sweeps in subprocesses; no timing or
-memory assertions beyond the fields being there)."""
+"""Smoke test of benchmarks/bench_sweep_memory.py --quick (two small sweeps in subprocesses, side by side with
+``--jobs 2``; no timing or memory assertions beyond the fields being there)."""
 import json
 
 
 def test_bench_sweep_memory_quick(tmp_path, load_script):
     mod = load_script("benchmarks/bench_sweep_memory.py")
     out = tmp_path / "b.json"
-    assert mod.main(["--quick", "--out", str(out)]) == 0
+    assert mod.main(["--quick", "--jobs", "2", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
-    assert res["config"]["mechanism"] == "kl" and res["config"]["quick"] is True
+    assert res["config"]["mechanism"] == "kl" and res["config"]["quick"] is True and res["config"]["jobs"] == 2
     assert (res["small"]["trials"], res["large"]["trials"]) == (4, 40)
     assert res["large"]["rows"] == 7 * 40 and res["small"]["rows"] == 7 * 4   # 7 epsilons x trials
     assert res["small"]["peak_rss_mib"] > 0 and res["peak_rss_ratio_large_over_small"] > 0
