@@ -23,11 +23,14 @@ rows, the GPU/CPU ratio and the issue's targets (<= 5 s at 10^5 trials and <= 40
         [--cpu-trials N] [--cpu-workers C] [--out PATH] [--quick]
 
 ``--quick`` (the smoke test, on CPU): N = 40, K = 2, d = 2, 20 trials on ``--device`` (cpu unless given),
-8 on the CPUs with 1 worker, no large leg.
+8 on the CPUs with 1 worker, no large leg. ``--jobs J`` runs the legs J at a time instead of one after the other (the
+default, 1, is the measurement): for a smoke run only (the test runs ``--quick --jobs 2``), whose wall times then
+share the machine.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -89,6 +92,17 @@ def leg(name: str, device: str, trials: int, *, workers: int = 1, fmt: str = "cs
     return res
 
 
+def run_legs(legs: list, jobs: int) -> list[dict]:
+    """Call each of ``legs`` (functions of no argument, each one :func:`leg`): in order, one after the other when
+    ``jobs`` is 1, else ``jobs`` at a time (threads waiting on the processes). Their results, in order."""
+    if jobs == 1:
+        return [run() for run in legs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        return list(ex.map(lambda run: run(), legs))
+
+
 def device_info(device: str) -> dict:
     import torch
 
@@ -115,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds per leg before it is recorded as timed out")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--quick", action="store_true", help="smoke run on CPU: tiny sizes, no large leg")
+    p.add_argument("--jobs", type=_args.whole(1), default=1,
+                   help="legs run at a time (default 1, the measurement; more only for a smoke run)")
     p.add_argument("--derive", type=Path, default=None, metavar="JSON",
                    help="only add this version's derived fields to a JSON written earlier, then exit")
     a = p.parse_args(argv)
@@ -132,24 +148,29 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         a.trials, a.large_trials, a.cpu_trials, a.cpu_workers = 20, 0, 8, 1
     cpu_trials = a.trials if a.cpu_trials is None else a.cpu_trials
-    legs = []
+    planned = []  # the legs, each a call of leg(...) made by run_legs
     if on_gpu:
-        legs.append(leg("gpu", device, a.trials, small=a.quick, timeout=a.timeout))
+        planned.append(functools.partial(leg, "gpu", device, a.trials, small=a.quick, timeout=a.timeout))
         if a.large_trials > 0:
-            legs.append(leg("gpu_large", device, a.large_trials, fmt="parquet", small=a.quick, timeout=a.timeout))
+            planned.append(functools.partial(leg, "gpu_large", device, a.large_trials, fmt="parquet", small=a.quick,
+                                             timeout=a.timeout))
         if cpu_trials > 0:
-            legs.append(leg("cpu", "cpu", cpu_trials, workers=a.cpu_workers, small=a.quick, timeout=a.timeout))
+            planned.append(functools.partial(leg, "cpu", "cpu", cpu_trials, workers=a.cpu_workers, small=a.quick,
+                                             timeout=a.timeout))
     else:
-        legs.append(leg("cpu", "cpu", a.trials, workers=a.cpu_workers, small=a.quick, timeout=a.timeout))
+        planned.append(functools.partial(leg, "cpu", "cpu", a.trials, workers=a.cpu_workers, small=a.quick,
+                                         timeout=a.timeout))
         if cpu_trials > 0 and a.quick:   # the smoke run exercises the comparison leg too
-            legs.append(leg("cpu_compare", "cpu", cpu_trials, workers=1, small=True, timeout=a.timeout))
+            planned.append(functools.partial(leg, "cpu_compare", "cpu", cpu_trials, workers=1, small=True,
+                                             timeout=a.timeout))
+    legs = run_legs(planned, a.jobs)
     by = {lg["name"]: lg for lg in legs}
     ok = lambda name: name in by and by[name]["returncode"] == 0   # noqa: E731
     ratio, large_ratio = per_trial_ratio(legs, "gpu"), per_trial_ratio(legs, "gpu_large")
     res = {
         "config": {"mechanism": "kl", "mode": "sound", "clip_bound": 30.0, "epsilons": EPSILONS, "N": 40 if a.quick else 1000,
                    "K": 2 if a.quick else 5, "d": 2 if a.quick else 3, "defaults": "block size, memory budget, chunking",
-                   "quick": a.quick},
+                   "quick": a.quick, "jobs": a.jobs},
         "machine": device_info(device),
         "legs": legs,
         "gpu_over_cpu_per_trial": ratio,
