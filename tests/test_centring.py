@@ -1,6 +1,7 @@
 """The two-stage release about a private centre (torchdpgmm.release.centring). References: an independent
 zCDP -> (eps, delta) conversion and the GDP delta curve written here with numpy/scipy, numpy's James-Stein
 centre and radially clipped class means, and the same release with a dropped row removed."""
+import functools
 import math
 import warnings
 
@@ -23,9 +24,11 @@ def _zcdp_delta(eps: float, rho: float) -> float:
     return float(np.exp(log.min()))
 
 
+@functools.lru_cache(maxsize=None)
 def _zcdp_delta_wide(eps: float, rho: float) -> float:
     """:func:`_zcdp_delta` over orders alpha - 1 from 1e-6 to 1e9 on a log grid: at rho near 1e-10 the best order is
-    near 1e5, beyond the linear grid's 2000."""
+    near 1e5, beyond the linear grid's 2000. Memoised: a pure function of two numbers, and the tests ask for the
+    same (0, rho) under each delta."""
     a = 1 + np.logspace(-6, 9, 2_000_000)
     log = (a - 1) * (a * rho - eps) + (a - 1) * np.log1p(-1 / a) - np.log(a)
     return float(np.exp(log.min()))
@@ -547,10 +550,15 @@ def test_zcdp_epsilon_is_zero_exactly_where_delta_alone_covers_rho(delta):
     already below delta, positive where it is clearly above (float and tensor paths alike)."""
     from torchdpgmm.privacy.calibration import zcdp_epsilon
 
-    for rho in np.logspace(-14, 0, 29):
+    f64 = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+    rhos = [float(rho) for rho in np.logspace(-14, 0, 29)
+            if abs(math.log(_zcdp_delta_wide(0.0, rho) / delta)) >= 0.01]  # else too close for a grid's resolution
+    # the tensor path once for all of them (elementwise, as for one; one call is a 64-step bisection of ~50 ops a
+    # step, most of its time per call whatever the size), and once with 0-d tensors at the first positive epsilon
+    ets = zcdp_epsilon(f64(rhos), f64(delta)).tolist()
+    first = next(i for i, rho in enumerate(rhos) if _zcdp_delta_wide(0.0, rho) > delta)
+    assert float(zcdp_epsilon(f64(rhos[first]), f64(delta))) == pytest.approx(ets[first], rel=1e-12)
+    for rho, et in zip(rhos, ets):
         d0 = _zcdp_delta_wide(0.0, rho)
-        if abs(math.log(d0 / delta)) < 0.01:  # too close to the threshold for a grid's resolution
-            continue
-        e = zcdp_epsilon(float(rho), delta)
-        et = float(zcdp_epsilon(torch.tensor(rho, dtype=torch.float64), torch.tensor(delta, dtype=torch.float64)))
+        e = zcdp_epsilon(rho, delta)
         assert (e == 0.0) == (d0 <= delta) == (et == 0.0) and et == pytest.approx(e, rel=1e-12)
