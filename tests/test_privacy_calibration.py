@@ -166,17 +166,24 @@ def test_zcdp_float_path_matches_the_tensor_path_and_stays_on_the_safe_side():
 
     from torchdpgmm.privacy import calibration as C
 
+    f64 = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
     rng = random.Random(0)
-    for _ in range(12):
-        eps, dl = rng.choice([0.1, 0.5, 1.0, 5.0]) * rng.uniform(0.5, 2), 10 ** rng.uniform(-10, -3)
-        rho = C._zcdp_rho_scalar(eps, dl)
-        assert rho == pytest.approx(float(C._zcdp_rho(torch.tensor(eps, dtype=torch.float64), dl)), rel=1e-12)
+    pairs = [(rng.choice([0.1, 0.5, 1.0, 5.0]) * rng.uniform(0.5, 2), 10 ** rng.uniform(-10, -3)) for _ in range(12)]
+    rhos = [C._zcdp_rho_scalar(eps, dl) for eps, dl in pairs]
+    # the tensor paths (two 64-step bisections) once for all twelve, elementwise as for one; and once with 0-d
+    # tensors, for the first
+    eps_t, dl_t = f64([eps for eps, _ in pairs]), f64([dl for _, dl in pairs])
+    rho_t = C._zcdp_rho(eps_t, dl_t).tolist()
+    epsilon_t = P.zcdp_epsilon(f64([0.7 * rho for rho in rhos]), dl_t).tolist()
+    (eps0, dl0), r0 = pairs[0], 0.7 * rhos[0]
+    assert float(C._zcdp_rho(f64(eps0), dl0)) == pytest.approx(rho_t[0], rel=1e-12)
+    assert float(P.zcdp_epsilon(f64(r0), f64(dl0))) == pytest.approx(epsilon_t[0], rel=1e-12)
+    for (eps, dl), rho, rt, t in zip(pairs, rhos, rho_t, epsilon_t):
+        assert rho == pytest.approx(rt, rel=1e-12)
         assert P.zcdp_delta(rho, eps) <= dl * (1 + 1e-9)
         assert math.log(P.zcdp_delta(rho, eps)) == pytest.approx(_cks_log_delta(eps, rho), abs=1e-7)
         r = 0.7 * rho
-        t = P.zcdp_epsilon(torch.tensor(r, dtype=torch.float64), torch.tensor(dl, dtype=torch.float64))
-        assert P.zcdp_epsilon(r, dl) == pytest.approx(float(t), rel=1e-12)
-        f64 = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+        assert P.zcdp_epsilon(r, dl) == pytest.approx(t, rel=1e-12)
         assert P.zcdp_delta(r, eps) == pytest.approx(float(P.zcdp_delta(f64(r), f64(eps))), rel=1e-12)
     assert P.zcdp_delta(0.0, 1.0) == 0.0 and P.zcdp_epsilon(0.0, 1e-5) == 0.0
     with pytest.raises(ValueError, match="rho"):
