@@ -44,8 +44,11 @@ job_specs() {  # TABLE:FIRST:COUNT per process, the draws split as evenly as the
   done
 }
 export -f one; export PY W OUT DEVICE=${DEVICE:-cuda} EPSILONS=${EPSILONS:-} DRAW_PARTS
-{ nvidia-smi -L; $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; nproc --all; echo "OMP_NUM_THREADS=$OMP_NUM_THREADS lanes=$LANES"; } \
-  > "$W/machine.txt" 2>&1
+# torch's version and CUDA from torch/version.py, read without importing torch (seconds of CPU); import it if that fails
+TORCH_VERSION="import importlib.util as u, pathlib as p; v = {}
+exec(p.Path(u.find_spec('torch').origin).with_name('version.py').read_text(), v); print('torch', v['__version__'], 'cuda', v['cuda'])"
+{ nvidia-smi -L; $PY -c "$TORCH_VERSION" 2>/dev/null || $PY -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  nproc --all; echo "OMP_NUM_THREADS=$OMP_NUM_THREADS lanes=$LANES"; } > "$W/machine.txt" 2>&1
 job_specs | xargs -P "$LANES" -I{} bash -c 'one "$@"' _ {}
 cat "$W/timings.txt"
 # exit status: 1 when any table (or draw part) did not finish with exit 0, so a caller sees a failed study
