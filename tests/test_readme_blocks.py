@@ -3,7 +3,8 @@ such block of the task pages docs/tables.md, docs/synthetic-data.md, docs/montec
 docs/budget.md) runs verbatim, each in a fresh process in an empty folder, with the small sizes the pages
 document beside the blocks (``TRIALS=3``, ``DRAWS=4000``, and ``IMAGES``: a small stand-in folder of random
 28x28 images in MNIST's IDX layout, written here, for the image page). Fences without a language (long
-commands whose page says they are long) are not run.
+commands whose page says they are long) are not run. The blocks are independent: they run two processes at a
+time (each still a fresh process in its own empty folder), and each test asserts on its own block's result.
 
 Two blocks are not run here, by rule: the install block (``python3 -m venv ...``; it needs the network
 or a local wheel cache and minutes: set ``TORCHDPGMM_README_INSTALL=1`` to run it too; CI's ``.ci/run``
@@ -15,11 +16,12 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # one fresh process per block (about 15 s of CPU in all)
+pytestmark = pytest.mark.slow  # one fresh process per block (about 100 s of CPU in all, run two at a time)
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"TRIALS": "3", "DRAWS": "4000"}
@@ -59,9 +61,10 @@ def _stand_in_images(folder: Path) -> Path:
     return folder
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    """A shell in which ``torchdpgmm`` and ``import torchdpgmm`` are this checkout."""
-    bin_dir = tmp_path / ".bin"
+def _env(folder: Path) -> dict[str, str]:
+    """A shell in which ``torchdpgmm`` and ``import torchdpgmm`` are this checkout (its shim and the stand-in
+    image folder are written under ``folder``, once per module: the blocks only read them)."""
+    bin_dir = folder / ".bin"
     bin_dir.mkdir()
     shim = bin_dir / "torchdpgmm"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m torchdpgmm.cli "$@"\n')
@@ -71,26 +74,59 @@ def _env(tmp_path: Path) -> dict[str, str]:
     env["PATH"] = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env["OMP_NUM_THREADS"] = "1"
-    env["IMAGES"] = str(_stand_in_images(tmp_path / "images"))
+    env["IMAGES"] = str(_stand_in_images(folder / "images"))
     return env
 
 
-@pytest.mark.parametrize("lang, code", _blocks())
-def test_readme_block_runs_verbatim(tmp_path, lang, code):
+def _skip_reason(code: str) -> str | None:
     first = code.strip().splitlines()[0]
     if first.startswith("python3 -m venv") and os.environ.get("TORCHDPGMM_README_INSTALL") != "1":
-        pytest.skip("install block: set TORCHDPGMM_README_INSTALL=1 to run it (CI's .ci/run does the same install)")
+        return "install block: set TORCHDPGMM_README_INSTALL=1 to run it (CI's .ci/run does the same install)"
     if code.strip() == "python -m pytest -q":
-        pytest.skip("the test command is this suite itself")
-    work = tmp_path / "clone"
+        return "the test command is this suite itself"
+    return None
+
+
+def _run_block(lang: str, code: str, folder: Path, env: dict[str, str]):
+    """Run one block verbatim in a fresh process, in the empty folder ``folder/clone``: the completed process, or
+    the TimeoutExpired (so that only this block's test fails)."""
+    work = folder / "clone"
     work.mkdir()
     (work / "torchdpgmm").symlink_to(ROOT / "torchdpgmm")  # the README's paths are relative to a clone's root
-    env = _env(tmp_path)
     if lang == "python":
         cmd = [sys.executable, "-c", code]
     else:
         cmd = ["bash", "-e", "-o", "pipefail", "-c", code]
-    r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    try:
+        return subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        return e
+
+
+@pytest.fixture(scope="module")
+def results(request, tmp_path_factory):
+    """Run the selected blocks, each in its own fresh process and empty folder, two processes at a time (the
+    blocks are independent; most of each one's time is its processes importing torch): {test id: result}.
+    Bash blocks (several processes each) go first, so that the two workers finish close together."""
+    selected = {item.callspec.id for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")}
+    todo = [(p.id, *p.values) for p in _blocks() if p.id in selected and _skip_reason(p.values[1]) is None]
+    todo.sort(key=lambda t: t[1] != "bash")
+    env = _env(tmp_path_factory.mktemp("readme_env"))
+    folders = {bid: tmp_path_factory.mktemp("block") for bid, _, _ in todo}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        done = {bid: pool.submit(_run_block, lang, code, folders[bid], env) for bid, lang, code in todo}
+        return {bid: f.result() for bid, f in done.items()}
+
+
+@pytest.mark.parametrize("lang, code", _blocks())
+def test_readme_block_runs_verbatim(request, lang, code):
+    reason = _skip_reason(code)
+    if reason:
+        pytest.skip(reason)
+    r = request.getfixturevalue("results")[request.node.callspec.id]
+    assert not isinstance(r, subprocess.TimeoutExpired), f"block ran past {r.timeout} s:\n{code}"
     assert r.returncode == 0, f"block failed (exit {r.returncode}):\n{code}\n--- stderr ---\n{r.stderr[-3000:]}"
     assert "Traceback" not in r.stderr
 
