@@ -97,15 +97,19 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, monkeypatch
 
 
 def test_subprocess_front_door(tmp_path):
-    """The real command (a fresh process): help, version, one-line errors."""
+    """The real command (a fresh process): help, version, one-line errors. The four processes are independent
+    (none writes): they run two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
     _csv(tmp_path / "d.csv")
-    r = _run("--version", cwd=tmp_path)
-    assert r.returncode == 0 and r.stdout.startswith("torchdpgmm ")
-    r = _run("experiment", "--help", cwd=tmp_path)
-    assert r.returncode == 0 and "fig2" in r.stdout, r.stderr
-    r = _run("experiment", cwd=tmp_path)
-    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "fig2" in r.stderr
-    r = _run(*RELEASE, "--mode", "as-published", "--clip-bound", "10", "--out", "m.json", cwd=tmp_path)
+    calls = [("--version",), ("experiment", "--help"), ("experiment",),
+             (*RELEASE, "--mode", "as-published", "--clip-bound", "10", "--out", "m.json")]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        version, help_, bare, release = pool.map(lambda args: _run(*args, cwd=tmp_path), calls)
+    assert version.returncode == 0 and version.stdout.startswith("torchdpgmm ")
+    assert help_.returncode == 0 and "fig2" in help_.stdout, help_.stderr
+    assert bare.returncode == 2 and len(bare.stderr.strip().splitlines()) == 1 and "fig2" in bare.stderr
+    r = release
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--clip-bound" in r.stderr
     assert not (tmp_path / "m.json").exists()
 
