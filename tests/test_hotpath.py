@@ -32,12 +32,16 @@ def test_sound_release_reads_nothing_back_and_ops_do_not_grow_with_trials(bench,
     """At most 5 host reads per call (discrete noise, the default, and continuous), none of them on the data path
     (only the shared budget check of the public epsilon and delta reads numbers), and with continuous noise the same
     dispatched ops at 16 and 4,096 trials, with either noise (the exact samplers, mechanisms/discrete.py, take one
-    layout per device and work in chunks of 2^17 draws: one per block up to 4,369 trials at K = 5, d = 3)."""
+    layout per device and work in chunks of 2^17 draws: one per block up to 4,369 trials at K = 5, d = 3).
+    The 16-trial counts are taken on a second call (the first fills the public calibration's memo, per setting); the
+    4,096-trial ones on the first call at that size, the same settings already warmed by the 16-trial calls (a first
+    call does at least what a second does: nothing is left out by not repeating the large release)."""
     rows = {}
     for T in (16, 4096):
         X, y = bench.data(T, n=200)
-        rows[T] = (bench.count(bench.sound_release(X, y, noise="continuous", epsilon=epsilon), stacks=True),
-                   bench.count(bench.sound_release(X, y, epsilon=epsilon), stacks=True))
+        warm = T == 16
+        rows[T] = (bench.count(bench.sound_release(X, y, noise="continuous", epsilon=epsilon), stacks=True, warm=warm),
+                   bench.count(bench.sound_release(X, y, epsilon=epsilon), stacks=True, warm=warm))
     for pair in rows.values():
         for c in pair:
             assert c["syncs"] <= bench.MAX_SYNCS and _data_path_reads(c) == {}, c["sync_callers"]
