@@ -160,3 +160,27 @@ def test_block_sigmas_spend_exactly_the_budget(kind, acc):
         assert ref.get_epsilon(1e-5) == pytest.approx(1.0, abs=2e-3)
     with pytest.raises(ValueError, match="split"):
         P.block_sigmas(1.0, 1e-5, sens, {"counts": 1.0})
+
+
+def test_pld_composes_each_spend_once_with_the_numbers_of_composing_the_whole_ledger(monkeypatch):
+    """An odometer spending n times built the PLD of every earlier event again at each spend (n^2 / 2 event PLDs;
+    the budget page's example of 11 spends built 165). Each event's PLD is now built once and folded onto the kept
+    composition, in ledger order, which is the same left fold as composing the ledger at once; checked against a
+    fresh accountant (the whole ledger) and against dp-accounting's own PLD composition of the same events."""
+    events = [P.GaussianEvent(1.0, s) for s in (2.0, 3.0, 5.0, 2.5)] + [P.LaplaceEvent(1.0, 4.0)]
+    built = []
+    real = P.PLDAccountant._event_pld
+    monkeypatch.setattr(P.PLDAccountant, "_event_pld", lambda self, e: built.append(e) or real(self, e))
+    odo = P.BudgetOdometer(100.0, 1e-5, accountant="pld")
+    after = [odo.spend(e) for e in events]
+    assert len(built) == len(events)  # one PLD per spent event (the trial's copy is the one kept)
+    whole = P.PLDAccountant()
+    for e in events:
+        whole.compose(e)
+    assert whole.get_epsilon(1e-5) == after[-1] == odo.epsilon_spent()
+    assert all(a < b for a, b in zip(after, after[1:]))
+    ref = dpa.pld.PLDAccountant(dpa.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    for e in events[:4]:
+        ref.compose(dpa.GaussianDpEvent(e.sigma / e.sensitivity))
+    ref.compose(dpa.LaplaceDpEvent(4.0 / 1.0))
+    assert abs(after[-1] - ref.get_epsilon(1e-5)) < 1e-3

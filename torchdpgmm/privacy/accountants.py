@@ -72,11 +72,7 @@ class Accountant:
         for e, _ in flat:
             self._check(e)
         self.ledger.extend((e, c) for e, c in flat if c > 0)
-        self._invalidate()
         return self
-
-    def _invalidate(self) -> None:
-        pass
 
     def copy(self) -> "Accountant":
         return _copy.deepcopy(self)
@@ -157,7 +153,8 @@ class PLDAccountant(Accountant):
                  value_discretization_interval: float = 1e-4) -> None:
         super().__init__(adjacency=adjacency)
         self.value_discretization_interval = float(value_discretization_interval)
-        self._pld = None
+        self._pld = None  # the ledger's first ``_priced`` entries composed (None: nothing with a privacy loss yet)
+        self._priced = 0
 
     def _check(self, event: PrivacyEvent) -> None:
         ok = (GaussianEvent, LaplaceEvent, SubsampledGaussianEvent, DiscreteLaplaceEvent, ApproxDPEvent)
@@ -169,9 +166,6 @@ class PLDAccountant(Accountant):
             return
         raise TypeError(f"PLDAccountant cannot price {event!r}; multi-dimensional discrete Gaussians are "
                         "priced by RDPAccountant (zCDP)")
-
-    def _invalidate(self) -> None:
-        self._pld = None
 
     def _event_pld(self, e: PrivacyEvent):
         from dp_accounting.pld import common
@@ -206,15 +200,15 @@ class PLDAccountant(Accountant):
                                          value_discretization_interval=vdi)
 
     def _composed(self):
-        if self._pld is None:
-            total = None
-            for e, c in self.ledger:
-                p = self._event_pld(e)
-                if p is None:
-                    continue
+        """The ledger's PLD, composed in ledger order. The ledger only grows, so the entries composed since the
+        last call are folded onto the kept PLD: the same left fold as composing the whole ledger at once (the same
+        numbers), while an odometer that spends n times builds n event PLDs rather than n^2 / 2."""
+        for e, c in self.ledger[self._priced:]:
+            p = self._event_pld(e)
+            if p is not None:
                 p = p.self_compose(c) if c > 1 else p
-                total = p if total is None else total.compose(p)
-            self._pld = total
+                self._pld = p if self._pld is None else self._pld.compose(p)
+        self._priced = len(self.ledger)
         return self._pld
 
     def get_epsilon(self, delta: float) -> float:
