@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         small = ["--N", "100", "--block-size", "4"] if a.quick else []
         cli_legs = [functools.partial(cli_sweep, n_cli, a.threads, ["--mode", "as-published"] + small),
                     functools.partial(cli_sweep, n_cli, a.threads, ["--clip-bound", "30"] + small)]
+
     def gpu_cost():
         return per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size, "cuda") if torch.cuda.is_available() else None
 

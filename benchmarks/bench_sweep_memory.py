@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         a.small, a.large, a.n, a.k, a.d, a.speed_trials = 4, 40, 40, 2, 2, 0
     load_before = list(os.getloadavg())
     sp = speed(a.speed_trials, a.baseline_ref, a.threads, a.workers, a.n, a.k, a.d) if a.speed_trials > 0 else None
+
     def run(trials: int) -> dict:
         res = _run_child(trials, 1, a.workers, a.n, a.k, a.d)
         res["loadavg_after"] = list(os.getloadavg())
