@@ -206,6 +206,19 @@ class WeakPrivacyWarning(UserWarning):
     """A release whose (public) epsilon or delta gives little or no protection."""
 
 
+#: the caveat every as-published use prints (the estimators warn it, the command line prints it): here, not in the
+#: estimators' module, so that the command line says it without importing scikit-learn
+AS_PUBLISHED_WARNING = (
+    "mode='as-published' reproduces Liu, Scaglione & Peisert (2025): label-level adjacency only, noise "
+    "calibrated to the data at hand, a Wishart mechanism that is not DP; it is NOT a valid differential "
+    "privacy guarantee. Use mode='sound' (with classes=[...] and clip_bound=B) to release real data."
+)
+
+
+class AsPublishedWarning(UserWarning):
+    """Emitted whenever the label-level, as-published mechanism is used."""
+
+
 # inside a front door's call (budget_scope): the kinds of weak-budget warning ("epsilon", "delta") already given,
 # so that the release layer's own check of the same budget does not repeat them; None outside any front door
 _WARNED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("torchdpgmm_weak_budget_warned",

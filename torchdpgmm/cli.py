@@ -628,8 +628,8 @@ def check_privacy_flags(args: argparse.Namespace, *, need_classes: bool) -> None
 def _warn_as_published(args: argparse.Namespace) -> None:
     """The as-published caveat, printed once every check has passed (for ``release``, once the release ran: its
     data checks come last), before anything is written."""
-    if args.mode == "as-published":  # imports the estimators (scikit-learn) only then
-        from torchdpgmm.estimator import AS_PUBLISHED_WARNING
+    if args.mode == "as-published":
+        from torchdpgmm._validation import AS_PUBLISHED_WARNING  # not the estimators' module: no scikit-learn
 
         _warn(AS_PUBLISHED_WARNING)
 

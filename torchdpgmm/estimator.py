@@ -38,8 +38,9 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Classif
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from torchdpgmm._validation import (_is_real_scalar, check_clip_bound, check_delta, check_epsilon,
-                                    check_privacy_strength, check_sampler_delta, checks_budget)
+from torchdpgmm._validation import (AS_PUBLISHED_WARNING, AsPublishedWarning, _is_real_scalar, check_clip_bound,
+                                    check_delta, check_epsilon, check_privacy_strength, check_sampler_delta,
+                                    checks_budget)
 from torchdpgmm.bounds import release_in_unit_box
 from torchdpgmm.privacy.record import FIT_STREAM as _FIT_STREAM
 from torchdpgmm.privacy.record import SAMPLE_STREAM as _SAMPLE_STREAM
@@ -63,17 +64,6 @@ def _supported_covariance_types(mode: str) -> tuple[str, ...]:
     except ImportError:
         return ("full",)
     return tuple(COVARIANCE_TYPES)
-
-AS_PUBLISHED_WARNING = (
-    "mode='as-published' reproduces Liu, Scaglione & Peisert (2025): label-level adjacency only, noise "
-    "calibrated to the data at hand, a Wishart mechanism that is not DP; it is NOT a valid differential "
-    "privacy guarantee. Use mode='sound' (with classes=[...] and clip_bound=B) to release real data."
-)
-
-
-class AsPublishedWarning(UserWarning):
-    """Emitted whenever the label-level, as-published mechanism is used."""
-
 
 def _numbers_or_nan(a: np.ndarray) -> np.ndarray:
     """An object / string array as float64, a cell that is not a number becoming NaN (no error, no echo). A boolean
