@@ -2,7 +2,7 @@
 machine's load beside it.
 
     python scripts/readme_timings.py            # time the fig2 study (about a minute), write the JSON, README
-    python scripts/readme_timings.py --suite    # time `python -m pytest -q` once (many minutes), JSON, README
+    python scripts/readme_timings.py --suite    # time README's test command once (minutes), JSON, README
     python scripts/readme_timings.py --render   # rewrite README's blocks from the committed JSON, no timing
     python scripts/readme_timings.py --check    # exit 1 if README's blocks differ from the JSON (tests)
 
@@ -43,7 +43,9 @@ JSON_PATH = ROOT / "benchmarks" / "results" / "readme-timings.json"
 README = ROOT / "README.md"
 BLOCK = "readme-timings"
 SUITE_BLOCK = "readme-timings-suite"
-SUITE_COMMAND = [sys.executable, "-m", "pytest", "-q"]
+#: README's test command (and .ci/run's), after ``python``
+SUITE_ARGS = ["-m", "pytest", "-q", "-n", "2", "--dist", "loadfile"]
+SUITE_COMMAND = [sys.executable, *SUITE_ARGS]
 #: README's Quick-start default (the study's default trials)
 README_TRIALS = 100
 
@@ -131,7 +133,7 @@ def time_suite(root: Path = ROOT) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"the test suite failed (exit {proc.returncode}), not recorded: {summary}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"command": "python -m pytest -q", "summary": summary, "wall_seconds": round(wall, 1),
+    return {"command": " ".join(["python", *SUITE_ARGS]), "summary": summary, "wall_seconds": round(wall, 1),
             "child_cpu_seconds": round(cpu, 1), "load_average_before": load_before,
             "load_average_after": load_after, "cpu_count": os.cpu_count(), "usable_cores": _usable_cores(),
             "python": platform.python_version(), "machine": platform.machine(), "torch": _torch_version(),

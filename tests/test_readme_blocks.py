@@ -82,7 +82,7 @@ def _skip_reason(code: str) -> str | None:
     first = code.strip().splitlines()[0]
     if first.startswith("python3 -m venv") and os.environ.get("TORCHDPGMM_README_INSTALL") != "1":
         return "install block: set TORCHDPGMM_README_INSTALL=1 to run it (CI's .ci/run does the same install)"
-    if code.strip() == "python -m pytest -q":
+    if code.strip().startswith("python -m pytest -q"):
         return "the test command is this suite itself"
     return None
 
@@ -138,3 +138,17 @@ def test_every_task_page_block_is_collected():
         langs = re.findall(r"^```(\w+)\n", text, re.M)
         assert langs and set(langs) <= {"python", "bash"}, (page, langs)
 
+
+
+def test_ci_runs_exactly_the_readme_test_command_and_its_timing_times_it():
+    """README's test command (the block this file does not run), .ci/run's and the one scripts/readme_timings.py
+    --suite times are the same line."""
+    import importlib.util
+
+    readme = [code.strip() for _, code in fenced_blocks(ROOT / "README.md", ("bash",))
+              if code.strip().startswith("python -m pytest")]
+    ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip().startswith("python -m pytest")]
+    spec = importlib.util.spec_from_file_location("readme_timings", ROOT / "scripts" / "readme_timings.py")
+    timings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(timings)
+    assert len(readme) == 1 and ci == readme and " ".join(["python", *timings.SUITE_ARGS]) == readme[0]
