@@ -13,7 +13,8 @@ installed)::
 * checks after ``parse_args``: :func:`check_quick_out` (``--quick`` needs ``--out``), :func:`check_out` (the output
   file or folder can be made: nothing is created),
   :func:`check_in` (an input file or folder exists), :func:`check_device` (``cuda`` needs a GPU here),
-  :func:`check_git_ref` and :func:`check_names` (names against the valid ones, listed in the message).
+  :func:`check_git_ref` and :func:`check_names` (names against the valid ones, listed in the message);
+* ``--jobs J`` of the benchmarks whose legs are fresh processes: :func:`run_legs` runs them J at a time.
 
 Only the standard library at import; ``check_device`` imports torch (and torchdpgmm's own device check).
 """
@@ -154,3 +155,16 @@ def check_git_ref(ap: argparse.ArgumentParser, flag: str, ref: str) -> None:
         ap.error(f"{flag} {ref}: git could not be run ({e.strerror or e})")
     if not ok:
         ap.error(f"{flag} {ref!r} is not a commit of this repository")
+
+
+def run_legs(legs: list[Callable[[], object]], jobs: int) -> list:
+    """Call each of ``legs`` (functions of no argument, each running and timing a fresh process): in order, one
+    after the other when ``jobs`` is 1 (a benchmark's measurement: each leg alone on the machine), else ``jobs`` at a
+    time (a smoke run: threads waiting on the processes, whose timings then share the cores). Their results, in
+    order."""
+    if jobs == 1:
+        return [leg() for leg in legs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        return list(ex.map(lambda leg: leg(), legs))

@@ -172,17 +172,6 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def run_legs(legs: list, jobs: int) -> list:
-    """Call each of ``legs`` (functions of no argument, each running a fresh process): in order, one after the
-    other when ``jobs`` is 1, else ``jobs`` at a time (threads waiting on the processes). Their results, in order."""
-    if jobs == 1:
-        return [leg() for leg in legs]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=jobs) as ex:
-        return list(ex.map(lambda leg: leg(), legs))
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     count = _args.whole(1)
@@ -225,11 +214,11 @@ def main(argv: list[str] | None = None) -> int:
         return per_mechanism_cost(a.cost_trials, mechs, eps, a.block_size, "cuda") if torch.cuda.is_available() else None
 
     if a.jobs == 1:  # the measurement: each fresh process alone, the GPU cost between the sweeps and the commands
-        sweeps = run_legs(sweep_legs, 1)
+        sweeps = _args.run_legs(sweep_legs, 1)
         gpu = gpu_cost()
-        cli = run_legs(cli_legs, 1)
+        cli = _args.run_legs(cli_legs, 1)
     else:  # a smoke run: the legs side by side, then the GPU cost
-        legs = run_legs(sweep_legs + cli_legs, a.jobs)
+        legs = _args.run_legs(sweep_legs + cli_legs, a.jobs)
         sweeps, cli = legs[:len(sweep_legs)], legs[len(sweep_legs):]
         gpu = gpu_cost()
     res = {

@@ -92,17 +92,6 @@ def leg(name: str, device: str, trials: int, *, workers: int = 1, fmt: str = "cs
     return res
 
 
-def run_legs(legs: list, jobs: int) -> list[dict]:
-    """Call each of ``legs`` (functions of no argument, each one :func:`leg`): in order, one after the other when
-    ``jobs`` is 1, else ``jobs`` at a time (threads waiting on the processes). Their results, in order."""
-    if jobs == 1:
-        return [run() for run in legs]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=jobs) as ex:
-        return list(ex.map(lambda run: run(), legs))
-
-
 def device_info(device: str) -> dict:
     import torch
 
@@ -148,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         a.trials, a.large_trials, a.cpu_trials, a.cpu_workers = 20, 0, 8, 1
     cpu_trials = a.trials if a.cpu_trials is None else a.cpu_trials
-    planned = []  # the legs, each a call of leg(...) made by run_legs
+    planned = []  # the legs, each a call of leg(...) made by _args.run_legs
     if on_gpu:
         planned.append(functools.partial(leg, "gpu", device, a.trials, small=a.quick, timeout=a.timeout))
         if a.large_trials > 0:
@@ -163,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         if cpu_trials > 0 and a.quick:   # the smoke run exercises the comparison leg too
             planned.append(functools.partial(leg, "cpu_compare", "cpu", cpu_trials, workers=1, small=True,
                                              timeout=a.timeout))
-    legs = run_legs(planned, a.jobs)
+    legs = _args.run_legs(planned, a.jobs)
     by = {lg["name"]: lg for lg in legs}
     ok = lambda name: name in by and by[name]["returncode"] == 0   # noqa: E731
     ratio, large_ratio = per_trial_ratio(legs, "gpu"), per_trial_ratio(legs, "gpu_large")

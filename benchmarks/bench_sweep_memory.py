@@ -30,6 +30,7 @@ share the cores; each run's peak memory is still its own processes'.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -163,13 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         res["loadavg_after"] = list(os.getloadavg())
         return res
 
-    if a.jobs == 1:
-        small, large = run(a.small), run(a.large)
-    else:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=2) as ex:
-            small, large = ex.map(run, (a.small, a.large))
+    small, large = _args.run_legs([functools.partial(run, a.small), functools.partial(run, a.large)], a.jobs)
     ratio = large["peak_rss_mib"] / small["peak_rss_mib"]
     res = {
         "config": {"mechanism": "kl", "mode": "as-published", "N": a.n, "K": a.k, "d": a.d,

@@ -30,6 +30,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _args  # noqa: E402  (the command-line checks shared by the benchmarks and scripts; run_legs)
+
 EPSILONS = "0.1,0.2,0.5,1,2,5,10"
 
 
@@ -47,17 +50,6 @@ def run_once(tree: Path, trials: int, device: str, scratch: Path) -> float:
     subprocess.run([sys.executable, *command(trials, device, out / "sw")], env=env, cwd=tree,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return time.perf_counter() - t0
-
-
-def run_side_by_side(runs: list, jobs: int) -> list[float]:
-    """Call each of ``runs`` (functions of no argument, each timing a fresh process): in order, one after the other
-    when ``jobs`` is 1, else ``jobs`` at a time. Their results, in order."""
-    if jobs == 1:
-        return [run() for run in runs]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=jobs) as ex:
-        return list(ex.map(lambda run: run(), runs))
 
 
 def baseline_tree(rev: str, into: Path) -> Path:
@@ -111,10 +103,10 @@ def main(argv: list[str] | None = None) -> dict:
             return timed
 
         for _ in range(a.warmup):
-            run_side_by_side([run(name) for name in trees], a.jobs)
+            _args.run_legs([run(name) for name in trees], a.jobs)
         for r in range(a.rounds):
             order = ("this tree", "baseline") if r % 2 == 0 else ("baseline", "this tree")
-            for name, secs in zip(order, run_side_by_side([run(name, r) for name in order], a.jobs)):
+            for name, secs in zip(order, _args.run_legs([run(name, r) for name in order], a.jobs)):
                 times[name].append(secs)
     payload = {
         "benchmark": "bench_sweep_startup", "script": "benchmarks/bench_sweep_startup.py",
