@@ -28,6 +28,7 @@ def _errors_section() -> str:
 QUOTED = {
     "--epsilons must be comma-separated numbers": ["sweep", "--epsilons", "one"],
     "a study is needed first": ["experiment", "--out", "o"],
+    "choose a study": ["experiment"],
 }
 
 
