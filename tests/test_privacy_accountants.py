@@ -184,3 +184,38 @@ def test_pld_composes_each_spend_once_with_the_numbers_of_composing_the_whole_le
         ref.compose(dpa.GaussianDpEvent(e.sigma / e.sensitivity))
     ref.compose(dpa.LaplaceDpEvent(4.0 / 1.0))
     assert abs(after[-1] - ref.get_epsilon(1e-5)) < 1e-3
+
+
+def test_pld_fold_survives_an_interruption_and_follows_a_changed_ledger(monkeypatch):
+    """The incremental fold kept its PLD and its count of folded entries apart: a fold interrupted while building
+    an event's PLD (Ctrl-C, MemoryError) left the earlier new entries in the PLD but not in the count, and the next
+    call composed them twice (found by review: 3.30 for 2.45). Likewise a ledger changed by hand (it is public) or a
+    changed discretisation gave a stale fold. Each case must give what a fresh accountant of the same ledger gives."""
+    def fresh(ledger, **kw):
+        acc = P.PLDAccountant(**kw)
+        for e, c in ledger:
+            acc.compose(e, c)
+        return acc.get_epsilon(1e-5)
+
+    a, b = P.GaussianEvent(1.0, 2.0), P.GaussianEvent(1.0, 3.0)
+    acc = P.PLDAccountant()
+    acc.compose(a).compose(b)
+    real = P.PLDAccountant._event_pld
+    calls = []
+
+    def interrupted(self, e):
+        calls.append(e)
+        if e is b and len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(self, e)
+    monkeypatch.setattr(P.PLDAccountant, "_event_pld", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        acc.get_epsilon(1e-5)
+    monkeypatch.setattr(P.PLDAccountant, "_event_pld", real)
+    assert acc.get_epsilon(1e-5) == fresh([(a, 1), (b, 1)])
+
+    acc.ledger.clear()
+    acc.compose(P.GaussianEvent(1.0, 100.0))
+    assert acc.get_epsilon(1e-5) == fresh([(P.GaussianEvent(1.0, 100.0), 1)])
+    acc.value_discretization_interval = 1e-3
+    assert acc.get_epsilon(1e-5) == fresh([(P.GaussianEvent(1.0, 100.0), 1)], value_discretization_interval=1e-3)

@@ -153,8 +153,9 @@ class PLDAccountant(Accountant):
                  value_discretization_interval: float = 1e-4) -> None:
         super().__init__(adjacency=adjacency)
         self.value_discretization_interval = float(value_discretization_interval)
-        self._pld = None  # the ledger's first ``_priced`` entries composed (None: nothing with a privacy loss yet)
-        self._priced = 0
+        # (settings, the ledger entries folded, their PLD or None while none has a privacy loss): one value, replaced
+        # whole, so the PLD and what it holds never disagree (an interrupted fold, two threads)
+        self._fold: tuple = (None, (), None)
 
     def _check(self, event: PrivacyEvent) -> None:
         ok = (GaussianEvent, LaplaceEvent, SubsampledGaussianEvent, DiscreteLaplaceEvent, ApproxDPEvent)
@@ -200,16 +201,25 @@ class PLDAccountant(Accountant):
                                          value_discretization_interval=vdi)
 
     def _composed(self):
-        """The ledger's PLD, composed in ledger order. The ledger only grows, so the entries composed since the
-        last call are folded onto the kept PLD: the same left fold as composing the whole ledger at once (the same
-        numbers), while an odometer that spends n times builds n event PLDs rather than n^2 / 2."""
-        for e, c in self.ledger[self._priced:]:
+        """The ledger's PLD, composed in ledger order. The ledger only grows through :meth:`compose`, so the entries
+        added since the last call are folded onto the kept PLD: the same left fold as composing the whole ledger at
+        once (the same numbers), while an odometer that spends n times builds n event PLDs rather than n^2 / 2. If
+        the folded entries are no longer the ledger's first ones, or the adjacency or the discretisation changed
+        (public attributes), the fold starts again from the whole ledger."""
+        key = (self.adjacency, self.value_discretization_interval)
+        fold_key, folded, pld = self._fold
+        if fold_key != key or tuple(self.ledger[:len(folded)]) != folded:
+            folded, pld = (), None
+        for entry in self.ledger[len(folded):]:
+            e, c = entry
             p = self._event_pld(e)
             if p is not None:
                 p = p.self_compose(c) if c > 1 else p
-                self._pld = p if self._pld is None else self._pld.compose(p)
-        self._priced = len(self.ledger)
-        return self._pld
+                pld = p if pld is None else pld.compose(p)
+            folded = (*folded, entry)
+            self._fold = (key, folded, pld)  # after each entry: an interrupted fold keeps what it finished
+        self._fold = (key, folded, pld)
+        return pld
 
     def get_epsilon(self, delta: float) -> float:
         pld = self._composed()
