@@ -136,7 +136,7 @@ def _finished_chunks(out):
     return [p for p in (out / "chunks").glob("*.csv") if not p.name.startswith(".")]
 
 
-def test_sweep_kill_resume_and_ray_identical(tmp_path):
+def test_sweep_killed_and_resumed_gives_the_same_rows(tmp_path):
     """The sweep's journey: a run, a killed run resumed to the same rows; the Ray step (the same command with
     ``--backend ray``, the same rows) is test_sweep.py's test_ray_backend_matches_local."""
     # 1. an uninterrupted reference run, in-process
