@@ -68,7 +68,6 @@ import math
 import numbers
 import os
 import shutil
-import tempfile
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -622,24 +621,24 @@ _TMP = ".tmp-"
 _OLD_TEMPORARIES = (".summary.*.json", ".sweep.*.png", ".progress.json.tmp", ".sweep.json.tmp")
 
 
+def _atomic(path: Path, mode: int | None = None):
+    """:func:`~torchdpgmm.modelfile.atomic_path` with the folder's one temporary prefix: every file of ``OUT`` is
+    written through it (``mode`` 0o644 for the shared results: chunks, results, summary, figure)."""
+    from torchdpgmm.modelfile import atomic_path
+
+    return atomic_path(path, mode, prefix=_TMP)
+
+
 def _atomic_rows(path: Path, rows: Any) -> dict[str, np.ndarray]:
     """Write one chunk's rows (CSV or Parquet by the suffix of ``path``) atomically, readable by all; returns
     them as columns."""
     cols = _columns(rows)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP, suffix=path.suffix)
-    os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
-    try:
+    with _atomic(path, 0o644) as tmp:
         if path.suffix == ".parquet":
-            os.close(fd)
             _pyarrow().parquet.write_table(_arrow_table(cols), tmp)
         else:
-            with os.fdopen(fd, "w", newline="") as fh:
+            with open(tmp, "w", newline="") as fh:
                 _write_csv(fh, cols)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
     return cols
 
 
@@ -717,9 +716,8 @@ def _write_manifest(manifest: Path, spec: SweepSpec, blocks: dict[tuple[int, int
 
     payload = dict(spec.to_dict(), block_sizes={_block_key(*k): int(b) for k, b in blocks.items()},
                    torch=torch.__version__)
-    tmp = manifest.with_name(f"{_TMP}sweep.json")
-    tmp.write_text(json.dumps(payload, indent=2))
-    os.replace(tmp, manifest)
+    with _atomic(manifest) as tmp:
+        tmp.write_text(json.dumps(payload, indent=2))
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -841,15 +839,13 @@ def _run_prepared(spec: SweepSpec, out: Path, blocks: dict, fn: Callable, backen
     block_sizes = {_block_key(*k): int(b) for k, b in blocks.items()}
     from torchdpgmm._provenance import environment
     from torchdpgmm.experiments import _jsonable
-    from torchdpgmm.modelfile import atomic_path, atomic_write_text
 
     # both written through temporary files renamed into place (never half written); NaN (an interval of one
     # trial) is JSON null
-    with atomic_path(out / "sweep.png", mode=0o644, prefix=_TMP) as png:  # shared results: 0644, as the chunks
+    with _atomic(out / "sweep.png", 0o644) as png, _atomic(out / "summary.json", 0o644) as js:  # shared: 0644
         plot_results(summary, png, spec=spec)
-        atomic_write_text(out / "summary.json", mode=0o644, prefix=_TMP, text=json.dumps(_jsonable(
-            {"spec": spec.to_dict(), "block_sizes": block_sizes, "points": summary,
-             "environment": environment(spec.device)}), indent=2))
+        js.write_text(json.dumps(_jsonable({"spec": spec.to_dict(), "block_sizes": block_sizes, "points": summary,
+                                            "environment": environment(spec.device)}), indent=2))
     return {"done": done, "skipped": total - done, "results": str(results), "summary": summary,
             "block_sizes": block_sizes}
 
@@ -887,9 +883,8 @@ def _run_pending(spec: SweepSpec, blocks: dict, out: Path, fn: Callable, backend
         left = total - state["trials"]
         payload = {"trials_done": state["trials"], "trials_total": total, "chunks_done": state["chunks"],
                    "elapsed_s": round(elapsed, 3), "eta_s": round(left / rate, 1) if rate > 0 else None}
-        tmp = out / f"{_TMP}progress.json"
-        tmp.write_text(json.dumps(payload))
-        os.replace(tmp, out / "progress.json")
+        with _atomic(out / "progress.json") as tmp:
+            tmp.write_text(json.dumps(payload))
 
     bar = None
     if progress:
@@ -1015,11 +1010,8 @@ def _run_local(spec: SweepSpec, todo: Iterable[Chunk], chunk_dir: Path, fn: Call
 def _concat_chunks(path: Path, parts: Iterable[Path]) -> None:
     """The results file: the chunk files in plan order, streamed (memory of one chunk), atomic. CSV: one
     header; Parquet: one row group per chunk."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP, suffix=path.suffix)
-    os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
-    try:
+    with _atomic(path, 0o644) as tmp:
         if path.suffix == ".parquet":
-            os.close(fd)
             pa = _pyarrow()
             writer = None
             try:
@@ -1032,17 +1024,12 @@ def _concat_chunks(path: Path, parts: Iterable[Path]) -> None:
                 if writer is not None:
                     writer.close()
         else:
-            with os.fdopen(fd, "wb") as fh:  # bytes: each chunk's rows copied whole, past its header line
+            with open(tmp, "wb") as fh:  # bytes: each chunk's rows copied whole, past its header line
                 fh.write((",".join(RESULT_FIELDS) + "\r\n").encode())
                 for p in parts:
                     with open(p, "rb") as src:
                         src.readline()
                         shutil.copyfileobj(src, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 #: seconds a ``--ray-address`` may take to accept a TCP connection before the sweep gives up
