@@ -668,7 +668,7 @@ def _prepare(out: Path, spec: SweepSpec, resume: bool, workers: int = 1) -> dict
     nothing says which sweep wrote them, and a chunk is reused by its name alone."""
     manifest = out / "sweep.json"
     chunk_dir = out / "chunks"
-    if not manifest.exists() and chunk_dir.is_dir() and any(not p.name.startswith(".") for p in chunk_dir.iterdir()):
+    if not manifest.exists() and _has_chunk_files(out):
         raise ValueError(f"{chunk_dir} holds files but {out} has no sweep.json, so nothing says which sweep wrote "
                          f"them (they would be reused as this sweep's rows); use another --out or delete {chunk_dir}")
     out.mkdir(parents=True, exist_ok=True)
